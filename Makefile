@@ -1,0 +1,80 @@
+# relattn: SQLite loadable extension for relative-position self-attention.
+#
+#   make            build relattn.so (.load ./relattn)
+#   make test       unit tests (C), SQL tests (pytest), shell tests
+#   make asan       the same tests under -fsanitize=address,undefined
+#   make demo       the bundled model on the bundled corpus, in the sqlite3 shell
+#   make bench      ratios: relative vs plain attention, SQL overhead, scaling
+#   make fuzz       libFuzzer targets, bounded time each
+#   make deps       install missing Debian packages (apt-get only when needed)
+
+CC      ?= cc
+PYTHON  ?= /usr/bin/python3
+BUILD   ?= build
+SO      ?= relattn.so
+OPT     ?= -O2 -g
+SAN     ?=
+CFLAGS  += $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
+           -fPIC -fvisibility=hidden -pthread -Isrc -Iext
+LDLIBS  += -lopenblas -lm -lpthread
+
+SRC      := $(sort $(wildcard src/*.c))
+EXT      := $(sort $(wildcard ext/*.c))
+SRC_OBJ  := $(SRC:%.c=$(BUILD)/%.o)
+EXT_OBJ  := $(EXT:%.c=$(BUILD)/%.o)
+UNIT     := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BIN := $(UNIT:tests/unit/%.c=$(BUILD)/unit/%)
+HEADERS  := $(wildcard src/*.h ext/*.h)
+
+# Debian packages the build, the tests and the demo need.
+DEB_PKGS ?= gcc make libc6-dev libsqlite3-dev sqlite3 libopenblas-dev \
+            python3 python3-numpy python3-pytest
+DEB_BENCH ?= python3-torch
+DEB_ASAN ?= clang libclang-rt-14-dev
+
+.PHONY: all deps deps-bench test unit asan demo bench fuzz clean
+
+all: $(SO)
+
+$(SO): $(SRC_OBJ) $(EXT_OBJ)
+	$(CC) $(CFLAGS) -shared -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+# Unit tests link src/ only: it knows nothing of SQLite.
+$(BUILD)/unit/%: tests/unit/%.c tests/unit/unit.h $(SRC_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(SRC_OBJ) $(LDLIBS)
+
+unit: $(UNIT_BIN)
+
+# Checks first; runs apt-get only for what is missing.
+deps:
+	@DEB_PKGS="$(DEB_PKGS)" sh tests/deps.sh
+
+deps-bench:
+	@DEB_PKGS="$(DEB_PKGS) $(DEB_BENCH)" sh tests/deps.sh
+
+test: deps
+	$(MAKE) all unit
+	RELATTN_SO=$(abspath $(SO)) RELATTN_UNIT=$(abspath $(BUILD)/unit) \
+	  $(PYTHON) -m pytest -q tests
+
+# Everything under AddressSanitizer + UBSan, in its own build directory. The
+# Python tests load the sanitized .so into an unsanitized interpreter, so the
+# runtime is preloaded; leaks are checked in the C tests and the shell.
+ASAN_SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+asan: deps
+	$(MAKE) BUILD=build-asan SO=build-asan/relattn.so OPT="-O1 -g" SAN="$(ASAN_SAN)" \
+	  build-asan/relattn.so unit
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	RELATTN_SO=$(abspath build-asan/relattn.so) RELATTN_UNIT=$(abspath build-asan/unit) \
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	  $(PYTHON) -m pytest -q tests
+
+clean:
+	rm -rf $(BUILD) build-asan build-fuzz $(SO) demo.db

@@ -1,0 +1,238 @@
+/*
+** relattn.c: the extension's entry point and registration table.
+**
+**   .load ./relattn
+**   SELECT relattn_version();          -- '0.1.0'
+**   SELECT relattn_debug();            -- build, BLAS, SIMD path, threads
+**   SELECT relattn_threads(2);         -- this connection's worker threads
+**
+** Every SQL function is one row of the table below, registered in a loop; a
+** failure names the function. All rows share one relattn_conn (ext.h).
+*/
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ext.h"
+#include "functions.h"
+
+SQLITE_EXTENSION_INIT1
+
+void relattn_result_errorf(sqlite3_context *ctx, const char *fmt, ...) {
+  va_list ap;
+  char *msg;
+  va_start(ap, fmt);
+  msg = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  if (!msg) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  sqlite3_result_error(ctx, msg, -1);
+  sqlite3_free(msg);
+}
+
+void relattn_result_status(sqlite3_context *ctx, int status, const char *msg) {
+  switch (status) {
+    case RELATTN_OK: return;
+    case RELATTN_ERR_NOMEM: sqlite3_result_error_nomem(ctx); return;
+    case RELATTN_ERR_TOOBIG:
+      sqlite3_result_error(ctx, msg, -1);
+      sqlite3_result_error_code(ctx, SQLITE_TOOBIG);
+      return;
+    case RELATTN_ERR_INTERRUPT:
+      sqlite3_result_error(ctx, msg, -1);
+      sqlite3_result_error_code(ctx, SQLITE_INTERRUPT);
+      return;
+    default: sqlite3_result_error(ctx, msg, -1); return;
+  }
+}
+
+relattn_pool *relattn_conn_pool(relattn_conn *conn) {
+  if (conn->pool && relattn_pool_size(conn->pool) != conn->n_threads) {
+    relattn_pool_free(conn->pool);
+    conn->pool = NULL;
+  }
+  if (!conn->pool) conn->pool = relattn_pool_new(conn->n_threads);
+  return conn->pool;
+}
+
+static void connRelease(void *p) {
+  relattn_conn *conn = p;
+  if (--conn->refs > 0) return;
+  relattn_store_close(conn);
+  relattn_pool_free(conn->pool);
+  sqlite3_free(conn);
+}
+
+/* ---- relattn_version(), relattn_debug(), settings ------------------------ */
+
+static void versionFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  (void)argv;
+  sqlite3_result_text(ctx, RELATTN_VERSION, -1, SQLITE_STATIC);
+}
+
+static void debugFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  relattn_conn *conn = sqlite3_user_data(ctx);
+  char *s;
+  (void)argc;
+  (void)argv;
+  s = sqlite3_mprintf(
+      "relattn %s\n"
+      "build: %s %s%s\n"
+      "sqlite: %s\n"
+      "blas: %s\n"
+      "simd: %s\n"
+      "threads: %d (cores %d)\n"
+      "max_tokens: %d",
+      RELATTN_VERSION, __DATE__,
+#if defined(__OPTIMIZE__)
+      "optimized",
+#else
+      "debug",
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+      " asan",
+#else
+      "",
+#endif
+      sqlite3_libversion(), relattn_blas_config(), relattn_simd_path(),
+      conn->n_threads, relattn_cpu_count(), conn->max_tokens);
+  if (!s) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  sqlite3_result_text(ctx, s, -1, sqlite3_free);
+}
+
+/* Reads an optional integer setting argument in [lo, hi]. Returns 0 and sets
+** an error when it is not one. */
+static int settingArg(sqlite3_context *ctx, const char *fn, sqlite3_value *v,
+                      sqlite3_int64 lo, sqlite3_int64 hi, int *out) {
+  sqlite3_int64 n;
+  if (sqlite3_value_type(v) != SQLITE_INTEGER) {
+    relattn_result_errorf(ctx, "%s: n must be an integer", fn);
+    return 0;
+  }
+  n = sqlite3_value_int64(v);
+  if (n < lo || n > hi) {
+    relattn_result_errorf(ctx, "%s: n must be between %lld and %lld, not %lld",
+                          fn, lo, hi, n);
+    return 0;
+  }
+  *out = (int)n;
+  return 1;
+}
+
+static void threadsFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  relattn_conn *conn = sqlite3_user_data(ctx);
+  if (argc == 1 &&
+      !settingArg(ctx, "relattn_threads", argv[0], 1, 256, &conn->n_threads))
+    return;
+  sqlite3_result_int(ctx, conn->n_threads);
+}
+
+static void maxTokensFunc(sqlite3_context *ctx, int argc,
+                          sqlite3_value **argv) {
+  relattn_conn *conn = sqlite3_user_data(ctx);
+  if (argc == 1 && !settingArg(ctx, "relattn_max_tokens", argv[0], 1,
+                               1 << 24, &conn->max_tokens))
+    return;
+  sqlite3_result_int(ctx, conn->max_tokens);
+}
+
+static void progressFunc(sqlite3_context *ctx, int argc,
+                         sqlite3_value **argv) {
+  relattn_conn *conn = sqlite3_user_data(ctx);
+  if (argc == 1 &&
+      !settingArg(ctx, "relattn_progress", argv[0], 0, 1, &conn->progress))
+    return;
+  sqlite3_result_int(ctx, conn->progress);
+}
+
+/* ---- registration -------------------------------------------------------- */
+
+#define PURE (SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS)
+#define READS (SQLITE_UTF8)                     /* reads model tables */
+#define WRITES (SQLITE_UTF8 | SQLITE_DIRECTONLY) /* writes tables or settings */
+
+static const struct {
+  const char *name;
+  int n_arg;
+  int flags;
+  void (*x_func)(sqlite3_context *, int, sqlite3_value **);
+  void (*x_step)(sqlite3_context *, int, sqlite3_value **);
+  void (*x_final)(sqlite3_context *);
+} functions[] = {
+    {"relattn_version", 0, PURE, versionFunc, 0, 0},
+    {"relattn_debug", 0, SQLITE_UTF8, debugFunc, 0, 0},
+    {"relattn_threads", 0, SQLITE_UTF8, threadsFunc, 0, 0},
+    {"relattn_threads", 1, WRITES, threadsFunc, 0, 0},
+    {"relattn_max_tokens", 0, SQLITE_UTF8, maxTokensFunc, 0, 0},
+    {"relattn_max_tokens", 1, WRITES, maxTokensFunc, 0, 0},
+    {"relattn_progress", 0, SQLITE_UTF8, progressFunc, 0, 0},
+    {"relattn_progress", 1, WRITES, progressFunc, 0, 0},
+
+    /* ext/attention_fn.c */
+
+    /* ext/store.c and ext/tokens.c */
+
+    /* ext/model_fn.c */
+
+};
+
+static const struct {
+  const char *name;
+  sqlite3_module *module;
+} modules[] = {
+    /* ext/tokens.c, ext/model_fn.c, ext/scan.c */
+    {0, 0},
+};
+
+#ifdef _WIN32
+__declspec(dllexport)
+#else
+__attribute__((visibility("default")))
+#endif
+int sqlite3_relattn_init(sqlite3 *db, char **pzErrMsg,
+                         const sqlite3_api_routines *pApi) {
+  relattn_conn *conn;
+  size_t i;
+  int rc = SQLITE_OK;
+  SQLITE_EXTENSION_INIT2(pApi);
+
+  conn = sqlite3_malloc64(sizeof *conn);
+  if (!conn) return SQLITE_NOMEM;
+  memset(conn, 0, sizeof *conn);
+  conn->db = db;
+  conn->n_threads = relattn_cpu_count();
+  conn->max_tokens = RELATTN_DEFAULT_MAX_TOKENS;
+
+  for (i = 0; i < sizeof functions / sizeof functions[0]; i++) {
+    conn->refs++;
+    rc = sqlite3_create_function_v2(db, functions[i].name, functions[i].n_arg,
+                                    functions[i].flags, conn,
+                                    functions[i].x_func, functions[i].x_step,
+                                    functions[i].x_final, connRelease);
+    /* On failure SQLite has already called connRelease. */
+    if (rc != SQLITE_OK) {
+      if (pzErrMsg)
+        *pzErrMsg = sqlite3_mprintf("relattn: cannot register %s: %s",
+                                    functions[i].name, sqlite3_errmsg(db));
+      return rc;
+    }
+  }
+  for (i = 0; modules[i].name; i++) {
+    conn->refs++;
+    rc = sqlite3_create_module_v2(db, modules[i].name, modules[i].module, conn,
+                                  connRelease);
+    if (rc != SQLITE_OK) {
+      if (pzErrMsg)
+        *pzErrMsg = sqlite3_mprintf("relattn: cannot register %s: %s",
+                                    modules[i].name, sqlite3_errmsg(db));
+      return rc;
+    }
+  }
+  return SQLITE_OK;
+}

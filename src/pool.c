@@ -1,0 +1,183 @@
+/*
+** pool.c: a small persistent thread pool.
+**
+** Workers sleep on a condition variable between jobs. A job is n_tasks calls
+** of one function; tasks are handed out by an atomic counter, so uneven tasks
+** balance themselves. The calling thread takes part as worker 0. One job runs
+** at a time per pool (a mutex); a job started from inside a task runs
+** serially on that task's worker, so nesting cannot deadlock.
+*/
+#include "relattn.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct pool_scratch {
+  void *p;
+  size_t size;
+} pool_scratch;
+
+struct relattn_pool {
+  int n;                     /* workers including the caller */
+  pthread_t *threads;        /* (n - 1) */
+  pthread_mutex_t run_lock;  /* one job at a time */
+  pthread_mutex_t lock;
+  pthread_cond_t wake, done;
+  unsigned long generation;  /* bumped per job */
+  int quit;
+  int active;                /* workers still inside the current job */
+  relattn_task_fn fn;
+  void *ctx;
+  int n_tasks;
+  atomic_int next;
+  pool_scratch *scratch;     /* (n) */
+};
+
+typedef struct worker_arg {
+  relattn_pool *pool;
+  int id;
+} worker_arg;
+
+/* The job this thread is working on, so a nested run stays on its worker. */
+static _Thread_local relattn_pool *in_pool = NULL;
+static _Thread_local int in_pool_worker = 0;
+
+static void drain(relattn_pool *pool, int worker) {
+  in_pool = pool;
+  in_pool_worker = worker;
+  for (;;) {
+    int t = atomic_fetch_add(&pool->next, 1);
+    if (t >= pool->n_tasks) break;
+    pool->fn(pool->ctx, t, worker);
+  }
+  in_pool = NULL;
+}
+
+static void *worker_main(void *argp) {
+  worker_arg arg = *(worker_arg *)argp;
+  relattn_pool *pool = arg.pool;
+  unsigned long seen = 0;
+  free(argp);
+  for (;;) {
+    pthread_mutex_lock(&pool->lock);
+    while (!pool->quit && pool->generation == seen)
+      pthread_cond_wait(&pool->wake, &pool->lock);
+    if (pool->quit) {
+      pthread_mutex_unlock(&pool->lock);
+      return NULL;
+    }
+    seen = pool->generation;
+    pthread_mutex_unlock(&pool->lock);
+
+    drain(pool, arg.id);
+
+    pthread_mutex_lock(&pool->lock);
+    if (--pool->active == 0) pthread_cond_signal(&pool->done);
+    pthread_mutex_unlock(&pool->lock);
+  }
+}
+
+int relattn_cpu_count(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : (n > 256 ? 256 : (int)n);
+}
+
+relattn_pool *relattn_pool_new(int n_threads) {
+  relattn_pool *pool;
+  int i;
+  if (n_threads < 1) n_threads = 1;
+  pool = calloc(1, sizeof *pool);
+  if (!pool) return NULL;
+  pool->n = n_threads;
+  pool->scratch = calloc((size_t)n_threads, sizeof *pool->scratch);
+  pool->threads = calloc((size_t)n_threads, sizeof *pool->threads);
+  if (!pool->scratch || !pool->threads) goto fail_alloc;
+  pthread_mutex_init(&pool->run_lock, NULL);
+  pthread_mutex_init(&pool->lock, NULL);
+  pthread_cond_init(&pool->wake, NULL);
+  pthread_cond_init(&pool->done, NULL);
+  for (i = 1; i < n_threads; i++) {
+    worker_arg *arg = malloc(sizeof *arg);
+    if (!arg) break;
+    arg->pool = pool;
+    arg->id = i;
+    if (pthread_create(&pool->threads[i - 1], NULL, worker_main, arg) != 0) {
+      free(arg);
+      break;
+    }
+  }
+  /* Fewer threads than asked (resource limits) still make a working pool. */
+  pool->n = i;
+  return pool;
+
+fail_alloc:
+  free(pool->scratch);
+  free(pool->threads);
+  free(pool);
+  return NULL;
+}
+
+void relattn_pool_free(relattn_pool *pool) {
+  int i;
+  if (!pool) return;
+  pthread_mutex_lock(&pool->lock);
+  pool->quit = 1;
+  pthread_cond_broadcast(&pool->wake);
+  pthread_mutex_unlock(&pool->lock);
+  for (i = 1; i < pool->n; i++) pthread_join(pool->threads[i - 1], NULL);
+  for (i = 0; i < pool->n; i++) relattn_free(pool->scratch[i].p);
+  pthread_mutex_destroy(&pool->run_lock);
+  pthread_mutex_destroy(&pool->lock);
+  pthread_cond_destroy(&pool->wake);
+  pthread_cond_destroy(&pool->done);
+  free(pool->scratch);
+  free(pool->threads);
+  free(pool);
+}
+
+int relattn_pool_size(const relattn_pool *pool) { return pool ? pool->n : 1; }
+
+void relattn_pool_run(relattn_pool *pool, int n_tasks, relattn_task_fn fn,
+                      void *ctx) {
+  int t;
+  if (n_tasks <= 0) return;
+  if (!pool || pool->n == 1 || n_tasks == 1 || in_pool) {
+    int worker = (pool && in_pool == pool) ? in_pool_worker : 0;
+    for (t = 0; t < n_tasks; t++) fn(ctx, t, worker);
+    return;
+  }
+  pthread_mutex_lock(&pool->run_lock);
+  pthread_mutex_lock(&pool->lock);
+  pool->fn = fn;
+  pool->ctx = ctx;
+  pool->n_tasks = n_tasks;
+  atomic_store(&pool->next, 0);
+  pool->active = pool->n - 1;
+  pool->generation++;
+  pthread_cond_broadcast(&pool->wake);
+  pthread_mutex_unlock(&pool->lock);
+
+  drain(pool, 0);
+
+  pthread_mutex_lock(&pool->lock);
+  while (pool->active > 0) pthread_cond_wait(&pool->done, &pool->lock);
+  pthread_mutex_unlock(&pool->lock);
+  pthread_mutex_unlock(&pool->run_lock);
+}
+
+void *relattn_pool_scratch(relattn_pool *pool, int worker, size_t size) {
+  pool_scratch *s;
+  if (!pool || worker < 0 || worker >= pool->n) return NULL;
+  s = &pool->scratch[worker];
+  if (s->size < size || !s->p) {
+    void *p = relattn_alloc(size);
+    if (!p) return NULL;
+    relattn_free(s->p);
+    s->p = p;
+    s->size = size;
+  }
+  return s->p;
+}

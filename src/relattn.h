@@ -1,0 +1,151 @@
+/*
+** relattn.h: the plain C library under the SQLite extension.
+**
+** Nothing here knows about SQLite. Functions return a relattn_status and,
+** where an error message is useful, write it into a caller's buffer
+** (err, errlen); ext/ turns both into SQL errors.
+*/
+#ifndef RELATTN_H
+#define RELATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RELATTN_VERSION "0.1.0"
+
+typedef enum relattn_status {
+  RELATTN_OK = 0,
+  RELATTN_ERR_ARG,       /* bad input: the message says which */
+  RELATTN_ERR_NOMEM,     /* an allocation failed */
+  RELATTN_ERR_TOOBIG,    /* a size over a limit, or an overflow */
+  RELATTN_ERR_FORMAT,    /* malformed file or data */
+  RELATTN_ERR_INTERRUPT  /* stopped on request */
+} relattn_status;
+
+/* Writes a printf-style message into err (when err != NULL), returns code. */
+int relattn_errorf(char *err, size_t errlen, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* ---- memory (src/mem.c) ------------------------------------------------ */
+
+/* 64-byte aligned allocation; size 0 gives a valid pointer. */
+void *relattn_alloc(size_t size);
+void relattn_free(void *p);
+/* *out = a * b, returning 0 on overflow. */
+int relattn_mul_ok(size_t a, size_t b, size_t *out);
+int relattn_add_ok(size_t a, size_t b, size_t *out);
+
+/* The vector path chosen at run time for our own loops: "avx512", "avx2"
+** or "scalar" (src/cpu.c). */
+const char *relattn_simd_path(void);
+
+/* ---- BLAS (src/blas.c: the one file that includes cblas.h) -------------- */
+
+/* C = alpha * op(A) op(B) + beta * C, row-major; op is transpose when ta/tb. */
+void relattn_sgemm(int ta, int tb, int m, int n, int k, float alpha,
+                   const float *a, int lda, const float *b, int ldb,
+                   float beta, float *c, int ldc);
+/* OpenBLAS's thread count is process-wide: set it to 1 for the duration of
+** a call and put the old value back (relattn_blas_restore). */
+int relattn_blas_single(void);          /* returns the previous count */
+void relattn_blas_restore(int previous);
+const char *relattn_blas_config(void);  /* OpenBLAS's own description */
+
+/* ---- thread pool (src/pool.c) ------------------------------------------ */
+
+typedef struct relattn_pool relattn_pool;
+/* fn(ctx, task, worker) runs every task in [0, n_tasks) once; worker is in
+** [0, relattn_pool_size(pool)) and identifies per-worker scratch. */
+typedef void (*relattn_task_fn)(void *ctx, int task, int worker);
+
+relattn_pool *relattn_pool_new(int n_threads); /* NULL on failure */
+void relattn_pool_free(relattn_pool *pool);    /* joins the workers */
+int relattn_pool_size(const relattn_pool *pool);
+/* Runs the tasks on the pool's threads (the caller takes part) and returns
+** when all are done. relattn_pool_new(1) starts no thread: it is a cheap
+** serial pool that only holds scratch (what a worker of an outer pool uses).
+** A run started from inside a task of another run goes serially. */
+void relattn_pool_run(relattn_pool *pool, int n_tasks, relattn_task_fn fn,
+                      void *ctx);
+/* Per-worker scratch kept alive across calls (pages are costly to fault in
+** here): returns at least size bytes, 64-byte aligned, or NULL. Contents
+** are not kept when the buffer grows. */
+void *relattn_pool_scratch(relattn_pool *pool, int worker, size_t size);
+int relattn_cpu_count(void);
+
+/* ---- relative self-attention (src/attention.c) ------------------------- */
+
+/* Shaw, Uszkoreit & Vaswani 2018, eq. 3-4 (tensor2tensor's
+** dot_product_attention_relative, value term included). For head h, query i,
+** key j, d = d_head, s = 1/sqrt(d), r = clip(j - i, -k, k) + k:
+**   e_ij = s * q_i . (k_j + rel_k[r])      (-inf where causal and j > i)
+**   z_i  = sum_j softmax_j(e_ij) * (v_j + rel_v[r])
+** Head h of a row lives at columns h*d .. h*d + d - 1. */
+typedef struct relattn_attn {
+  int n;                  /* sequence length: queries = keys = values */
+  int heads;              /* H */
+  int d_head;             /* d */
+  int clip;               /* k >= 0: tables have 2k+1 rows */
+  int causal;             /* mask keys after the query */
+  int per_head;           /* tables are (H, 2k+1, d), else (2k+1, d) */
+  const float *q; int ldq; /* (n, ldq), ldq >= H*d */
+  const float *k; int ldk; /* (n, ldk) */
+  const float *v; int ldv; /* (n, ldv) */
+  const float *rel_k;     /* (2k+1, d) or (H, 2k+1, d); NULL: no key term */
+  const float *rel_v;     /* same shape; NULL: no value term */
+  float *out; int ldo;    /* (n, ldo) */
+} relattn_attn;
+
+/* Fused blocked kernel with online softmax; never builds an n x n matrix.
+** Runs (head, query block) tasks on pool, with per-worker scratch from it. */
+int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
+                      size_t errlen);
+/* The softmax weights of one head as an explicit matrix, for inspection:
+** map (n, n), row i sums to 1 (zeros where masked). */
+int relattn_attention_map(const relattn_attn *a, int head,
+                          float *map /* (n, n) */, char *err, size_t errlen);
+
+/* ---- models (src/model.c: config, tensor list, weights) ----------------- */
+
+enum { RELATTN_DECODER = 0, RELATTN_ENCODER = 1 };
+enum { RELATTN_NORM_PRE = 0, RELATTN_NORM_POST = 1 };
+enum { RELATTN_GELU = 0, RELATTN_RELU = 1 };
+
+/* DESIGN §4, decoded from JSON by ext/ (JSON goes through SQLite). */
+typedef struct relattn_config {
+  int arch;               /* RELATTN_DECODER | RELATTN_ENCODER */
+  int vocab_size, d_model, n_layers, n_heads, d_ff;
+  int norm;               /* RELATTN_NORM_PRE | RELATTN_NORM_POST */
+  float norm_eps;
+  int activation;         /* RELATTN_GELU (erf form) | RELATTN_RELU */
+  int tie_embeddings;
+  int clip;               /* position.clip */
+  int rel_values;         /* position.values */
+  int per_head;           /* position.per_head */
+  int bos, eos, pad;      /* tokenizer ids, -1 when absent */
+} relattn_config;
+
+typedef struct relattn_layer {
+  const float *ln1_w, *ln1_b;         /* (d_model) */
+  const float *wq, *wk, *wv, *wo;     /* (d_model, d_model), y = x W^T + b */
+  const float *bq, *bk, *bv, *bo;     /* (d_model) */
+  const float *rel_k;                 /* (2*clip+1, d_head) or (n_heads, 2*clip+1, d_head) */
+  const float *rel_v;                 /* same; NULL unless rel_values */
+  const float *ln2_w, *ln2_b;         /* (d_model) */
+  const float *w1, *b1;               /* (d_ff, d_model), (d_ff) */
+  const float *w2, *b2;               /* (d_model, d_ff), (d_model) */
+} relattn_layer;
+
+typedef struct relattn_model {
+  relattn_config cfg;
+  const float *tok_emb;               /* (vocab_size, d_model) */
+  relattn_layer *layers;              /* (n_layers) */
+  const float *lnf_w, *lnf_b;         /* (d_model); NULL for post-norm */
+  const float *lm_head;               /* (vocab_size, d_model); = tok_emb when tied */
+  void *mem;                          /* owns every array above */
+} relattn_model;
+
+#endif /* RELATTN_H */

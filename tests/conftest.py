@@ -1,0 +1,53 @@
+"""Shared fixtures: a connection with the built extension loaded.
+
+RELATTN_SO names the shared library under test (make test sets it; default
+./relattn.so at the repository root)."""
+import os
+import pathlib
+import sqlite3
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SO = os.environ.get("RELATTN_SO", str(ROOT / "relattn.so"))
+
+
+def connect(path=":memory:", **kw):
+    db = sqlite3.connect(path, **kw)
+    db.enable_load_extension(True)
+    db.load_extension(SO)
+    db.enable_load_extension(False)
+    return db
+
+
+@pytest.fixture
+def db():
+    conn = connect()
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def rng(request):
+    # Fresh inputs every run; the seed is printed on failure to reproduce.
+    seed = int.from_bytes(os.urandom(4), "little")
+    request.node.user_properties.append(("seed", seed))
+    print(f"seed={seed}")
+    return np.random.default_rng(seed)
+
+
+def f32(a):
+    """float32 little-endian BLOB of an array."""
+    return np.ascontiguousarray(a, dtype="<f4").tobytes()
+
+
+def from_f32(b, shape=None):
+    a = np.frombuffer(b, dtype="<f4")
+    return a.reshape(shape) if shape is not None else a
+
+
+def rel_err(out, ref):
+    out = np.asarray(out, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    return np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-300)
