@@ -11,4 +11,25 @@
 /* ext/store.c: frees the connection's model cache. */
 void relattn_store_close(relattn_conn *conn);
 
+/* ext/store.c: the connection's cached, float32 copy of model `name`, loaded
+** on first use and reloaded when its rows changed (from any connection).
+** Returns NULL with *pzErr set (sqlite3_malloc'd, prefixed by fn) on error:
+** "<fn>: no model named 'x'", a bad config or tensor. Each acquire is paired
+** with a release; a model stays valid while held, even if a newer version
+** replaces it in the cache (worker threads may hold it). Call from the
+** connection's thread (it reads the tables); release from any thread. */
+const relattn_model *relattn_store_acquire(relattn_conn *conn,
+                                           const char *name, const char *fn,
+                                           char **pzErr);
+void relattn_store_release(relattn_conn *conn, const relattn_model *m);
+
+/* ext/tokens.c: a token-sequence argument as int32 ids: a BLOB of
+** little-endian int32, or TEXT run through m's tokenizer (TEXT needs m). Does
+** not add BOS. With m, checks every id < vocab_size. Returns an
+** sqlite3_malloc'd array (n may be 0) or NULL with *pzErr set, naming fn and
+** arg: "<fn>: <arg> has 10 bytes, not a multiple of 4". */
+int32_t *relattn_tokens_value(sqlite3_value *v, const relattn_model *m,
+                              const char *fn, const char *arg, int *n_out,
+                              char **pzErr);
+
 #endif /* RELATTN_FUNCTIONS_H */

@@ -148,4 +148,27 @@ typedef struct relattn_model {
   void *mem;                          /* owns every array above */
 } relattn_model;
 
+/* ---- forward pass (src/forward.c) --------------------------------------- */
+
+/* One sequence through the model. tokens is the model's input: BOS already
+** in front when the tokenizer has one. Outputs left NULL are not computed
+** (no LM head when logprob, top_token and top_logprob are all NULL). */
+typedef struct relattn_fwd {
+  const int32_t *tokens;   /* (n) ids < vocab_size */
+  int n;                   /* >= 1 */
+  float *logprob;          /* (n-1): ln p(tokens[i+1] | tokens[0..i]) */
+  int32_t *top_token;      /* (n-1): most likely token after tokens[0..i] */
+  float *top_logprob;      /* (n-1) */
+  float *embedding;        /* (d_model): mean of final hidden rows [mean_from, n) */
+  int mean_from;           /* 1 to leave BOS out of the mean, else 0 */
+  float *map;              /* (n, n): weights of (map_layer, map_head), or NULL */
+  int map_layer, map_head;
+} relattn_fwd;
+
+int relattn_forward(const relattn_model *m, relattn_fwd *f, relattn_pool *pool,
+                    char *err, size_t errlen);
+/* Bytes of scratch relattn_forward needs for n tokens (0 with an overflow),
+** so callers can check a memory bound before anything is allocated. */
+size_t relattn_forward_bytes(const relattn_model *m, int n);
+
 #endif /* RELATTN_H */
