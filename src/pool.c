@@ -33,7 +33,7 @@ struct relattn_pool {
   void *ctx;
   int n_tasks;
   atomic_int next;
-  pool_scratch *scratch;     /* (n) */
+  pool_scratch *scratch;     /* (n, RELATTN_POOL_SLOTS) */
 };
 
 typedef struct worker_arg {
@@ -92,7 +92,8 @@ relattn_pool *relattn_pool_new(int n_threads) {
   pool = calloc(1, sizeof *pool);
   if (!pool) return NULL;
   pool->n = n_threads;
-  pool->scratch = calloc((size_t)n_threads, sizeof *pool->scratch);
+  pool->scratch = calloc((size_t)n_threads * RELATTN_POOL_SLOTS,
+                         sizeof *pool->scratch);
   pool->threads = calloc((size_t)n_threads, sizeof *pool->threads);
   if (!pool->scratch || !pool->threads) goto fail_alloc;
   pthread_mutex_init(&pool->run_lock, NULL);
@@ -128,7 +129,8 @@ void relattn_pool_free(relattn_pool *pool) {
   pthread_cond_broadcast(&pool->wake);
   pthread_mutex_unlock(&pool->lock);
   for (i = 1; i < pool->n; i++) pthread_join(pool->threads[i - 1], NULL);
-  for (i = 0; i < pool->n; i++) relattn_free(pool->scratch[i].p);
+  for (i = 0; i < pool->n * RELATTN_POOL_SLOTS; i++)
+    relattn_free(pool->scratch[i].p);
   pthread_mutex_destroy(&pool->run_lock);
   pthread_mutex_destroy(&pool->lock);
   pthread_cond_destroy(&pool->wake);
@@ -168,10 +170,13 @@ void relattn_pool_run(relattn_pool *pool, int n_tasks, relattn_task_fn fn,
   pthread_mutex_unlock(&pool->run_lock);
 }
 
-void *relattn_pool_scratch(relattn_pool *pool, int worker, size_t size) {
+void *relattn_pool_scratch_slot(relattn_pool *pool, int worker, int slot,
+                                size_t size) {
   pool_scratch *s;
-  if (!pool || worker < 0 || worker >= pool->n) return NULL;
-  s = &pool->scratch[worker];
+  if (!pool || worker < 0 || worker >= pool->n || slot < 0 ||
+      slot >= RELATTN_POOL_SLOTS)
+    return NULL;
+  s = &pool->scratch[(size_t)worker * RELATTN_POOL_SLOTS + slot];
   if (s->size < size || !s->p) {
     void *p = relattn_alloc(size);
     if (!p) return NULL;
@@ -180,4 +185,20 @@ void *relattn_pool_scratch(relattn_pool *pool, int worker, size_t size) {
     s->size = size;
   }
   return s->p;
+}
+
+void *relattn_pool_scratch(relattn_pool *pool, int worker, size_t size) {
+  return relattn_pool_scratch_slot(pool, worker, 0, size);
+}
+
+void relattn_pool_trim(relattn_pool *pool, size_t keep) {
+  int i;
+  if (!pool) return;
+  for (i = 0; i < pool->n * RELATTN_POOL_SLOTS; i++) {
+    if (pool->scratch[i].size > keep) {
+      relattn_free(pool->scratch[i].p);
+      pool->scratch[i].p = NULL;
+      pool->scratch[i].size = 0;
+    }
+  }
 }

@@ -74,6 +74,16 @@ void relattn_pool_run(relattn_pool *pool, int n_tasks, relattn_task_fn fn,
 ** here): returns at least size bytes, 64-byte aligned, or NULL. Contents
 ** are not kept when the buffer grows. */
 void *relattn_pool_scratch(relattn_pool *pool, int worker, size_t size);
+/* The same with a slot: each (worker, slot) has its own buffer, so code that
+** holds scratch across a nested call (the forward pass around the attention
+** kernel) does not share it. relattn_pool_scratch is slot 0 (the kernels');
+** the forward pass uses slots 1 and 2. */
+#define RELATTN_POOL_SLOTS 4
+void *relattn_pool_scratch_slot(relattn_pool *pool, int worker, int slot,
+                                size_t size);
+/* Frees every scratch buffer larger than keep bytes (after a call with a
+** rare huge sequence, so the connection does not hold its memory forever). */
+void relattn_pool_trim(relattn_pool *pool, size_t keep);
 int relattn_cpu_count(void);
 
 /* ---- relative self-attention (src/attention.c) ------------------------- */

@@ -1,6 +1,6 @@
 /*
 ** test_pool.c: the thread pool runs every task exactly once, on valid
-** workers, nested runs go serial, and scratch is reused per worker.
+** workers, nested runs go serial, and scratch is reused per worker and slot.
 */
 #include <stdatomic.h>
 #include <string.h>
@@ -69,6 +69,17 @@ int main(void) {
       CHECK(a && a == b, "scratch reused");
       CHECK(((uintptr_t)a & 63) == 0, "scratch aligned");
       CHECK(relattn_pool_scratch(pool, threads, 10) == NULL, "worker out of range");
+      {
+        char *c = relattn_pool_scratch_slot(pool, threads - 1, 1, 100);
+        CHECK(c && c != a, "slot 1 is its own buffer");
+        CHECK(relattn_pool_scratch_slot(pool, threads - 1, 0, 10) == a,
+              "slot 0 is relattn_pool_scratch's");
+        CHECK(relattn_pool_scratch_slot(pool, 0, RELATTN_POOL_SLOTS, 10) == NULL,
+              "slot out of range");
+        relattn_pool_trim(pool, 64);
+        c = relattn_pool_scratch_slot(pool, threads - 1, 1, 10);
+        CHECK(c != NULL, "scratch after trim");
+      }
     }
     relattn_pool_free(pool);
   }
