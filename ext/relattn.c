@@ -5,6 +5,7 @@
 **   SELECT relattn_version();          -- '0.1.0'
 **   SELECT relattn_debug();            -- build, BLAS, SIMD path, threads
 **   SELECT relattn_threads(2);         -- this connection's worker threads
+**   SELECT relattn_max_memory();       -- bytes one call may allocate
 **
 ** Every SQL function is one row of the table below, registered in a loop; a
 ** failure names the function. All rows share one relattn_conn (ext.h).
@@ -48,6 +49,26 @@ void relattn_result_status(sqlite3_context *ctx, int status, const char *msg) {
   }
 }
 
+char *relattn_memory_check(relattn_conn *conn, const char *fn, size_t need) {
+  if (need == SIZE_MAX)
+    return sqlite3_mprintf("%s: the input's size overflows a memory size", fn);
+  if ((sqlite3_uint64)need <= (sqlite3_uint64)conn->max_memory) return NULL;
+  return sqlite3_mprintf(
+      "%s: needs %llu bytes, over the limit of %lld per call "
+      "(relattn_max_memory)",
+      fn, (unsigned long long)need, conn->max_memory);
+}
+
+int relattn_memory_ok(sqlite3_context *ctx, relattn_conn *conn,
+                      const char *fn, size_t need) {
+  char *msg = relattn_memory_check(conn, fn, need);
+  if (!msg) return 1;
+  sqlite3_result_error(ctx, msg, -1);
+  sqlite3_result_error_code(ctx, SQLITE_TOOBIG);
+  sqlite3_free(msg);
+  return 0;
+}
+
 relattn_pool *relattn_conn_pool(relattn_conn *conn) {
   if (conn->pool && relattn_pool_size(conn->pool) != conn->n_threads) {
     relattn_pool_free(conn->pool);
@@ -85,7 +106,8 @@ static void debugFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       "blas: %s\n"
       "simd: %s\n"
       "threads: %d (cores %d)\n"
-      "max_tokens: %d",
+      "max_tokens: %d\n"
+      "max_memory: %lld",
       RELATTN_VERSION, __DATE__,
 #if defined(__OPTIMIZE__)
       "optimized",
@@ -98,7 +120,8 @@ static void debugFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       "",
 #endif
       sqlite3_libversion(), relattn_blas_config(), relattn_simd_path(),
-      conn->n_threads, relattn_cpu_count(), conn->max_tokens);
+      conn->n_threads, relattn_cpu_count(), conn->max_tokens,
+      conn->max_memory);
   if (!s) {
     sqlite3_result_error_nomem(ctx);
     return;
@@ -142,6 +165,27 @@ static void maxTokensFunc(sqlite3_context *ctx, int argc,
   sqlite3_result_int(ctx, conn->max_tokens);
 }
 
+static void maxMemoryFunc(sqlite3_context *ctx, int argc,
+                          sqlite3_value **argv) {
+  relattn_conn *conn = sqlite3_user_data(ctx);
+  if (argc == 1) {
+    sqlite3_int64 n;
+    if (sqlite3_value_type(argv[0]) != SQLITE_INTEGER) {
+      relattn_result_errorf(ctx, "relattn_max_memory: bytes must be an integer");
+      return;
+    }
+    n = sqlite3_value_int64(argv[0]);
+    if (n < (1 << 20)) {
+      relattn_result_errorf(
+          ctx, "relattn_max_memory: bytes must be at least 1048576, not %lld",
+          n);
+      return;
+    }
+    conn->max_memory = n;
+  }
+  sqlite3_result_int64(ctx, conn->max_memory);
+}
+
 static void progressFunc(sqlite3_context *ctx, int argc,
                          sqlite3_value **argv) {
   relattn_conn *conn = sqlite3_user_data(ctx);
@@ -171,6 +215,8 @@ static const struct {
     {"relattn_threads", 1, WRITES, threadsFunc, 0, 0},
     {"relattn_max_tokens", 0, SQLITE_UTF8, maxTokensFunc, 0, 0},
     {"relattn_max_tokens", 1, WRITES, maxTokensFunc, 0, 0},
+    {"relattn_max_memory", 0, SQLITE_UTF8, maxMemoryFunc, 0, 0},
+    {"relattn_max_memory", 1, WRITES, maxMemoryFunc, 0, 0},
     {"relattn_progress", 0, SQLITE_UTF8, progressFunc, 0, 0},
     {"relattn_progress", 1, WRITES, progressFunc, 0, 0},
 
@@ -208,6 +254,7 @@ int sqlite3_relattn_init(sqlite3 *db, char **pzErrMsg,
   conn->db = db;
   conn->n_threads = relattn_cpu_count();
   conn->max_tokens = RELATTN_DEFAULT_MAX_TOKENS;
+  conn->max_memory = RELATTN_DEFAULT_MAX_MEMORY;
 
   for (i = 0; i < sizeof functions / sizeof functions[0]; i++) {
     conn->refs++;

@@ -12,6 +12,12 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SO = os.environ.get("RELATTN_SO", str(ROOT / "relattn.so"))
 
+if os.environ.get("RELATTN_SANITIZED"):
+    # SQLite unloads the library when a connection closes; keeping it mapped
+    # lets LeakSanitizer's report at exit name our functions.
+    import ctypes
+    ctypes.CDLL(SO)
+
 
 def connect(path=":memory:", **kw):
     db = sqlite3.connect(path, **kw)
