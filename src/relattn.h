@@ -117,6 +117,12 @@ int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
 ** map (n, n), row i sums to 1 (zeros where masked). */
 int relattn_attention_map(const relattn_attn *a, int head,
                           float *map /* (n, n) */, char *err, size_t errlen);
+/* Bytes of per-worker scratch relattn_attention takes for a (0 for n = 0):
+** O(block x (block + 2k+1 + d)), whatever n is. */
+size_t relattn_attention_scratch_bytes(const relattn_attn *a);
+/* Block sizes (queries per task, keys per step); <= 0 restores the default.
+** Process-wide, for tests and the benchmark: not for use while a kernel runs. */
+void relattn_attention_blocks(int block_q, int block_k);
 
 /* ---- models (src/model.c: config, tensor list, weights) ----------------- */
 

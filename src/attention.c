@@ -1,0 +1,351 @@
+/*
+** attention.c: Shaw relative self-attention as one fused, blocked kernel.
+**
+** Shaw, Uszkoreit & Vaswani 2018, eq. 3-4, with the value term of
+** tensor2tensor's dot_product_attention_relative (DESIGN §5).
+**
+** HOW IT WORKS
+** One task is one (head, block of queries). It walks the keys in blocks with
+** an online softmax (running max m, running sum l, rescaled accumulators), so
+** no n x n matrix exists anywhere. For a query block:
+**   P = s Q rel_k^T                       (bq, 2k+1): one small GEMM
+** then for each key block:
+**   S = s Q K^T                           (bq, bk): cblas_sgemm
+**   far left  (every j - i <= -k): the key term is the row constant P[i,0],
+**             folded into the softmax's subtraction; the weights' row sum
+**             goes to the edge bucket el[i] of rel_v's row 0;
+**   far right (every j - i >= k): the same with P[i,2k] and er[i];
+**   band      (meets |j - i| < k): P's row segment is added to S (it is
+**             contiguous: column j takes P[i, j-i+k]), and each weight goes to
+**             its bucket B[i, j-i+k];
+**   O += softmax weights . V              cblas_sgemm
+** and at the end Z = (O + B rel_v) / l, B holding the buckets (one GEMM).
+** So the relative terms cost O(n k d) + O(n k), not O(n^2 d).
+**
+** Tables are clipped to what a sequence can reach: with k >= n only rows
+** k-(n-1) .. k+(n-1) are used, which is a table of clip n-1.
+**
+** The block grid depends on n alone and each task does a fixed sequence of
+** operations on its own rows, so the result is bitwise the same for any
+** thread count.
+*/
+#include "relattn.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "vecmath.h"
+
+/* Block sizes: queries per task, keys per step. Tunable for tests/bench. */
+static int block_q = 64, block_k = 256;
+
+void relattn_attention_blocks(int bq, int bk) {
+  block_q = bq > 0 ? bq : 64;
+  block_k = bk > 0 ? bk : 256;
+}
+
+typedef struct attn_job {
+  const relattn_attn *a;
+  relattn_pool *pool;
+  int d, ke, R;              /* d_head, effective clip, table rows 2ke+1 */
+  int bq, bk, n_qb;
+  float scale;
+  const float *rk, *rv;      /* first used row of head 0's tables, or NULL */
+  size_t table_stride;       /* floats between heads' tables; 0 when shared */
+  size_t scratch_bytes;
+  atomic_int failed;
+} attn_job;
+
+static size_t scratch_floats(int bq, int bk, int d, int R, int has_rk,
+                             int has_rv) {
+  /* S (bq,bk), O (bq,d), P (bq,R), B (bq,R), m, l, el, er, mb (bq) */
+  return (size_t)bq * bk + (size_t)bq * d + (has_rk ? (size_t)bq * R : 0) +
+         (has_rv ? (size_t)bq * R : 0) + 5 * (size_t)bq;
+}
+
+static void attn_task(void *ctx, int task, int worker) {
+  attn_job *J = ctx;
+  const relattn_attn *a = J->a;
+  const int d = J->d, ke = J->ke, R = J->R, BK = J->bk, n = a->n;
+  /* The last query blocks first: with a causal mask they cost the most. */
+  const int h = task % a->heads;
+  const int qb = J->n_qb - 1 - task / a->heads;
+  const int i0 = qb * J->bq;
+  const int bq = n - i0 < J->bq ? n - i0 : J->bq;
+  const float s = J->scale;
+  const float *Q = a->q + (size_t)i0 * a->ldq + (size_t)h * d;
+  const float *rk = J->rk ? J->rk + h * J->table_stride : NULL;
+  const float *rv = J->rv ? J->rv + h * J->table_stride : NULL;
+  const int rel = rk || rv;
+  const int j_end = a->causal ? i0 + bq : n;
+  const relattn_vec *vec = relattn_vec_ops();
+  float *S, *O, *P, *B, *m, *l, *el, *er, *mb, *sp;
+  int ii, j0, j;
+
+  if (atomic_load(&J->failed)) return;
+  sp = relattn_pool_scratch(J->pool, worker, J->scratch_bytes);
+  if (!sp) {
+    atomic_store(&J->failed, 1);
+    return;
+  }
+  S = sp;                 sp += (size_t)J->bq * BK;  /* (bq, BK) */
+  O = sp;                 sp += (size_t)J->bq * d;   /* (bq, d) */
+  P = rk ? sp : NULL;     sp += rk ? (size_t)J->bq * R : 0; /* (bq, R) */
+  B = rv ? sp : NULL;     sp += rv ? (size_t)J->bq * R : 0; /* (bq, R) */
+  m = sp;  sp += J->bq;
+  l = sp;  sp += J->bq;
+  el = sp; sp += J->bq;
+  er = sp; sp += J->bq;
+  mb = sp;
+
+  if (rk) relattn_sgemm(0, 1, bq, R, d, s, Q, a->ldq, rk, d, 0.0f, P, R);
+  memset(O, 0, sizeof(float) * (size_t)bq * d);
+  if (B) memset(B, 0, sizeof(float) * (size_t)bq * R);
+  for (ii = 0; ii < bq; ii++) {
+    m[ii] = -INFINITY;
+    mb[ii] = -INFINITY;
+    l[ii] = el[ii] = er[ii] = 0.0f;
+  }
+
+  for (j0 = 0; j0 < j_end; j0 += BK) {
+    const int bk = j_end - j0 < BK ? j_end - j0 : BK;
+    /* Columns any row of the block may use (the mask cuts the last ones). */
+    const int width = a->causal && i0 + bq - j0 < bk ? i0 + bq - j0 : bk;
+    const int far_left = rel && (j0 + bk - 1) - i0 <= -ke;
+    const int far_right = rel && !far_left && j0 - (i0 + bq - 1) >= ke;
+    relattn_sgemm(0, 1, bq, width, d, s, Q, a->ldq,
+                  a->k + (size_t)j0 * a->ldk + (size_t)h * d, a->ldk, 0.0f, S,
+                  BK);
+    for (ii = 0; ii < bq; ii++) {
+      const int i = i0 + ii;
+      float *srow = S + (size_t)ii * BK;
+      int cnt = width;
+      float c = 0.0f, mx, m_new, alpha, sum;
+      if (a->causal && i - j0 + 1 < cnt) cnt = i - j0 + 1;
+      if (cnt <= 0) {
+        memset(srow, 0, sizeof(float) * (size_t)width);
+        continue;
+      }
+      if (rk) {
+        if (far_left) {
+          c = P[(size_t)ii * R];
+        } else if (far_right) {
+          c = P[(size_t)ii * R + 2 * ke];
+        } else {
+          /* Column j takes P[i, clip(j-i, -ke, ke) + ke]. */
+          const float *prow = P + (size_t)ii * R;
+          const int lo = i - ke - j0, hi = i + ke - j0; /* band, inclusive */
+          const float pl = prow[0], pr = prow[2 * ke];
+          for (j = 0; j < cnt && j < lo; j++) srow[j] += pl;
+          for (j = lo < 0 ? 0 : lo; j < cnt && j <= hi; j++)
+            srow[j] += prow[j - lo];
+          for (j = hi + 1 < 0 ? 0 : hi + 1; j < cnt; j++) srow[j] += pr;
+        }
+      }
+      mx = vec->max(srow, cnt) + c;
+      m_new = mx > m[ii] ? mx : m[ii];
+      alpha = expf(m[ii] - m_new); /* 0 on the first block: m = -inf */
+      sum = vec->exp_sum(srow, cnt, m_new - c);
+      if (cnt < width) memset(srow + cnt, 0, sizeof(float) * (size_t)(width - cnt));
+      if (alpha != 1.0f) {
+        l[ii] *= alpha;
+        el[ii] *= alpha;
+        er[ii] *= alpha;
+        vec->scale(O + (size_t)ii * d, d, alpha);
+      }
+      l[ii] += sum;
+      m[ii] = m_new;
+      if (rv) {
+        if (far_left) {
+          el[ii] += sum;
+        } else if (far_right) {
+          er[ii] += sum;
+        } else {
+          float *brow = B + (size_t)ii * R;
+          if (mb[ii] != m_new) {
+            vec->scale(brow, R, expf(mb[ii] - m_new));
+            mb[ii] = m_new;
+          }
+          for (j = 0; j < cnt; j++) {
+            const int dist = j0 + j - i;
+            if (dist <= -ke)
+              el[ii] += srow[j];
+            else if (dist >= ke)
+              er[ii] += srow[j];
+            else
+              brow[dist + ke] += srow[j];
+          }
+        }
+      }
+    }
+    relattn_sgemm(0, 0, bq, d, width, 1.0f, S, BK,
+                  a->v + (size_t)j0 * a->ldv + (size_t)h * d, a->ldv, 1.0f, O,
+                  d);
+  }
+
+  if (rv) {
+    for (ii = 0; ii < bq; ii++) {
+      float *brow = B + (size_t)ii * R;
+      if (mb[ii] != m[ii]) vec->scale(brow, R, expf(mb[ii] - m[ii]));
+      if (ke == 0) {
+        brow[0] += el[ii] + er[ii];
+      } else {
+        brow[0] += el[ii];
+        brow[2 * ke] += er[ii];
+      }
+    }
+    relattn_sgemm(0, 0, bq, d, R, 1.0f, B, R, rv, d, 1.0f, O, d);
+  }
+  for (ii = 0; ii < bq; ii++) {
+    float *orow = a->out + (size_t)(i0 + ii) * a->ldo + (size_t)h * d;
+    const float inv = 1.0f / l[ii];
+    const float *src = O + (size_t)ii * d;
+    for (j = 0; j < d; j++) orow[j] = src[j] * inv;
+  }
+}
+
+/* Checks the shape fields; returns RELATTN_OK or an error. */
+static int check_attn(const relattn_attn *a, char *err, size_t errlen) {
+  long long width;
+  if (!a)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG, "attention: no arguments");
+  if (a->n < 0 || a->heads < 1 || a->d_head < 1 || a->clip < 0)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "attention: bad shape n=%d heads=%d d_head=%d clip=%d",
+                          a->n, a->heads, a->d_head, a->clip);
+  width = (long long)a->heads * a->d_head;
+  if (width > INT_MAX || a->clip > INT_MAX / 2 - 1)
+    return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
+                          "attention: heads*d_head or clip too large");
+  if (a->ldq < width || a->ldk < width || a->ldv < width || a->ldo < width)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "attention: a leading dimension is below heads*d_head = %lld",
+                          width);
+  if (a->n > 0 && (!a->q || !a->k || !a->v || !a->out))
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "attention: q, k, v and out are required");
+  return RELATTN_OK;
+}
+
+size_t relattn_attention_scratch_bytes(const relattn_attn *a) {
+  int ke, bq;
+  if (!a || a->n < 1 || a->d_head < 1 || a->clip < 0) return 0;
+  ke = a->clip < a->n - 1 ? a->clip : a->n - 1;
+  bq = a->n < block_q ? a->n : block_q;
+  return sizeof(float) * scratch_floats(bq, block_k, a->d_head, 2 * ke + 1,
+                                        a->rel_k != NULL, a->rel_v != NULL);
+}
+
+int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
+                      size_t errlen) {
+  attn_job J;
+  relattn_pool *own = NULL;
+  int rc, blas;
+  long long tasks;
+
+  rc = check_attn(a, err, errlen);
+  if (rc != RELATTN_OK || a->n == 0) return rc;
+
+  memset(&J, 0, sizeof J);
+  J.a = a;
+  J.d = a->d_head;
+  J.ke = a->clip < a->n - 1 ? a->clip : a->n - 1;
+  J.R = 2 * J.ke + 1;
+  J.bq = a->n < block_q ? a->n : block_q;
+  J.bk = block_k;
+  J.n_qb = (a->n + J.bq - 1) / J.bq;
+  J.scale = (float)(1.0 / sqrt((double)a->d_head));
+  /* With ke < clip, row k - ke of the table is row 0 of the clipped one. */
+  J.rk = a->rel_k ? a->rel_k + (size_t)(a->clip - J.ke) * J.d : NULL;
+  J.rv = a->rel_v ? a->rel_v + (size_t)(a->clip - J.ke) * J.d : NULL;
+  J.table_stride = a->per_head ? (size_t)(2 * a->clip + 1) * J.d : 0;
+  J.scratch_bytes = sizeof(float) * scratch_floats(J.bq, J.bk, J.d, J.R,
+                                                   J.rk != NULL, J.rv != NULL);
+  atomic_init(&J.failed, 0);
+  tasks = (long long)a->heads * J.n_qb;
+  if (tasks > INT_MAX)
+    return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
+                          "attention: too many (head, block) tasks");
+
+  if (!pool) {
+    own = relattn_pool_new(1);
+    if (!own)
+      return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                            "attention: out of memory");
+    pool = own;
+  }
+  J.pool = pool;
+  relattn_vec_ops(); /* decide the vector path before the workers start */
+  blas = relattn_blas_single();
+  relattn_pool_run(pool, (int)tasks, attn_task, &J);
+  relattn_blas_restore(blas);
+  relattn_pool_free(own);
+  if (atomic_load(&J.failed))
+    return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                          "attention: out of memory for %zu bytes of scratch",
+                          J.scratch_bytes);
+  return RELATTN_OK;
+}
+
+int relattn_attention_map(const relattn_attn *a, int head,
+                          float *map /* (n, n) */, char *err, size_t errlen) {
+  const int n = a ? a->n : 0;
+  int rc, d, ke, R, i, j;
+  const float *q, *rk;
+  float s, *p;
+
+  rc = check_attn(a, err, errlen);
+  if (rc != RELATTN_OK || n == 0) return rc;
+  if (head < 0 || head >= a->heads)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "attention: head %d out of range [0, %d)", head,
+                          a->heads);
+  if (!map)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG, "attention: map is NULL");
+  d = a->d_head;
+  ke = a->clip < n - 1 ? a->clip : n - 1;
+  R = 2 * ke + 1;
+  s = (float)(1.0 / sqrt((double)d));
+  q = a->q + (size_t)head * d;
+  rk = a->rel_k ? a->rel_k + (size_t)(a->clip - ke) * d +
+                      (a->per_head ? (size_t)head * (2 * a->clip + 1) * d : 0)
+                : NULL;
+  p = relattn_alloc(sizeof(float) * (size_t)R);
+  if (!p)
+    return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM, "attention: out of memory");
+
+  /* The scores in place, then each row's relative term, mask and softmax. */
+  relattn_sgemm(0, 1, n, n, d, s, q, a->ldq, a->k + (size_t)head * d, a->ldk,
+                0.0f, map, n);
+  for (i = 0; i < n; i++) {
+    float *row = map + (size_t)i * n;
+    const float *qi = q + (size_t)i * a->ldq;
+    const int cnt = a->causal ? i + 1 : n;
+    float mx = -INFINITY;
+    double sum = 0.0;
+    if (rk) {
+      int r, c;
+      for (r = 0; r < R; r++) {
+        float dot = 0.0f;
+        for (c = 0; c < d; c++) dot += qi[c] * rk[(size_t)r * d + c];
+        p[r] = s * dot;
+      }
+      for (j = 0; j < cnt; j++) {
+        int dist = j - i;
+        dist = dist < -ke ? -ke : (dist > ke ? ke : dist);
+        row[j] += p[dist + ke];
+      }
+    }
+    for (j = 0; j < cnt; j++) mx = row[j] > mx ? row[j] : mx;
+    for (j = 0; j < cnt; j++) {
+      row[j] = expf(row[j] - mx);
+      sum += row[j];
+    }
+    for (j = 0; j < cnt; j++) row[j] = (float)(row[j] / sum);
+    for (j = cnt; j < n; j++) row[j] = 0.0f;
+  }
+  relattn_free(p);
+  return RELATTN_OK;
+}

@@ -1,0 +1,21 @@
+/*
+** vecmath.h: the vectorized row operations of the attention kernel, one
+** table per instruction set, chosen once at run time (src/vecmath.c).
+** Internal to src/.
+*/
+#ifndef RELATTN_VECMATH_H
+#define RELATTN_VECMATH_H
+
+typedef struct relattn_vec {
+  const char *name;                          /* "avx512", "avx2", "scalar" */
+  float (*max)(const float *x, int n);       /* n >= 1 */
+  /* x[j] = exp(x[j] - sub) for j < n; returns the sum of the new x. */
+  float (*exp_sum)(float *x, int n, float sub);
+  void (*scale)(float *x, int n, float f);   /* x *= f */
+} relattn_vec;
+
+const relattn_vec *relattn_vec_ops(void);
+/* A given path, for tests: NULL when this CPU cannot run it. */
+const relattn_vec *relattn_vec_path(const char *name);
+
+#endif /* RELATTN_VECMATH_H */
