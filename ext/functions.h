@@ -32,4 +32,23 @@ int32_t *relattn_tokens_value(sqlite3_value *v, const relattn_model *m,
                               const char *fn, const char *arg, int *n_out,
                               char **pzErr);
 
+/* ext/store.c: relattn_import(model, safetensors_blob [, config_json]),
+** relattn_export(model). */
+void relattn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+void relattn_export_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+
+/* ext/tokens.c: relattn_tokens, relattn_tokens_json, relattn_tokenize,
+** relattn_detokenize, relattn_tokens_agg, relattn_tokens_each. */
+void relattn_tokens_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+void relattn_tokens_json_func(sqlite3_context *ctx, int argc,
+                              sqlite3_value **argv);
+void relattn_tokenize_func(sqlite3_context *ctx, int argc,
+                           sqlite3_value **argv);
+void relattn_detokenize_func(sqlite3_context *ctx, int argc,
+                             sqlite3_value **argv);
+void relattn_tokens_agg_step(sqlite3_context *ctx, int argc,
+                             sqlite3_value **argv);
+void relattn_tokens_agg_final(sqlite3_context *ctx);
+extern sqlite3_module relattn_tokens_each_module;
+
 #endif /* RELATTN_FUNCTIONS_H */

@@ -223,6 +223,15 @@ static const struct {
     /* ext/attention_fn.c */
 
     /* ext/store.c and ext/tokens.c */
+    {"relattn_import", 2, WRITES, relattn_import_func, 0, 0},
+    {"relattn_import", 3, WRITES, relattn_import_func, 0, 0},
+    {"relattn_export", 1, READS, relattn_export_func, 0, 0},
+    {"relattn_tokenize", 2, READS, relattn_tokenize_func, 0, 0},
+    {"relattn_detokenize", 2, READS, relattn_detokenize_func, 0, 0},
+    {"relattn_tokens", 1, PURE, relattn_tokens_func, 0, 0},
+    {"relattn_tokens_json", 1, PURE, relattn_tokens_json_func, 0, 0},
+    {"relattn_tokens_agg", 1, SQLITE_UTF8 | SQLITE_INNOCUOUS, 0,
+     relattn_tokens_agg_step, relattn_tokens_agg_final},
 
     /* ext/model_fn.c */
 
@@ -233,6 +242,7 @@ static const struct {
   sqlite3_module *module;
 } modules[] = {
     /* ext/tokens.c, ext/model_fn.c, ext/scan.c */
+    {"relattn_tokens_each", &relattn_tokens_each_module},
     {0, 0},
 };
 

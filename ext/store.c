@@ -1,9 +1,1062 @@
 /*
-** store.c: the model tables and the per-connection weight cache.
+** store.c: models in the database. The tables (DESIGN sec. 3), safetensors
+** import and export, config decoding, and the per-connection weight cache.
+**
+**   SELECT relattn_import('tiny', readfile('tiny.safetensors'));   -- 54
+**   SELECT relattn_import('tiny', readfile('w.safetensors'), readfile('c.json'));
+**   SELECT writefile('out.safetensors', relattn_export('tiny'));
+**   SELECT name, dtype, shape, length(data) FROM relattn_tensor WHERE model = 'tiny';
+**
+** HOW IT WORKS
+** Import checks everything first: the header's JSON (decoded with SQLite's
+** json_each/json_extract, never a parser of our own), the offsets and sizes
+** (src/safetensors.c), the config (decoded here, checked by src/model.c),
+** the set of tensors and their shapes, and that no weight is NaN or Inf.
+** Only then it writes, inside one SAVEPOINT: the tables (on first use), the
+** model row, its tensors in the config's order, a bumped version and the
+** sha256 of the tensor data. Any failure rolls the savepoint back.
+**
+** The cache: relattn_store_acquire reads (version, sha256, config) of the
+** model row on every call (one indexed lookup) and reuses the connection's
+** float32 copy when all three match what it loaded. The writers keep them
+** current: import sets a new version and sha256, and triggers bump version
+** (and clear sha256) on any INSERT, UPDATE or DELETE of a tensor row, from
+** any connection, with or without the extension loaded. Deleting a model and
+** importing it again starts its version at 1 again; the sha256 then tells
+** a different model apart, and an equal sha256 means equal tensors. Cached
+** models are reference counted: one that a worker still holds stays valid
+** after a newer version replaced it, and is freed on its last release.
 */
 #include "ext.h"
 #include "functions.h"
 
+#include <stdatomic.h>
+#include <string.h>
+
 SQLITE_EXTENSION_INIT3
 
-void relattn_store_close(relattn_conn *conn) { (void)conn; }
+/* sql/schema.sql holds the same text. */
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS relattn_model(\n"
+    "  name    TEXT PRIMARY KEY,\n"
+    "  config  TEXT NOT NULL CHECK (json_valid(config)),\n"
+    "  version INTEGER NOT NULL DEFAULT 1,\n"
+    "  sha256  TEXT\n"
+    ");\n"
+    "CREATE TABLE IF NOT EXISTS relattn_tensor(\n"
+    "  model TEXT NOT NULL REFERENCES relattn_model(name)\n"
+    "        ON DELETE CASCADE ON UPDATE CASCADE,\n"
+    "  name  TEXT NOT NULL,\n"
+    "  dtype TEXT NOT NULL,\n"
+    "  shape TEXT NOT NULL,\n"
+    "  data  BLOB NOT NULL,\n"
+    "  UNIQUE (model, name)\n"
+    ");\n"
+    "CREATE TRIGGER IF NOT EXISTS relattn_tensor_insert\n"
+    "AFTER INSERT ON relattn_tensor BEGIN\n"
+    "  UPDATE relattn_model SET version = version + 1, sha256 = NULL\n"
+    "   WHERE name = new.model;\n"
+    "END;\n"
+    "CREATE TRIGGER IF NOT EXISTS relattn_tensor_update\n"
+    "AFTER UPDATE ON relattn_tensor BEGIN\n"
+    "  UPDATE relattn_model SET version = version + 1, sha256 = NULL\n"
+    "   WHERE name IN (old.model, new.model);\n"
+    "END;\n"
+    "CREATE TRIGGER IF NOT EXISTS relattn_tensor_delete\n"
+    "AFTER DELETE ON relattn_tensor BEGIN\n"
+    "  UPDATE relattn_model SET version = version + 1, sha256 = NULL\n"
+    "   WHERE name = old.model;\n"
+    "END;\n"
+    "CREATE TRIGGER IF NOT EXISTS relattn_model_delete\n"
+    "AFTER DELETE ON relattn_model BEGIN\n"
+    "  DELETE FROM relattn_tensor WHERE model = old.name;\n"
+    "END;\n";
+
+/* ---- small helpers -------------------------------------------------------- */
+
+/* Prepares sql or sets *pzErr (prefixed by what). */
+static sqlite3_stmt *prepare(sqlite3 *db, const char *sql, const char *what,
+                             char **pzErr) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+    *pzErr = sqlite3_mprintf("%s: %s", what, sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return NULL;
+  }
+  return st;
+}
+
+/* ---- config -------------------------------------------------------------- */
+
+enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_OBJ, K_ID };
+
+static const struct config_key {
+  const char *path, *key; /* JSON path, and the name errors use */
+  int kind;
+  const char *choices;    /* K_ENUM: "a|b" */
+} config_keys[] = {
+    {"$.arch", "arch", K_ENUM, "decoder|encoder"},
+    {"$.vocab_size", "vocab_size", K_INT, 0},
+    {"$.d_model", "d_model", K_INT, 0},
+    {"$.n_layers", "n_layers", K_INT, 0},
+    {"$.n_heads", "n_heads", K_INT, 0},
+    {"$.d_ff", "d_ff", K_INT, 0},
+    {"$.norm", "norm", K_ENUM, "pre|post"},
+    {"$.norm_eps", "norm_eps", K_NUM, 0},
+    {"$.activation", "activation", K_ENUM, "gelu|relu"},
+    {"$.tie_embeddings", "tie_embeddings", K_BOOL, 0},
+    {"$.position", "position", K_OBJ, 0},
+    {"$.position.type", "position.type", K_ENUM, "shaw"},
+    {"$.position.clip", "position.clip", K_INT, 0},
+    {"$.position.values", "position.values", K_BOOL, 0},
+    {"$.position.per_head", "position.per_head", K_BOOL, 0},
+    {"$.tokenizer", "tokenizer", K_OBJ, 0},
+    {"$.tokenizer.type", "tokenizer.type", K_ENUM, "bytes"},
+    {"$.tokenizer.bos", "tokenizer.bos", K_ID, 0},
+    {"$.tokenizer.eos", "tokenizer.eos", K_ID, 0},
+    {"$.tokenizer.pad", "tokenizer.pad", K_ID, 0},
+};
+
+static const char *kind_name(int kind) {
+  switch (kind) {
+    case K_INT: return "an integer";
+    case K_NUM: return "a number";
+    case K_BOOL: return "true or false";
+    case K_ENUM: return "a string";
+    case K_OBJ: return "an object";
+    default: return "an integer or null";
+  }
+}
+
+/* Index of s in "a|b|c", or -1. */
+static int choice_index(const char *choices, const char *s) {
+  size_t n = strlen(s);
+  int i = 0;
+  const char *p = choices;
+  while (*p) {
+    const char *bar = strchr(p, '|');
+    size_t len = bar ? (size_t)(bar - p) : strlen(p);
+    if (len == n && memcmp(p, s, n) == 0) return i;
+    if (!bar) break;
+    p = bar + 1, i++;
+  }
+  return -1;
+}
+
+/* Decodes a config (DESIGN sec. 4) and checks it. Errors start with what,
+** e.g. "relattn_import: config". Returns an SQLite code. */
+static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
+                        const char *what, char **pzErr) {
+  sqlite3_stmt *st;
+  size_t i;
+  int rc = SQLITE_OK;
+  char err[256];
+  memset(cfg, 0, sizeof *cfg);
+  cfg->bos = cfg->eos = cfg->pad = -1;
+  st = prepare(db,
+               "SELECT json_valid(?1), CASE WHEN json_valid(?1) THEN "
+               "json_type(?1) END, CASE WHEN json_valid(?1) THEN "
+               "json_type(?1, ?2) END, CASE WHEN json_valid(?1) THEN "
+               "json_extract(?1, ?2) END",
+               what, pzErr);
+  if (!st) return SQLITE_ERROR;
+  sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+  for (i = 0; i < sizeof config_keys / sizeof config_keys[0]; i++) {
+    const struct config_key *k = &config_keys[i];
+    const char *type;
+    sqlite3_int64 iv = 0;
+    sqlite3_bind_text(st, 2, i == 0 ? "$" : k->path, -1, SQLITE_STATIC);
+    if (i == 0) {
+      /* first, the document itself */
+      if (sqlite3_step(st) != SQLITE_ROW) goto sqlerr;
+      if (!sqlite3_column_int(st, 0)) {
+        *pzErr = sqlite3_mprintf("%s: not valid JSON", what);
+        rc = SQLITE_ERROR;
+        goto done;
+      }
+      if (strcmp((const char *)sqlite3_column_text(st, 1), "object") != 0) {
+        *pzErr = sqlite3_mprintf("%s: not a JSON object", what);
+        rc = SQLITE_ERROR;
+        goto done;
+      }
+      sqlite3_reset(st);
+      sqlite3_bind_text(st, 2, k->path, -1, SQLITE_STATIC);
+    }
+    if (sqlite3_step(st) != SQLITE_ROW) goto sqlerr;
+    type = (const char *)sqlite3_column_text(st, 2);
+    if (!type) {
+      if (k->kind != K_ID) {
+        *pzErr = sqlite3_mprintf("%s: missing key '%s'", what, k->key);
+        rc = SQLITE_ERROR;
+        goto done;
+      }
+      type = "null";
+    }
+    switch (k->kind) {
+      case K_INT:
+      case K_ID:
+        if (k->kind == K_ID && strcmp(type, "null") == 0) {
+          iv = -1;
+          break;
+        }
+        if (strcmp(type, "integer") != 0) goto badtype;
+        if (sqlite3_column_type(st, 3) != SQLITE_INTEGER ||
+            (iv = sqlite3_column_int64(st, 3)) < -2147483647 ||
+            iv > 2147483647) {
+          *pzErr = sqlite3_mprintf("%s: '%s' is out of range", what, k->key);
+          rc = SQLITE_ERROR;
+          goto done;
+        }
+        if (k->kind == K_ID && iv == -1) iv = -2; /* -1 means absent */
+        break;
+      case K_NUM:
+        if (strcmp(type, "integer") != 0 && strcmp(type, "real") != 0)
+          goto badtype;
+        cfg->norm_eps = (float)sqlite3_column_double(st, 3);
+        break;
+      case K_BOOL:
+        if (strcmp(type, "true") != 0 && strcmp(type, "false") != 0)
+          goto badtype;
+        iv = strcmp(type, "true") == 0;
+        break;
+      case K_OBJ:
+        if (strcmp(type, "object") != 0) goto badtype;
+        break;
+      case K_ENUM: {
+        const char *s = (const char *)sqlite3_column_text(st, 3);
+        if (strcmp(type, "text") != 0) goto badtype;
+        iv = choice_index(k->choices, s ? s : "");
+        if (iv < 0) {
+          char *list = sqlite3_mprintf("%s", k->choices), *p;
+          if (!list) {
+            rc = SQLITE_NOMEM;
+            goto done;
+          }
+          for (p = list; *p; p++)
+            if (*p == '|') *p = ',';
+          *pzErr = sqlite3_mprintf("%s: '%s' must be one of %s, not '%s'",
+                                   what, k->key, list, s ? s : "");
+          sqlite3_free(list);
+          rc = SQLITE_ERROR;
+          goto done;
+        }
+        break;
+      }
+    }
+    switch (i) {
+      case 0: cfg->arch = (int)iv; break; /* decoder, encoder: the enum order */
+      case 1: cfg->vocab_size = (int)iv; break;
+      case 2: cfg->d_model = (int)iv; break;
+      case 3: cfg->n_layers = (int)iv; break;
+      case 4: cfg->n_heads = (int)iv; break;
+      case 5: cfg->d_ff = (int)iv; break;
+      case 6: cfg->norm = (int)iv; break;
+      case 8: cfg->activation = (int)iv; break;
+      case 9: cfg->tie_embeddings = (int)iv; break;
+      case 12: cfg->clip = (int)iv; break;
+      case 13: cfg->rel_values = (int)iv; break;
+      case 14: cfg->per_head = (int)iv; break;
+      case 17: cfg->bos = (int)iv; break;
+      case 18: cfg->eos = (int)iv; break;
+      case 19: cfg->pad = (int)iv; break;
+      default: break;
+    }
+    sqlite3_reset(st);
+    continue;
+  badtype:
+    *pzErr = sqlite3_mprintf("%s: '%s' must be %s, not %s", what, k->key,
+                             kind_name(k->kind), type);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  if (relattn_config_check(cfg, what, err, sizeof err) != RELATTN_OK) {
+    *pzErr = sqlite3_mprintf("%s", err);
+    rc = SQLITE_ERROR;
+  }
+  goto done;
+sqlerr:
+  rc = sqlite3_errcode(db);
+  if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE)
+    rc = SQLITE_ERROR;
+  *pzErr = sqlite3_mprintf("%s: %s", what, sqlite3_errmsg(db));
+done:
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* ---- the weight cache ---------------------------------------------------- */
+
+struct relattn_cache_entry {
+  relattn_model model;        /* first: release maps the pointer back */
+  relattn_cache_entry *next;
+  atomic_int refs;            /* 1 while in the cache, + 1 per holder */
+  char *name;
+  sqlite3_int64 version;
+  char *sha256;               /* NULL when the row has none */
+  char *config;
+};
+
+static void entryUnref(relattn_cache_entry *e) {
+  if (atomic_fetch_sub(&e->refs, 1) != 1) return;
+  relattn_model_free(&e->model);
+  sqlite3_free(e->name);
+  sqlite3_free(e->sha256);
+  sqlite3_free(e->config);
+  sqlite3_free(e);
+}
+
+/* Takes entry e out of the connection's list and drops the cache's ref. */
+static void entryDrop(relattn_conn *conn, relattn_cache_entry *e) {
+  relattn_cache_entry **pp;
+  for (pp = &conn->cache; *pp; pp = &(*pp)->next)
+    if (*pp == e) {
+      *pp = e->next;
+      break;
+    }
+  entryUnref(e);
+}
+
+void relattn_store_close(relattn_conn *conn) {
+  while (conn->cache) entryDrop(conn, conn->cache);
+}
+
+void relattn_store_release(relattn_conn *conn, const relattn_model *m) {
+  (void)conn;
+  if (m) entryUnref((relattn_cache_entry *)(void *)m);
+}
+
+static int same_text(const char *a, const char *b) {
+  if (!a || !b) return a == b;
+  return strcmp(a, b) == 0;
+}
+
+/* Reads the tensors of model `name` into e->model, checking each. */
+static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
+                       char **pzErr) {
+  relattn_model *m = &e->model;
+  const relattn_config *c = &m->cfg;
+  int n = relattn_model_n_tensors(c), i, rc = SQLITE_OK, seen_count = 0;
+  unsigned char *seen;
+  sqlite3_stmt *st;
+  relattn_tensor_spec spec;
+  char want[96];
+
+  seen = sqlite3_malloc64((sqlite3_uint64)n);
+  if (!seen) return SQLITE_NOMEM;
+  memset(seen, 0, (size_t)n);
+  st = prepare(db,
+               "SELECT name, dtype, CASE WHEN json_valid(shape) THEN "
+               "json(shape) END, data FROM relattn_tensor WHERE model = ?1",
+               what, pzErr);
+  if (!st) {
+    sqlite3_free(seen);
+    return SQLITE_ERROR;
+  }
+  sqlite3_bind_text(st, 1, e->name, -1, SQLITE_STATIC);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    const char *dtype_s = (const char *)sqlite3_column_text(st, 1);
+    const char *shape = (const char *)sqlite3_column_text(st, 2);
+    const void *data = sqlite3_column_blob(st, 3);
+    sqlite3_uint64 bytes = (sqlite3_uint64)sqlite3_column_bytes(st, 3);
+    int dtype = relattn_dtype_parse(dtype_s);
+    size_t bad;
+    if (!name) name = "";
+    i = relattn_model_index(c, name);
+    if (i < 0) {
+      *pzErr = sqlite3_mprintf("%s: unexpected tensor '%s' (not part of "
+                               "the config)", what, name);
+      goto fail;
+    }
+    relattn_model_spec(c, i, &spec);
+    relattn_shape_json(spec.shape, spec.ndim, want, sizeof want);
+    if (dtype < 0) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has dtype '%s'; expected "
+                               "F32, F16 or BF16", what, name,
+                               dtype_s ? dtype_s : "");
+      goto fail;
+    }
+    if (!shape || strcmp(shape, want) != 0) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has shape %s; the config "
+                               "needs %s", what, name,
+                               shape ? shape : "(not JSON)", want);
+      goto fail;
+    }
+    if (bytes != (sqlite3_uint64)spec.numel * relattn_dtype_size(dtype)) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has %llu bytes of data, but "
+                               "dtype %s and shape %s need %llu", what, name,
+                               bytes, dtype_s, want,
+                               (sqlite3_uint64)spec.numel *
+                                   relattn_dtype_size(dtype));
+      goto fail;
+    }
+    if ((bad = relattn_find_nonfinite(data, dtype, spec.numel)) < spec.numel) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has NaN or Inf at element "
+                               "%llu", what, name, (sqlite3_uint64)bad);
+      goto fail;
+    }
+    if (!seen[i]) seen_count++;
+    seen[i] = 1;
+    if (spec.numel) relattn_to_f32(relattn_model_slot(m, i), data, dtype,
+                                   spec.numel);
+  }
+  if (rc != SQLITE_DONE) {
+    *pzErr = sqlite3_mprintf("%s: %s", what, sqlite3_errmsg(db));
+    goto fail;
+  }
+  rc = SQLITE_OK;
+  if (seen_count < n) {
+    for (i = 0; i < n && seen[i]; i++) {
+    }
+    relattn_model_spec(c, i, &spec);
+    *pzErr = sqlite3_mprintf("%s: tensor '%s' is missing", what, spec.name);
+    rc = SQLITE_ERROR;
+  }
+  sqlite3_finalize(st);
+  sqlite3_free(seen);
+  return rc;
+fail:
+  sqlite3_finalize(st);
+  sqlite3_free(seen);
+  return SQLITE_ERROR;
+}
+
+const relattn_model *relattn_store_acquire(relattn_conn *conn,
+                                           const char *name, const char *fn,
+                                           char **pzErr) {
+  sqlite3 *db = conn->db;
+  sqlite3_stmt *st = NULL;
+  relattn_cache_entry *e, *old = NULL;
+  char *what = NULL, err[256];
+  sqlite3_int64 version;
+  const char *sha, *config;
+  int rc;
+
+  *pzErr = NULL;
+  if (!name) {
+    *pzErr = sqlite3_mprintf("%s: model must be a model name (TEXT)", fn);
+    return NULL;
+  }
+  if (sqlite3_prepare_v2(db,
+                         "SELECT version, sha256, config FROM relattn_model "
+                         "WHERE name = ?1",
+                         -1, &st, NULL) != SQLITE_OK) {
+    /* no tables yet: nothing was ever imported here */
+    if (strstr(sqlite3_errmsg(db), "no such table"))
+      *pzErr = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+    else
+      *pzErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return NULL;
+  }
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  for (old = conn->cache; old && strcmp(old->name, name) != 0; old = old->next) {
+  }
+  rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    if (rc == SQLITE_DONE) {
+      *pzErr = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+      if (old) entryDrop(conn, old); /* deleted: free its memory now */
+    } else {
+      *pzErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+    }
+    sqlite3_finalize(st);
+    return NULL;
+  }
+  version = sqlite3_column_int64(st, 0);
+  sha = (const char *)sqlite3_column_text(st, 1);
+  config = (const char *)sqlite3_column_text(st, 2);
+  if (!config) config = "";
+  if (old && old->version == version && same_text(old->sha256, sha) &&
+      strcmp(old->config, config) == 0) {
+    sqlite3_finalize(st);
+    atomic_fetch_add(&old->refs, 1);
+    return &old->model;
+  }
+
+  /* (re)load */
+  e = sqlite3_malloc64(sizeof *e);
+  if (!e) goto nomem;
+  memset(e, 0, sizeof *e);
+  atomic_init(&e->refs, 1);
+  e->version = version;
+  e->name = sqlite3_mprintf("%s", name);
+  e->config = sqlite3_mprintf("%s", config);
+  e->sha256 = sha ? sqlite3_mprintf("%s", sha) : NULL;
+  sqlite3_finalize(st);
+  st = NULL;
+  if (!e->name || !e->config || (sha && !e->sha256)) goto nomem;
+  what = sqlite3_mprintf("%s: model '%s': config", fn, name);
+  if (!what) goto nomem;
+  if (configDecode(db, e->config, &e->model.cfg, what, pzErr) != SQLITE_OK)
+    goto fail;
+  what[strlen(what) - strlen(": config")] = 0;
+  rc = relattn_model_init(&e->model, &e->model.cfg, what, err, sizeof err);
+  if (rc != RELATTN_OK) {
+    *pzErr = sqlite3_mprintf("%s", err);
+    goto fail;
+  }
+  if (loadTensors(db, e, what, pzErr) != SQLITE_OK) goto fail;
+  sqlite3_free(what);
+  if (old) entryDrop(conn, old);
+  e->next = conn->cache;
+  conn->cache = e;
+  atomic_fetch_add(&e->refs, 1);
+  return &e->model;
+
+nomem:
+  sqlite3_free(*pzErr);
+  *pzErr = sqlite3_mprintf("%s: out of memory loading model '%s'", fn, name);
+fail:
+  sqlite3_finalize(st);
+  sqlite3_free(what);
+  if (e) entryUnref(e);
+  return NULL;
+}
+
+/* ---- relattn_import(model, safetensors_blob [, config_json]) ------------- */
+
+typedef struct import_state {
+  relattn_st_tensor *t;
+  int n, cap;
+  char *config;          /* from the argument or the metadata */
+} import_state;
+
+static void importFree(import_state *s) {
+  int i;
+  for (i = 0; i < s->n; i++) sqlite3_free((char *)s->t[i].name);
+  sqlite3_free(s->t);
+  sqlite3_free(s->config);
+}
+
+/* Reads the integers of a JSON array (shape or data_offsets) of a tensor. */
+static int readInts(sqlite3_stmt *st, const char *value, const char *path,
+                    int64_t *out, int max, int *n_out, int *too_big) {
+  int n = 0, ok = 1;
+  *too_big = 0;
+  sqlite3_bind_text(st, 1, value, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const char *type = (const char *)sqlite3_column_text(st, 0);
+    if (!type || strcmp(type, "integer") != 0) {
+      ok = 0;
+      continue;
+    }
+    if (sqlite3_column_type(st, 1) != SQLITE_INTEGER) {
+      *too_big = 1; /* beyond int64 */
+      continue;
+    }
+    if (n < max) out[n] = sqlite3_column_int64(st, 1);
+    n++;
+  }
+  sqlite3_reset(st);
+  *n_out = n;
+  return ok;
+}
+
+/* Decodes the header JSON into s. Returns 0 and sets *pzErr on error. */
+static int importHeader(sqlite3 *db, const char *hdr, size_t len,
+                        import_state *s, char **pzErr) {
+  static const char fn[] = "relattn_import";
+  sqlite3_stmt *top = NULL, *fields = NULL, *ints = NULL;
+  int ok = 0, rc;
+
+  if (memchr(hdr, 0, len)) {
+    *pzErr = sqlite3_mprintf("%s: safetensors header is not valid JSON", fn);
+    return 0;
+  }
+  top = prepare(db,
+                "SELECT json_valid(?1), CASE WHEN json_valid(?1) THEN "
+                "json_type(?1) END",
+                fn, pzErr);
+  if (!top) return 0;
+  sqlite3_bind_text64(top, 1, hdr, len, SQLITE_STATIC, SQLITE_UTF8);
+  if (sqlite3_step(top) != SQLITE_ROW) goto sqlerr;
+  if (!sqlite3_column_int(top, 0)) {
+    *pzErr = sqlite3_mprintf("%s: safetensors header is not valid JSON", fn);
+    goto done;
+  }
+  if (strcmp((const char *)sqlite3_column_text(top, 1), "object") != 0) {
+    *pzErr = sqlite3_mprintf("%s: safetensors header is not a JSON object", fn);
+    goto done;
+  }
+  sqlite3_finalize(top);
+  top = prepare(db, "SELECT key, type, value FROM json_each(?1)", fn, pzErr);
+  fields = prepare(db,
+                   "SELECT json_type(?1, '$.dtype'), json_extract(?1, "
+                   "'$.dtype'), json_type(?1, '$.shape'), json_type(?1, "
+                   "'$.data_offsets'), json_type(?1, '$.\"relattn.config\"'), "
+                   "json_extract(?1, '$.\"relattn.config\"')",
+                   fn, pzErr);
+  ints = prepare(db, "SELECT type, atom FROM json_each(?1, ?2)", fn, pzErr);
+  if (!top || !fields || !ints) goto done;
+  sqlite3_bind_text64(top, 1, hdr, len, SQLITE_STATIC, SQLITE_UTF8);
+  while ((rc = sqlite3_step(top)) == SQLITE_ROW) {
+    const char *key = (const char *)sqlite3_column_text(top, 0);
+    const char *type = (const char *)sqlite3_column_text(top, 1);
+    const char *value = (const char *)sqlite3_column_text(top, 2);
+    relattn_st_tensor *t;
+    const char *ftype;
+    int64_t off[2];
+    int n, too_big;
+    if (!key) key = "";
+    if (strcmp(key, "__metadata__") == 0) {
+      if (strcmp(type, "object") != 0) {
+        *pzErr = sqlite3_mprintf("%s: safetensors __metadata__ is not an "
+                                 "object", fn);
+        goto done;
+      }
+      sqlite3_bind_text(fields, 1, value, -1, SQLITE_STATIC);
+      if (sqlite3_step(fields) != SQLITE_ROW) goto sqlerr;
+      ftype = (const char *)sqlite3_column_text(fields, 4);
+      if (ftype && strcmp(ftype, "text") != 0) {
+        *pzErr = sqlite3_mprintf("%s: __metadata__[\"relattn.config\"] is "
+                                 "not a string", fn);
+        goto done;
+      }
+      if (ftype && !s->config) {
+        s->config = sqlite3_mprintf(
+            "%s", (const char *)sqlite3_column_text(fields, 5));
+        if (!s->config) goto nomem;
+      }
+      sqlite3_reset(fields);
+      continue;
+    }
+    if (strcmp(type, "object") != 0) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' is not a JSON object in the "
+                               "header", fn, key);
+      goto done;
+    }
+    if (s->n == s->cap) {
+      int cap = s->cap ? 2 * s->cap : 64;
+      relattn_st_tensor *grown =
+          sqlite3_realloc64(s->t, (sqlite3_uint64)cap * sizeof *grown);
+      if (!grown) goto nomem;
+      s->t = grown, s->cap = cap;
+    }
+    t = &s->t[s->n];
+    memset(t, 0, sizeof *t);
+    t->name = sqlite3_mprintf("%s", key);
+    if (!t->name) goto nomem;
+    s->n++;
+    sqlite3_bind_text(fields, 1, value, -1, SQLITE_STATIC);
+    if (sqlite3_step(fields) != SQLITE_ROW) goto sqlerr;
+    ftype = (const char *)sqlite3_column_text(fields, 0);
+    if (!ftype || strcmp(ftype, "text") != 0) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has no dtype string", fn, key);
+      goto done;
+    }
+    t->dtype = relattn_dtype_parse((const char *)sqlite3_column_text(fields, 1));
+    if (t->dtype < 0) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has dtype '%s'; expected F32, "
+                               "F16 or BF16", fn, key,
+                               (const char *)sqlite3_column_text(fields, 1));
+      goto done;
+    }
+    ftype = (const char *)sqlite3_column_text(fields, 2);
+    if (!ftype || strcmp(ftype, "array") != 0) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has no shape array", fn, key);
+      goto done;
+    }
+    ftype = (const char *)sqlite3_column_text(fields, 3);
+    if (!ftype || strcmp(ftype, "array") != 0) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has no data_offsets array",
+                               fn, key);
+      goto done;
+    }
+    sqlite3_reset(fields);
+    if (!readInts(ints, value, "$.shape", t->shape, RELATTN_ST_MAX_DIMS, &n,
+                  &too_big)) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has a shape that is not an "
+                               "array of integers", fn, key);
+      goto done;
+    }
+    if (too_big) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has a shape whose size "
+                               "overflows", fn, key);
+      goto done;
+    }
+    if (n > RELATTN_ST_MAX_DIMS) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has %d dimensions, more than "
+                               "%d", fn, key, n, RELATTN_ST_MAX_DIMS);
+      goto done;
+    }
+    t->ndim = n;
+    if (!readInts(ints, value, "$.data_offsets", off, 2, &n, &too_big) ||
+        n != 2 || too_big) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has data_offsets that are not "
+                               "two integers", fn, key);
+      goto done;
+    }
+    t->begin = off[0], t->end = off[1];
+  }
+  if (rc != SQLITE_DONE) goto sqlerr;
+  ok = 1;
+  goto done;
+nomem:
+  sqlite3_free(*pzErr);
+  *pzErr = sqlite3_mprintf("%s: out of memory", fn);
+  goto done;
+sqlerr:
+  sqlite3_free(*pzErr);
+  *pzErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+done:
+  sqlite3_finalize(top);
+  sqlite3_finalize(fields);
+  sqlite3_finalize(ints);
+  return ok;
+}
+
+/* Writes the checked model inside the savepoint the caller holds. order[i]
+** is the file's tensor for spec i. */
+static int importWrite(sqlite3 *db, const char *model, const char *config,
+                       const relattn_config *cfg, const import_state *s,
+                       const int *order, const uint8_t *data,
+                       const char *sha256, char **pzErr) {
+  static const char fn[] = "relattn_import";
+  sqlite3_stmt *st = NULL;
+  sqlite3_int64 old_version = 0;
+  int exists = 0, i, n = relattn_model_n_tensors(cfg), rc;
+  char *msg = NULL;
+  relattn_tensor_spec spec;
+  char shape[96];
+
+  if (sqlite3_exec(db, schema_sql, 0, 0, &msg) != SQLITE_OK) goto execerr;
+  if (!(st = prepare(db, "SELECT version FROM relattn_model WHERE name = ?1",
+                     fn, pzErr)))
+    return SQLITE_ERROR;
+  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+  if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    exists = 1;
+    old_version = sqlite3_column_int64(st, 0);
+  } else if (rc != SQLITE_DONE)
+    goto sqlerr;
+  sqlite3_finalize(st);
+  st = NULL;
+
+  if (!(st = prepare(db,
+                     exists ? "UPDATE relattn_model SET config = ?2 "
+                              "WHERE name = ?1"
+                            : "INSERT INTO relattn_model(name, config) "
+                              "VALUES (?1, ?2)",
+                     fn, pzErr)))
+    return SQLITE_ERROR;
+  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, config, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
+  sqlite3_finalize(st);
+  st = NULL;
+
+  /* also rows left by a model deleted while foreign keys were off */
+  if (!(st = prepare(db, "DELETE FROM relattn_tensor WHERE model = ?1", fn,
+                     pzErr)))
+    return SQLITE_ERROR;
+  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
+  sqlite3_finalize(st);
+
+  if (!(st = prepare(db,
+                     "INSERT INTO relattn_tensor(model, name, dtype, shape, "
+                     "data) VALUES (?1, ?2, ?3, ?4, ?5)",
+                     fn, pzErr)))
+    return SQLITE_ERROR;
+  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+  for (i = 0; i < n; i++) {
+    const relattn_st_tensor *t = &s->t[order[i]];
+    relattn_model_spec(cfg, i, &spec);
+    relattn_shape_json(spec.shape, spec.ndim, shape, sizeof shape);
+    sqlite3_bind_text(st, 2, spec.name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, relattn_dtype_name(t->dtype), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, shape, -1, SQLITE_STATIC);
+    /* never NULL (that would store NULL, not an empty BLOB): data points
+    ** into the file argument */
+    sqlite3_bind_blob64(st, 5, data + t->begin,
+                        (sqlite3_uint64)(t->end - t->begin), SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+
+  /* last, so the triggers' bumps above do not count */
+  if (!(st = prepare(db,
+                     "UPDATE relattn_model SET version = ?2, sha256 = ?3 "
+                     "WHERE name = ?1",
+                     fn, pzErr)))
+    return SQLITE_ERROR;
+  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, old_version + 1);
+  sqlite3_bind_text(st, 3, sha256, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
+  sqlite3_finalize(st);
+  return SQLITE_OK;
+
+execerr:
+  *pzErr = sqlite3_mprintf("%s: %s", fn, msg ? msg : sqlite3_errmsg(db));
+  sqlite3_free(msg);
+  return SQLITE_ERROR;
+sqlerr:
+  rc = sqlite3_errcode(db);
+  *pzErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+  sqlite3_finalize(st);
+  return rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR
+                                                                 : rc;
+}
+
+void relattn_import_func(sqlite3_context *ctx, int argc,
+                        sqlite3_value **argv) {
+  static const char fn[] = "relattn_import";
+  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  import_state s;
+  relattn_config cfg;
+  const char *model;
+  const uint8_t *file, *data;
+  size_t size, hlen;
+  char err[512], *zErr = NULL, sha[65];
+  int *order = NULL, n_need, i, rc;
+  relattn_sha256 h;
+
+  memset(&s, 0, sizeof s);
+  if (sqlite3_value_type(argv[0]) != SQLITE_TEXT ||
+      sqlite3_value_bytes(argv[0]) == 0) {
+    relattn_result_errorf(ctx, "%s: model must be a non-empty name (TEXT)", fn);
+    return;
+  }
+  model = (const char *)sqlite3_value_text(argv[0]);
+  if (sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
+    relattn_result_errorf(ctx, "%s: safetensors_blob must be a BLOB", fn);
+    return;
+  }
+  if (argc > 2 && sqlite3_value_type(argv[2]) != SQLITE_NULL) {
+    if (sqlite3_value_type(argv[2]) != SQLITE_TEXT) {
+      relattn_result_errorf(ctx, "%s: config_json must be TEXT (JSON) or NULL",
+                            fn);
+      return;
+    }
+    s.config = sqlite3_mprintf("%s", sqlite3_value_text(argv[2]));
+    if (!s.config) goto nomem;
+  }
+  file = sqlite3_value_blob(argv[1]);
+  size = (size_t)sqlite3_value_bytes(argv[1]);
+  if (relattn_st_header(file, size, "relattn_import: safetensors_blob", &hlen,
+                        err, sizeof err)) {
+    zErr = sqlite3_mprintf("%s", err);
+    goto fail;
+  }
+  if (!importHeader(db, (const char *)file + 8, hlen, &s, &zErr)) goto fail;
+  data = file + 8 + hlen;
+  if (relattn_st_check(s.t, s.n, size - 8 - hlen, fn, err, sizeof err)) {
+    zErr = sqlite3_mprintf("%s", err);
+    goto fail;
+  }
+  if (!s.config) {
+    zErr = sqlite3_mprintf("%s: no config: pass config_json, or put it in "
+                           "the file's __metadata__[\"relattn.config\"]", fn);
+    goto fail;
+  }
+  if (configDecode(db, s.config, &cfg, "relattn_import: config", &zErr))
+    goto fail;
+  {
+    size_t bytes;
+    if (relattn_model_bytes(&cfg, &bytes, fn, err, sizeof err)) {
+      zErr = sqlite3_mprintf("%s", err);
+      goto fail;
+    }
+  }
+
+  /* the set of tensors: each expected once, with its exact shape */
+  n_need = relattn_model_n_tensors(&cfg);
+  order = sqlite3_malloc64((sqlite3_uint64)n_need * sizeof *order);
+  if (!order) goto nomem;
+  for (i = 0; i < n_need; i++) order[i] = -1;
+  for (i = 0; i < s.n; i++) {
+    const relattn_st_tensor *t = &s.t[i];
+    relattn_tensor_spec spec;
+    char have[96], want[96];
+    int k = relattn_model_index(&cfg, t->name), d, same;
+    size_t bad;
+    if (k < 0) {
+      zErr = sqlite3_mprintf("%s: unexpected tensor '%s' (not part of the "
+                             "config)", fn, t->name);
+      goto fail;
+    }
+    if (order[k] >= 0) {
+      zErr = sqlite3_mprintf("%s: tensor '%s' appears twice in the header", fn,
+                             t->name);
+      goto fail;
+    }
+    relattn_model_spec(&cfg, k, &spec);
+    same = spec.ndim == t->ndim;
+    for (d = 0; same && d < t->ndim; d++) same = spec.shape[d] == t->shape[d];
+    if (!same) {
+      relattn_shape_json(t->shape, t->ndim, have, sizeof have);
+      relattn_shape_json(spec.shape, spec.ndim, want, sizeof want);
+      zErr = sqlite3_mprintf("%s: tensor '%s' has shape %s; the config needs "
+                             "%s", fn, t->name, have, want);
+      goto fail;
+    }
+    bad = relattn_find_nonfinite(data + t->begin, t->dtype, t->numel);
+    if (bad < t->numel) {
+      zErr = sqlite3_mprintf("%s: tensor '%s' has NaN or Inf at element %llu",
+                             fn, t->name, (sqlite3_uint64)bad);
+      goto fail;
+    }
+    order[k] = i;
+  }
+  for (i = 0; i < n_need; i++)
+    if (order[i] < 0) {
+      relattn_tensor_spec spec;
+      relattn_model_spec(&cfg, i, &spec);
+      zErr = sqlite3_mprintf("%s: tensor '%s' is missing (the config needs "
+                             "it)", fn, spec.name);
+      goto fail;
+    }
+
+  /* sha256 of the tensor data, in the stored (and exported) order */
+  relattn_sha256_init(&h);
+  for (i = 0; i < n_need; i++) {
+    const relattn_st_tensor *t = &s.t[order[i]];
+    relattn_sha256_update(&h, data + t->begin, (size_t)(t->end - t->begin));
+  }
+  relattn_sha256_hex(&h, sha);
+
+  /* everything checked: write, all or nothing */
+  if (sqlite3_exec(db, "SAVEPOINT relattn_import", 0, 0, 0) != SQLITE_OK) {
+    zErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+    goto fail;
+  }
+  rc = importWrite(db, model, s.config, &cfg, &s, order, data, sha, &zErr);
+  if (rc != SQLITE_OK) {
+    sqlite3_exec(db, "ROLLBACK TO relattn_import", 0, 0, 0);
+    sqlite3_exec(db, "RELEASE relattn_import", 0, 0, 0);
+    goto fail;
+  }
+  if (sqlite3_exec(db, "RELEASE relattn_import", 0, 0, 0) != SQLITE_OK) {
+    zErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+    sqlite3_exec(db, "ROLLBACK TO relattn_import", 0, 0, 0);
+    sqlite3_exec(db, "RELEASE relattn_import", 0, 0, 0);
+    goto fail;
+  }
+  sqlite3_result_int(ctx, n_need);
+  sqlite3_free(order);
+  importFree(&s);
+  return;
+
+nomem:
+  sqlite3_free(order);
+  importFree(&s);
+  sqlite3_free(zErr);
+  sqlite3_result_error_nomem(ctx);
+  return;
+fail:
+  if (zErr)
+    sqlite3_result_error(ctx, zErr, -1);
+  else
+    sqlite3_result_error_nomem(ctx);
+  sqlite3_free(zErr);
+  sqlite3_free(order);
+  importFree(&s);
+}
+
+/* ---- relattn_export(model) ----------------------------------------------- */
+
+void relattn_export_func(sqlite3_context *ctx, int argc,
+                        sqlite3_value **argv) {
+  static const char fn[] = "relattn_export";
+  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  sqlite3_stmt *st = NULL;
+  const char *model;
+  char *header = NULL;
+  size_t hlen, prefix, total, off;
+  sqlite3_int64 data_bytes;
+  uint8_t *out = NULL;
+  int rc;
+  (void)argc;
+
+  if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
+    relattn_result_errorf(ctx, "%s: model must be a model name (TEXT)", fn);
+    return;
+  }
+  model = (const char *)sqlite3_value_text(argv[0]);
+  /* the header, offsets and all, in one query; tensors in stored order */
+  rc = sqlite3_prepare_v2(
+      db,
+      "SELECT json_set(coalesce((SELECT json_group_object(name, "
+      "json_object('dtype', dtype, 'shape', json(shape), 'data_offsets', "
+      "json_array(off - len, off))) FROM (SELECT name, dtype, shape, "
+      "length(data) AS len, sum(length(data)) OVER (ORDER BY rowid) AS off "
+      "FROM relattn_tensor WHERE model = ?1 ORDER BY rowid)), '{}'), "
+      "'$.__metadata__', json_object('relattn.config', m.config)), "
+      "(SELECT coalesce(sum(length(data)), 0) FROM relattn_tensor WHERE model "
+      "= ?1) FROM relattn_model m WHERE m.name = ?1",
+      -1, &st, NULL);
+  if (rc != SQLITE_OK) {
+    if (strstr(sqlite3_errmsg(db), "no such table"))
+      relattn_result_errorf(ctx, "%s: no model named '%s'", fn, model);
+    else
+      relattn_result_errorf(ctx, "%s: %s", fn, sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return;
+  }
+  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+  rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    if (rc == SQLITE_DONE)
+      relattn_result_errorf(ctx, "%s: no model named '%s'", fn, model);
+    else
+      relattn_result_errorf(ctx, "%s: %s", fn, sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return;
+  }
+  header = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
+  data_bytes = sqlite3_column_int64(st, 1);
+  sqlite3_finalize(st);
+  st = NULL;
+  if (!header) goto nomem;
+  hlen = strlen(header);
+  prefix = relattn_st_prefix_size(hlen);
+  if (prefix == 0 || data_bytes < 0 ||
+      !relattn_add_ok(prefix, (size_t)data_bytes, &total) ||
+      total > (size_t)sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1)) {
+    sqlite3_free(header);
+    relattn_result_errorf(ctx, "%s: model '%s' is larger than SQLite's BLOB "
+                          "limit (SQLITE_LIMIT_LENGTH)", fn, model);
+    sqlite3_result_error_code(ctx, SQLITE_TOOBIG);
+    return;
+  }
+  out = sqlite3_malloc64(total ? total : 1);
+  if (!out) goto nomem;
+  off = relattn_st_write_prefix(out, header, hlen);
+  sqlite3_free(header);
+  header = NULL;
+  rc = sqlite3_prepare_v2(db,
+                          "SELECT data FROM relattn_tensor WHERE model = ?1 "
+                          "ORDER BY rowid",
+                          -1, &st, NULL);
+  if (rc != SQLITE_OK) goto sqlerr;
+  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    size_t n = (size_t)sqlite3_column_bytes(st, 0);
+    if (n > total - off) break; /* cannot happen within one transaction */
+    if (n) memcpy(out + off, sqlite3_column_blob(st, 0), n);
+    off += n;
+  }
+  if (rc != SQLITE_DONE) goto sqlerr;
+  sqlite3_finalize(st);
+  if (off != total) {
+    sqlite3_free(out);
+    relattn_result_errorf(ctx, "%s: model '%s' changed while exporting", fn,
+                          model);
+    return;
+  }
+  sqlite3_result_blob64(ctx, out, total, sqlite3_free);
+  return;
+sqlerr:
+  relattn_result_errorf(ctx, "%s: %s", fn, sqlite3_errmsg(db));
+  sqlite3_finalize(st);
+  sqlite3_free(out);
+  return;
+nomem:
+  sqlite3_free(header);
+  sqlite3_free(out);
+  sqlite3_result_error_nomem(ctx);
+}

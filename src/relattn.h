@@ -164,6 +164,114 @@ typedef struct relattn_model {
   void *mem;                          /* owns every array above */
 } relattn_model;
 
+/* ---- half precision (src/half.c) ---------------------------------------- */
+
+enum { RELATTN_F32 = 0, RELATTN_F16 = 1, RELATTN_BF16 = 2 };
+
+/* "F32", "F16", "BF16" -> RELATTN_*, or -1. */
+int relattn_dtype_parse(const char *name);
+const char *relattn_dtype_name(int dtype);
+size_t relattn_dtype_size(int dtype);    /* bytes per element, 0 if unknown */
+float relattn_f16_to_f32(uint16_t h);    /* exact, subnormals, inf, nan */
+float relattn_bf16_to_f32(uint16_t h);   /* exact */
+/* out = in (n elements of dtype, little-endian, any alignment) as float32. */
+void relattn_to_f32(float *out /* (n) */, const void *in, int dtype, size_t n);
+/* Index of the first NaN or Inf among n elements of dtype, or n if none. */
+size_t relattn_find_nonfinite(const void *in, int dtype, size_t n);
+
+/* ---- safetensors (src/safetensors.c) ------------------------------------ */
+
+/* A safetensors file is an 8-byte little-endian header length, that many
+** bytes of JSON, then the data. The JSON is decoded by ext/ with SQLite's
+** JSON functions into relattn_st_tensor rows; src/ checks the numbers. */
+#define RELATTN_ST_MAX_DIMS 8
+typedef struct relattn_st_tensor {
+  const char *name;
+  int dtype;                          /* RELATTN_F32 | F16 | BF16 */
+  int ndim;                           /* <= RELATTN_ST_MAX_DIMS */
+  int64_t shape[RELATTN_ST_MAX_DIMS];
+  int64_t begin, end;                 /* data_offsets, relative to the data */
+  size_t numel;                       /* set by relattn_st_check */
+} relattn_st_tensor;
+
+/* Finds the header in a file of size n: *header at offset 8, *header_len
+** bytes; the data starts after it. RELATTN_ERR_FORMAT when the file is too
+** short or the length runs past its end. Messages start with what. */
+int relattn_st_header(const uint8_t *file, size_t n, const char *what,
+                      size_t *header_len, char *err, size_t errlen);
+/* Checks every tensor against a data section of data_size bytes: shapes
+** non-negative without overflow, offsets inside the data and not reversed,
+** size = numel * dtype size, no two tensors overlapping, no byte of the data
+** left uncovered. Sets numel. Uses scratch for n indices (sorting). */
+int relattn_st_check(relattn_st_tensor *t, int n, uint64_t data_size,
+                     const char *what, char *err, size_t errlen);
+/* Writes the 8-byte length and the header, padded with spaces to a multiple
+** of 8 bytes, into out; returns the bytes written (the data goes after).
+** relattn_st_prefix_size says how many that is. */
+size_t relattn_st_prefix_size(size_t json_len);
+size_t relattn_st_write_prefix(uint8_t *out, const char *json, size_t json_len);
+
+/* ---- sha256 (src/sha256.c) ---------------------------------------------- */
+
+typedef struct relattn_sha256 {
+  uint32_t h[8];
+  uint64_t len;                       /* bytes hashed so far */
+  uint8_t buf[64];
+  size_t nbuf;
+} relattn_sha256;
+void relattn_sha256_init(relattn_sha256 *s);
+void relattn_sha256_update(relattn_sha256 *s, const void *data, size_t n);
+void relattn_sha256_hex(relattn_sha256 *s, char out[65]); /* finishes */
+
+/* ---- model tensors (src/model.c) ---------------------------------------- */
+
+/* Checks a decoded config: sizes positive, d_model divisible by n_heads,
+** clip >= 0, vocab_size >= 256 (the byte tokenizer), bos/eos/pad absent
+** (-1) or in [256, vocab_size). Messages start with what. */
+int relattn_config_check(const relattn_config *c, const char *what, char *err,
+                         size_t errlen);
+
+/* The tensors a config needs (DESIGN sec. 4), in a fixed order: tok_emb,
+** then each layer's, then ln_f (pre-norm), then lm_head (untied). */
+#define RELATTN_NAME_MAX 64
+typedef struct relattn_tensor_spec {
+  char name[RELATTN_NAME_MAX];
+  int ndim;
+  int64_t shape[3];
+  size_t numel;
+} relattn_tensor_spec;
+int relattn_model_n_tensors(const relattn_config *c);
+/* Fills spec i in [0, relattn_model_n_tensors(c)) of a config that passed
+** relattn_config_check and relattn_model_bytes. */
+void relattn_model_spec(const relattn_config *c, int i,
+                        relattn_tensor_spec *spec);
+/* The index of the tensor with this name, or -1 when the config has none. */
+int relattn_model_index(const relattn_config *c, const char *name);
+/* Writes the shape as JSON, e.g. "[4,33,64]" (buffer of 80 bytes is enough). */
+void relattn_shape_json(const int64_t *shape, int ndim, char *out, size_t n);
+/* Bytes of float32 weights (every tensor 64-byte aligned) plus the layer
+** table; RELATTN_ERR_TOOBIG on overflow. The bound callers check before
+** allocating. */
+int relattn_model_bytes(const relattn_config *c, size_t *bytes,
+                        const char *what, char *err, size_t errlen);
+/* Allocates m->mem for c and points every array of m into it; the weights
+** are then written through relattn_model_slot. */
+int relattn_model_init(relattn_model *m, const relattn_config *c,
+                       const char *what, char *err, size_t errlen);
+float *relattn_model_slot(relattn_model *m, int i); /* spec i's array */
+void relattn_model_free(relattn_model *m);          /* frees m->mem */
+
+/* ---- byte tokenizer (src/tokenizer.c) ----------------------------------- */
+
+/* DESIGN sec. 4: UTF-8 bytes are ids 0-255. out has n entries. */
+void relattn_tokenize_bytes(const uint8_t *text, size_t n,
+                            int32_t *out /* (n) */);
+/* Ids 0-255 become bytes; bos, eos and pad are left out; any other id is
+** an error naming its position. out has room for n bytes; *out_len is set. */
+int relattn_detokenize_bytes(const relattn_config *c, const int32_t *ids,
+                             size_t n, uint8_t *out, size_t *out_len,
+                             const char *what, char *err, size_t errlen);
+
 /* ---- forward pass (src/forward.c) --------------------------------------- */
 
 /* One sequence through the model. tokens is the model's input: BOS already

@@ -1,0 +1,102 @@
+/*
+** half.c: the safetensors dtypes (F32, F16, BF16) and their conversion to
+** float32, which is what the model computes in.
+**
+** F16 is IEEE 754 binary16 (1 sign, 5 exponent, 10 fraction bits); BF16 is
+** the top half of a float32. Both convert to float32 exactly.
+*/
+#include "relattn.h"
+
+#include <string.h>
+
+int relattn_dtype_parse(const char *name) {
+  if (!name) return -1;
+  if (strcmp(name, "F32") == 0) return RELATTN_F32;
+  if (strcmp(name, "F16") == 0) return RELATTN_F16;
+  if (strcmp(name, "BF16") == 0) return RELATTN_BF16;
+  return -1;
+}
+
+const char *relattn_dtype_name(int dtype) {
+  switch (dtype) {
+    case RELATTN_F32: return "F32";
+    case RELATTN_F16: return "F16";
+    case RELATTN_BF16: return "BF16";
+    default: return "?";
+  }
+}
+
+size_t relattn_dtype_size(int dtype) {
+  switch (dtype) {
+    case RELATTN_F32: return 4;
+    case RELATTN_F16:
+    case RELATTN_BF16: return 2;
+    default: return 0;
+  }
+}
+
+static float bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+float relattn_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t frac = h & 0x3ff;
+  if (exp == 0x1f) /* inf, nan: keep the payload */
+    return bits_f32(sign | 0x7f800000u | (frac << 13));
+  if (exp == 0) {
+    /* zero or subnormal: frac * 2^-24, exact in float32 */
+    float v = (float)frac * (1.0f / 16777216.0f);
+    return sign ? -v : v;
+  }
+  return bits_f32(sign | ((exp + 112) << 23) | (frac << 13));
+}
+
+float relattn_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+static uint16_t load16(const uint8_t *p) {
+  return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+void relattn_to_f32(float *out, const void *in, int dtype, size_t n) {
+  const uint8_t *p = in;
+  size_t i;
+  switch (dtype) {
+    case RELATTN_F32:
+      /* little-endian hosts only (as the whole project): a plain copy */
+      memcpy(out, in, n * 4);
+      break;
+    case RELATTN_F16:
+      for (i = 0; i < n; i++) out[i] = relattn_f16_to_f32(load16(p + 2 * i));
+      break;
+    case RELATTN_BF16:
+      for (i = 0; i < n; i++) out[i] = relattn_bf16_to_f32(load16(p + 2 * i));
+      break;
+  }
+}
+
+size_t relattn_find_nonfinite(const void *in, int dtype, size_t n) {
+  const uint8_t *p = in;
+  size_t i;
+  switch (dtype) {
+    case RELATTN_F32:
+      for (i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, p + 4 * i, 4);
+        if ((u & 0x7f800000u) == 0x7f800000u) return i;
+      }
+      break;
+    case RELATTN_F16:
+      for (i = 0; i < n; i++)
+        if ((load16(p + 2 * i) & 0x7c00) == 0x7c00) return i;
+      break;
+    case RELATTN_BF16:
+      for (i = 0; i < n; i++)
+        if ((load16(p + 2 * i) & 0x7f80) == 0x7f80) return i;
+      break;
+  }
+  return n;
+}

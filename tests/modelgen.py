@@ -1,0 +1,114 @@
+"""Random models of a given config, with DESIGN sec. 4 tensor names, for the
+tests (the store's, the forward pass's, the batch scan's).
+
+    cfg = modelgen.config(d_model=32, n_layers=2, n_heads=4, clip=3)
+    tensors = modelgen.tensors(cfg, rng)              # {name: float32 array}
+    blob = modelgen.safetensors(cfg, rng)             # a file for relattn_import
+    db.execute("SELECT relattn_import('m', ?)", (blob,))
+
+tensors() returns them in the order the store keeps them (tok_emb, each
+layer's, ln_f, lm_head). Weights are scaled so activations stay O(1).
+"""
+import copy
+import json
+
+import numpy as np
+
+import safetensors_py
+
+BASE = {
+    "arch": "decoder", "vocab_size": 259, "d_model": 16, "n_layers": 2,
+    "n_heads": 2, "d_ff": 32, "norm": "pre", "norm_eps": 1e-5,
+    "activation": "gelu", "tie_embeddings": True,
+    "position": {"type": "shaw", "clip": 4, "values": True, "per_head": False},
+    "tokenizer": {"type": "bytes", "bos": 256, "eos": 257, "pad": 258},
+}
+
+POSITION_KEYS = ("clip", "values", "per_head")
+TOKENIZER_KEYS = ("bos", "eos", "pad")
+
+
+def config(**kw):
+    """BASE with overrides; clip/values/per_head and bos/eos/pad may be given
+    flat (config(clip=8, bos=None))."""
+    c = copy.deepcopy(BASE)
+    for k, v in kw.items():
+        if k in POSITION_KEYS:
+            c["position"][k] = v
+        elif k in TOKENIZER_KEYS:
+            c["tokenizer"][k] = v
+        else:
+            c[k] = v
+    return c
+
+
+def shapes(cfg):
+    """[(name, shape)] in the store's order."""
+    d, f, v = cfg["d_model"], cfg["d_ff"], cfg["vocab_size"]
+    h = cfg["n_heads"]
+    pos = cfg["position"]
+    rows = 2 * pos["clip"] + 1
+    rel = [h, rows, d // h] if pos["per_head"] else [rows, d // h]
+    out = [("tok_emb", [v, d])]
+    for i in range(cfg["n_layers"]):
+        p = f"layers.{i}."
+        out += [(p + "ln1.weight", [d]), (p + "ln1.bias", [d])]
+        out += [(p + "attn." + w, [d, d]) for w in ("wq", "wk", "wv", "wo")]
+        out += [(p + "attn." + b, [d]) for b in ("bq", "bk", "bv", "bo")]
+        out += [(p + "attn.rel_k", rel)]
+        if pos["values"]:
+            out += [(p + "attn.rel_v", rel)]
+        out += [(p + "ln2.weight", [d]), (p + "ln2.bias", [d])]
+        out += [(p + "ffn.w1", [f, d]), (p + "ffn.b1", [f]),
+                (p + "ffn.w2", [d, f]), (p + "ffn.b2", [d])]
+    if cfg["norm"] == "pre":
+        out += [("ln_f.weight", [d]), ("ln_f.bias", [d])]
+    if not cfg["tie_embeddings"]:
+        out += [("lm_head", [v, d])]
+    return out
+
+
+def tensors(cfg, rng):
+    """{name: float32 array}: LayerNorm weights near 1, biases small, matrices
+    ~ N(0, 1/fan_in), embeddings and relative tables ~ N(0, 0.5)."""
+    out = {}
+    for name, shape in shapes(cfg):
+        leaf = name.rsplit(".", 1)[-1]
+        if name.endswith("ln1.weight") or name.endswith("ln2.weight") or name == "ln_f.weight":
+            a = 1.0 + 0.1 * rng.standard_normal(shape)
+        elif len(shape) == 1:
+            a = 0.1 * rng.standard_normal(shape)
+        elif leaf in ("rel_k", "rel_v") or name in ("tok_emb", "lm_head"):
+            a = 0.5 * rng.standard_normal(shape)
+        else:
+            a = rng.standard_normal(shape) / np.sqrt(shape[-1])
+        out[name] = a.astype(np.float32)
+    return out
+
+
+def safetensors(cfg, rng=None, weights=None, dtype="F32", metadata=True):
+    """A safetensors file of the model; config in __metadata__ unless
+    metadata is False. dtype F32, F16 or BF16 for every tensor."""
+    if weights is None:
+        weights = tensors(cfg, rng)
+    enc = {}
+    for name, a in weights.items():
+        if dtype == "F32":
+            enc[name] = a.astype(np.float32)
+        elif dtype == "F16":
+            enc[name] = a.astype(np.float16)
+        else:
+            enc[name] = ("BF16", list(a.shape), safetensors_py.bf16_bytes(a))
+    meta = {"relattn.config": json.dumps(cfg)} if metadata else None
+    return safetensors_py.write(enc, metadata=meta)
+
+
+def load(db, name, cfg, rng=None, weights=None, dtype="F32"):
+    """Imports a random (or given) model; returns its float32 weights as the
+    model computes with them (after the F16/BF16 rounding)."""
+    if weights is None:
+        weights = tensors(cfg, rng)
+    blob = safetensors(cfg, weights=weights, dtype=dtype)
+    db.execute("SELECT relattn_import(?, ?)", (name, blob))
+    got, _ = safetensors_py.read(blob)
+    return {k: safetensors_py.to_array(*v) for k, v in got.items()}
