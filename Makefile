@@ -93,5 +93,30 @@ asan: deps
 	$(MAKE) asan-build
 	$(ASAN_ENV) $(PYTHON) -m pytest -q tests
 
+# libFuzzer targets (tests/fuzz/fuzz_*.c), built with clang into build-fuzz:
+# the extension's objects as for the loadable library, linked with the system
+# SQLite. Each runs FUZZ_SECONDS; the summary gives executions and findings.
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+                -fno-omit-frame-pointer
+FUZZ_SRC     := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
+FUZZ_TARGETS ?= $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
+
+deps-fuzz:
+	@DEB_PKGS="$(DEB_PKGS) $(DEB_ASAN)" sh tests/deps.sh
+
+fuzz-build: deps-fuzz
+	$(MAKE) CC=$(FUZZ_CC) BUILD=build-fuzz OPT="-O1 -g" \
+	  SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" $(FUZZ_BIN)
+
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(SRC_OBJ) $(EXT_OBJ)
+	$(CC) $(filter-out -fsanitize=fuzzer-no-link,$(CFLAGS)) -fsanitize=fuzzer \
+	  -Itests/fuzz -o $@ $< $(SRC_OBJ) $(EXT_OBJ) -lsqlite3 $(LDLIBS)
+
+fuzz: fuzz-build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh $(FUZZ_TARGETS)
+
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz $(SO) demo.db
