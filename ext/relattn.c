@@ -221,6 +221,7 @@ static const struct {
     {"relattn_progress", 1, WRITES, progressFunc, 0, 0},
 
     /* ext/attention_fn.c */
+    {"relattn_attention", 6, PURE, relattn_attention_func, 0, 0},
 
     /* ext/store.c and ext/tokens.c */
     {"relattn_import", 2, WRITES, relattn_import_func, 0, 0},

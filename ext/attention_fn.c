@@ -1,0 +1,420 @@
+#include "ext.h"
+SQLITE_EXTENSION_INIT3
+/*
+** attention_fn.c: relattn_attention(q, k, v, rel_k, rel_v, options), Shaw
+** relative self-attention on float32 matrices (DESIGN §5, §6).
+**
+**   .load ./relattn
+**   SELECT hex(relattn_attention('[[1,0],[0,1]]', '[[1,0],[0,1]]',
+**                                '[[1,2],[3,4]]', '[[0,0],[0,1],[1,0]]', NULL,
+**                                json_object('heads', 1, 'd_head', 2)));
+**
+** q, k, v: float32 BLOBs (n, heads*d_head), or JSON text: a flat or nested
+** array of numbers. rel_k, rel_v: (2k+1, d_head), or (heads, 2k+1, d_head)
+** with "per_head": true, or NULL for no term on that side; k comes from their
+** size. options: a JSON object {"heads", "d_head", "causal", "per_head"},
+** read with SQLite's json_each. Result: float32 BLOB (n, heads*d_head).
+**
+** The work runs on the connection's worker threads (relattn_threads) with
+** OpenBLAS single-threaded for the duration of the call, its previous thread
+** count restored after.
+*/
+#include <limits.h>
+#include <string.h>
+
+#include "functions.h"
+
+#define FN "relattn_attention"
+
+static const char *const arg_names[5] = {"q", "k", "v", "rel_k", "rel_v"};
+
+/* A matrix argument as float32: in place when the BLOB is aligned, else a
+** copy (owned). */
+typedef struct attnMatrix {
+  const float *p;
+  sqlite3_int64 count;   /* floats */
+  float *owned;          /* sqlite3_malloc64'd, or NULL */
+  int present;           /* 0 for a NULL table */
+} attnMatrix;
+
+typedef struct attnOptions {
+  sqlite3_int64 heads, d_head;
+  int causal, per_head;
+} attnOptions;
+
+static const char *typeName(int t) {
+  switch (t) {
+    case SQLITE_INTEGER: return "an integer";
+    case SQLITE_FLOAT: return "a real";
+    case SQLITE_NULL: return "NULL";
+    case SQLITE_BLOB: return "a BLOB";
+    default: return "text";
+  }
+}
+
+/* Appends x to m->owned (capacity *cap), growing it. Returns 0 on OOM. */
+static int pushFloat(attnMatrix *m, sqlite3_int64 *cap, float x) {
+  if (m->count == *cap) {
+    sqlite3_int64 n = *cap ? *cap * 2 : 64;
+    float *p = sqlite3_realloc64(m->owned, (sqlite3_uint64)n * sizeof(float));
+    if (!p) return 0;
+    m->owned = p;
+    *cap = n;
+  }
+  m->owned[m->count++] = x;
+  return 1;
+}
+
+/* JSON text: a flat or nested array of numbers, in document order. */
+static int jsonMatrix(sqlite3_context *ctx, sqlite3_value *v, const char *name,
+                      attnMatrix *m) {
+  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  sqlite3_stmt *st = NULL;
+  sqlite3_int64 cap = 0;
+  int rc, ok = 1;
+  /* json_type raises on malformed JSON: only ask when json_valid says yes */
+  rc = sqlite3_prepare_v2(
+      db, "SELECT CASE WHEN json_valid(?1) THEN json_type(?1) = 'array' END",
+      -1, &st, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_value(st, 1, v);
+  if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (sqlite3_column_type(st, 0) == SQLITE_NULL) {
+      relattn_result_errorf(ctx, FN ": %s is text but not valid JSON", name);
+      sqlite3_finalize(st);
+      return 0;
+    }
+    if (!sqlite3_column_int(st, 0)) {
+      relattn_result_errorf(ctx, FN ": %s is not a JSON array of numbers", name);
+      sqlite3_finalize(st);
+      return 0;
+    }
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(st);
+  st = NULL;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(db, "SELECT type, atom FROM json_tree(?1)", -1,
+                            &st, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_value(st, 1, v);
+  while (rc == SQLITE_OK && ok && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *type = (const char *)sqlite3_column_text(st, 0);
+    rc = SQLITE_OK;
+    if (!type) {
+      rc = SQLITE_NOMEM;
+    } else if (strcmp(type, "array") == 0) {
+      continue;
+    } else if (strcmp(type, "integer") == 0 || strcmp(type, "real") == 0) {
+      if (!pushFloat(m, &cap, (float)sqlite3_column_double(st, 1)))
+        rc = SQLITE_NOMEM;
+    } else {
+      relattn_result_errorf(ctx,
+                            FN ": %s is not a JSON array of numbers (found %s)",
+                            name, type);
+      ok = 0;
+    }
+  }
+  sqlite3_finalize(st);
+  if (!ok) return 0;
+  if (rc != SQLITE_DONE && rc != SQLITE_OK) {
+    if (rc == SQLITE_NOMEM)
+      sqlite3_result_error_nomem(ctx);
+    else
+      relattn_result_errorf(ctx, FN ": reading %s as JSON: %s", name,
+                            sqlite3_errmsg(db));
+    return 0;
+  }
+  m->p = m->owned;
+  m->present = 1;
+  return 1;
+}
+
+/* Reads argument v (named name) into m. Tables (optional) may be NULL. */
+static int matrixArg(sqlite3_context *ctx, sqlite3_value *v, const char *name,
+                     int optional, attnMatrix *m) {
+  int t = sqlite3_value_type(v);
+  memset(m, 0, sizeof *m);
+  if (t == SQLITE_NULL && optional) return 1;
+  if (t == SQLITE_TEXT) return jsonMatrix(ctx, v, name, m);
+  if (t != SQLITE_BLOB) {
+    relattn_result_errorf(
+        ctx, FN ": %s must be a float32 BLOB or a JSON array, not %s", name,
+        typeName(t));
+    return 0;
+  }
+  {
+    const void *p = sqlite3_value_blob(v);
+    sqlite3_int64 bytes = sqlite3_value_bytes(v);
+    if (bytes % 4 != 0) {
+      relattn_result_errorf(ctx, FN ": %s has %lld bytes, not a multiple of 4",
+                            name, bytes);
+      return 0;
+    }
+    m->count = bytes / 4;
+    m->present = 1;
+    if (bytes == 0) return 1;
+    if (!p) {
+      sqlite3_result_error_nomem(ctx);
+      return 0;
+    }
+    if (((uintptr_t)p & 3) == 0) {
+      m->p = p;
+    } else {
+      m->owned = sqlite3_malloc64((sqlite3_uint64)bytes);
+      if (!m->owned) {
+        sqlite3_result_error_nomem(ctx);
+        return 0;
+      }
+      memcpy(m->owned, p, (size_t)bytes);
+      m->p = m->owned;
+    }
+  }
+  return 1;
+}
+
+/* Reads a positive integer option into *out; 0 with an error otherwise. */
+static int positiveOption(sqlite3_context *ctx, sqlite3_stmt *st,
+                          const char *key, sqlite3_int64 *out) {
+  const char *type = (const char *)sqlite3_column_text(st, 1);
+  sqlite3_int64 x = sqlite3_column_int64(st, 2);
+  if (!type || strcmp(type, "integer") != 0 || x <= 0 || x > INT_MAX) {
+    relattn_result_errorf(ctx, FN ": options.%s must be a positive integer, not %s",
+                          key, sqlite3_column_text(st, 3));
+    return 0;
+  }
+  *out = x;
+  return 1;
+}
+
+static int boolOption(sqlite3_context *ctx, sqlite3_stmt *st, const char *key,
+                      int *out) {
+  const char *type = (const char *)sqlite3_column_text(st, 1);
+  if (type && strcmp(type, "true") == 0) {
+    *out = 1;
+  } else if (type && strcmp(type, "false") == 0) {
+    *out = 0;
+  } else if (type && strcmp(type, "integer") == 0 &&
+             (sqlite3_column_int64(st, 2) == 0 || sqlite3_column_int64(st, 2) == 1)) {
+    *out = sqlite3_column_int(st, 2);
+  } else {
+    relattn_result_errorf(ctx, FN ": options.%s must be true or false, not %s",
+                          key, sqlite3_column_text(st, 3));
+    return 0;
+  }
+  return 1;
+}
+
+/* options: a JSON object, decoded with json_each. */
+static int parseOptions(sqlite3_context *ctx, sqlite3_value *v,
+                        attnOptions *o) {
+  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  sqlite3_stmt *st = NULL;
+  int rc, ok = 1, is_object = 0;
+  memset(o, 0, sizeof *o);
+  if (sqlite3_value_type(v) != SQLITE_TEXT) {
+    relattn_result_errorf(ctx, FN ": options must be a JSON object, not %s",
+                          typeName(sqlite3_value_type(v)));
+    return 0;
+  }
+  rc = sqlite3_prepare_v2(
+      db, "SELECT CASE WHEN json_valid(?1) THEN json_type(?1) = 'object' END",
+      -1, &st, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_value(st, 1, v);
+  if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    is_object = sqlite3_column_int(st, 0);
+  rc = sqlite3_finalize(st);
+  st = NULL;
+  if (rc != SQLITE_OK) {
+    relattn_result_errorf(ctx, FN ": reading options: %s", sqlite3_errmsg(db));
+    return 0;
+  }
+  if (!is_object) {
+    relattn_result_errorf(ctx, FN ": options must be a JSON object");
+    return 0;
+  }
+  /* key, type, atom, and the value as JSON text for messages */
+  rc = sqlite3_prepare_v2(db,
+                          "SELECT key, type, atom, CASE WHEN type = 'text' "
+                          "THEN json_quote(value) ELSE value END "
+                          "FROM json_each(?1)",
+                          -1, &st, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_value(st, 1, v);
+  while (rc == SQLITE_OK && ok && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *key = (const char *)sqlite3_column_text(st, 0);
+    rc = SQLITE_OK;
+    if (!key) {
+      rc = SQLITE_NOMEM;
+    } else if (strcmp(key, "heads") == 0) {
+      ok = positiveOption(ctx, st, key, &o->heads);
+    } else if (strcmp(key, "d_head") == 0) {
+      ok = positiveOption(ctx, st, key, &o->d_head);
+    } else if (strcmp(key, "causal") == 0) {
+      ok = boolOption(ctx, st, key, &o->causal);
+    } else if (strcmp(key, "per_head") == 0) {
+      ok = boolOption(ctx, st, key, &o->per_head);
+    } else {
+      relattn_result_errorf(
+          ctx, FN ": unknown option '%s' (known: heads, d_head, causal, per_head)",
+          key);
+      ok = 0;
+    }
+  }
+  sqlite3_finalize(st);
+  if (!ok) return 0;
+  if (rc != SQLITE_DONE) {
+    if (rc == SQLITE_NOMEM)
+      sqlite3_result_error_nomem(ctx);
+    else
+      relattn_result_errorf(ctx, FN ": reading options: %s", sqlite3_errmsg(db));
+    return 0;
+  }
+  if (!o->heads || !o->d_head) {
+    relattn_result_errorf(ctx, FN ": options lack %s", !o->heads ? "heads" : "d_head");
+    return 0;
+  }
+  return 1;
+}
+
+/* Row count of a table: its size must be (H,) 2k+1 rows of d_head. */
+static int tableRows(sqlite3_context *ctx, const attnMatrix *t,
+                     const char *name, const attnOptions *o,
+                     sqlite3_int64 *rows) {
+  const sqlite3_int64 unit = o->per_head ? o->heads * o->d_head : o->d_head;
+  if (t->count % unit != 0) {
+    if (o->per_head)
+      relattn_result_errorf(
+          ctx, FN ": %s has %lld floats, not a multiple of heads*d_head = %lld "
+                  "(per_head)", name, t->count, unit);
+    else
+      relattn_result_errorf(ctx, FN ": %s has %lld floats, not a multiple of "
+                                    "d_head = %lld", name, t->count, unit);
+    return 0;
+  }
+  *rows = t->count / unit;
+  if (*rows % 2 == 0) {
+    relattn_result_errorf(ctx, FN ": %s has %lld rows%s, not an odd number (2k+1)",
+                          name, *rows, o->per_head ? " per head" : "");
+    return 0;
+  }
+  return 1;
+}
+
+void relattn_attention_func(sqlite3_context *ctx, int argc,
+                            sqlite3_value **argv) {
+  relattn_conn *conn = sqlite3_user_data(ctx);
+  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  attnMatrix m[5];
+  attnOptions o;
+  relattn_attn a;
+  relattn_pool *pool;
+  sqlite3_int64 width, n, rows_k = -1, rows_v = -1, out_bytes;
+  size_t need, scratch;
+  float *out = NULL;
+  char err[256];
+  int i, rc, blas;
+  (void)argc;
+
+  memset(m, 0, sizeof m);
+  for (i = 0; i < 5; i++)
+    if (!matrixArg(ctx, argv[i], arg_names[i], i >= 3, &m[i])) goto done;
+  if (!parseOptions(ctx, argv[5], &o)) goto done;
+
+  width = o.heads * o.d_head; /* both <= INT_MAX: no overflow in 64 bits */
+  if (m[0].count == 0) {
+    relattn_result_errorf(ctx, FN ": q is empty");
+    goto done;
+  }
+  if (m[0].count % width != 0) {
+    relattn_result_errorf(
+        ctx, FN ": q has %lld floats, not a multiple of heads*d_head = %lld",
+        m[0].count, width);
+    goto done;
+  }
+  for (i = 1; i < 3; i++) {
+    if (m[i].count != m[0].count) {
+      relattn_result_errorf(ctx,
+                            FN ": %s has %lld floats, q has %lld (q, k and v "
+                               "must have the same shape)",
+                            arg_names[i], m[i].count, m[0].count);
+      goto done;
+    }
+  }
+  n = m[0].count / width;
+  if (m[3].present && !tableRows(ctx, &m[3], "rel_k", &o, &rows_k)) goto done;
+  if (m[4].present && !tableRows(ctx, &m[4], "rel_v", &o, &rows_v)) goto done;
+  if (rows_k >= 0 && rows_v >= 0 && rows_k != rows_v) {
+    relattn_result_errorf(ctx, FN ": rel_v has %lld rows, rel_k has %lld (both "
+                               "must have 2k+1 rows)", rows_v, rows_k);
+    goto done;
+  }
+  for (i = 0; i < 5; i++) {
+    size_t bad;
+    if (!m[i].present || m[i].count == 0) continue;
+    bad = relattn_find_nonfinite(m[i].p, RELATTN_F32, (size_t)m[i].count);
+    if (bad < (size_t)m[i].count) {
+      relattn_result_errorf(ctx, FN ": %s has a NaN or Inf at float %lld",
+                            arg_names[i], (sqlite3_int64)bad);
+      goto done;
+    }
+  }
+  if (n > conn->max_tokens) {
+    relattn_result_errorf(ctx, FN ": q has %lld rows, over the limit of %d "
+                               "(relattn_max_tokens)", n, conn->max_tokens);
+    sqlite3_result_error_code(ctx, SQLITE_TOOBIG);
+    goto done;
+  }
+  out_bytes = m[0].count * 4;
+  if (out_bytes > sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1)) {
+    relattn_result_errorf(ctx, FN ": the result would have %lld bytes, over "
+                               "SQLITE_LIMIT_LENGTH (%d)",
+                          out_bytes, sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1));
+    sqlite3_result_error_code(ctx, SQLITE_TOOBIG);
+    goto done;
+  }
+
+  memset(&a, 0, sizeof a);
+  a.n = (int)n;
+  a.heads = (int)o.heads;
+  a.d_head = (int)o.d_head;
+  a.clip = rows_k >= 0 ? (int)(rows_k / 2) : rows_v >= 0 ? (int)(rows_v / 2) : 0;
+  a.causal = o.causal;
+  a.per_head = o.per_head;
+  a.q = m[0].p; a.ldq = (int)width;
+  a.k = m[1].p; a.ldk = (int)width;
+  a.v = m[2].p; a.ldv = (int)width;
+  a.rel_k = m[3].present ? m[3].p : NULL;
+  a.rel_v = m[4].present ? m[4].p : NULL;
+  a.ldo = (int)width;
+
+  /* The result, the JSON copies and every worker's scratch. */
+  scratch = relattn_attention_scratch_bytes(&a);
+  need = (size_t)out_bytes;
+  for (i = 0; i < 5; i++)
+    if (m[i].owned) need += (size_t)m[i].count * 4;
+  if (!relattn_mul_ok(scratch, (size_t)conn->n_threads, &scratch) ||
+      !relattn_add_ok(need, scratch, &need))
+    need = SIZE_MAX;
+  if (!relattn_memory_ok(ctx, conn, FN, need)) goto done;
+
+  pool = relattn_conn_pool(conn);
+  out = sqlite3_malloc64((sqlite3_uint64)out_bytes);
+  if (!pool || !out) {
+    sqlite3_result_error_nomem(ctx);
+    goto done;
+  }
+  a.out = out;
+  blas = relattn_blas_single();
+  rc = relattn_attention(&a, pool, err, sizeof err);
+  relattn_blas_restore(blas);
+  if (rc != RELATTN_OK) {
+    char *msg = sqlite3_mprintf(FN ": %s", err);
+    relattn_result_status(ctx, rc, msg ? msg : FN ": out of memory");
+    sqlite3_free(msg);
+    goto done;
+  }
+  sqlite3_result_blob64(ctx, out, (sqlite3_uint64)out_bytes, sqlite3_free);
+  out = NULL;
+
+done:
+  sqlite3_free(out);
+  for (i = 0; i < 5; i++) sqlite3_free(m[i].owned);
+}
