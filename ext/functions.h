@@ -36,6 +36,9 @@ int32_t *relattn_tokens_value(sqlite3_value *v, const relattn_model *m,
 ** relattn_export(model). */
 void relattn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void relattn_export_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* relattn_weights(model, tensor): float32 weights as the cache holds them. */
+void relattn_weights_func(sqlite3_context *ctx, int argc,
+                          sqlite3_value **argv);
 
 /* ext/tokens.c: relattn_tokens, relattn_tokens_json, relattn_tokenize,
 ** relattn_detokenize, relattn_tokens_agg, relattn_tokens_each. */

@@ -1060,3 +1060,49 @@ nomem:
   sqlite3_free(out);
   sqlite3_result_error_nomem(ctx);
 }
+
+/* ---- relattn_weights(model, tensor) -------------------------------------- */
+
+/* The float32 weights of one tensor as the model computes with them (from
+** the connection's cache, F16 and BF16 converted): for inspection. */
+void relattn_weights_func(sqlite3_context *ctx, int argc,
+                          sqlite3_value **argv) {
+  static const char fn[] = "relattn_weights";
+  relattn_conn *conn = sqlite3_user_data(ctx);
+  const relattn_model *m;
+  relattn_tensor_spec spec;
+  const char *name;
+  char *zErr = NULL;
+  int i;
+  (void)argc;
+  if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
+    relattn_result_errorf(ctx, "%s: model must be a model name (TEXT)", fn);
+    return;
+  }
+  if (sqlite3_value_type(argv[1]) != SQLITE_TEXT) {
+    relattn_result_errorf(ctx, "%s: tensor must be a tensor name (TEXT)", fn);
+    return;
+  }
+  m = relattn_store_acquire(conn, (const char *)sqlite3_value_text(argv[0]),
+                            fn, &zErr);
+  if (!m) {
+    if (zErr)
+      sqlite3_result_error(ctx, zErr, -1);
+    else
+      sqlite3_result_error_nomem(ctx);
+    sqlite3_free(zErr);
+    return;
+  }
+  name = (const char *)sqlite3_value_text(argv[1]);
+  i = relattn_model_index(&m->cfg, name);
+  if (i < 0) {
+    relattn_result_errorf(ctx, "%s: model '%s' has no tensor '%s'", fn,
+                          sqlite3_value_text(argv[0]), name);
+  } else {
+    relattn_model_spec(&m->cfg, i, &spec);
+    /* the cache is ours (const for its readers) */
+    sqlite3_result_blob64(ctx, relattn_model_slot((relattn_model *)m, i),
+                          (sqlite3_uint64)spec.numel * 4, SQLITE_TRANSIENT);
+  }
+  relattn_store_release(conn, m);
+}

@@ -145,7 +145,8 @@ int relattn_st_check(relattn_st_tensor *t, int n, uint64_t data_size,
   free(idx);
   if (covered != data_size)
     return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
-                          "%s: the data has bytes not covered by any tensor "
+                          "%s: the safetensors data has bytes not covered by any "
+                          "tensor "
                           "(from offset %llu)",
                           what, (unsigned long long)covered);
   return RELATTN_OK;
