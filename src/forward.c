@@ -1,0 +1,340 @@
+/*
+** forward.c: one token sequence through a relattn model (DESIGN §4).
+**
+**   x = tok_emb[tokens]
+**   per layer, pre-norm:  x += attn(LN1(x));  x += ffn(LN2(x))
+**              post-norm: x = LN1(x + attn(x)); x = LN2(x + ffn(x))
+**   pre-norm ends with LN_f; then the LM head (tied: tok_emb) and log-softmax.
+**   attn: q, k, v = h Wq^T + bq, ...; Shaw attention per head with the
+**   layer's rel_k / rel_v (causal for decoders); out = z Wo^T + bo.
+**   ffn:  act(h W1^T + b1) W2^T + b2, act = GELU (erf form) or ReLU.
+**
+** HOW IT WORKS
+** Activations live in three buffers kept in the pool's scratch slot 1 across
+** calls: x (n, d) the residual stream, h (n, d) a normed copy and then the
+** attention output, qkv (n, 3d) the projections side by side (the kernel
+** reads them with a stride). Everything that is row-wise (LayerNorm, the
+** projections, the FFN, the LM head) runs as tasks over blocks of ROWS rows
+** on the pool, each with a small per-worker buffer (slot 2) for the FFN's
+** hidden rows or a block of logits, so no (n, d_ff) or (n, vocab) matrix is
+** ever made. The attention itself is the kernel's (src/attention.c), which
+** runs its own (head, query block) tasks on the same pool.
+** Only the outputs asked for are computed: the LM head only for log-probs,
+** and for an attention map alone only the layers up to the map's.
+*/
+#include "relattn.h"
+
+#include <math.h>
+#include <string.h>
+
+#define ROWS 64                /* rows per task */
+#define SLOT_ACTS 1            /* worker 0: x, h, qkv */
+#define SLOT_ROWS 2            /* every worker: one block's hidden/logits */
+
+static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* Floats in one worker's block buffer. */
+static size_t rows_floats(const relattn_config *c) {
+  size_t w = (size_t)(c->d_ff > c->vocab_size ? c->d_ff : c->vocab_size);
+  return round16((size_t)ROWS * w);
+}
+
+/* Floats of the activation buffers for n rows; 0 on overflow. */
+static size_t acts_floats(const relattn_config *c, int n) {
+  size_t nd, total;
+  if (!relattn_mul_ok((size_t)n, (size_t)c->d_model, &nd)) return 0;
+  /* x, h: (n, d); qkv: (n, 3d); the embedding sum: d doubles */
+  if (!relattn_mul_ok(round16(nd), 5, &total)) return 0;
+  if (!relattn_add_ok(total, round16(2 * (size_t)c->d_model), &total))
+    return 0;
+  return total;
+}
+
+size_t relattn_forward_bytes(const relattn_model *m, int n) {
+  size_t acts, total;
+  if (!m || n < 1) return 0;
+  acts = acts_floats(&m->cfg, n);
+  if (!acts || !relattn_add_ok(acts, rows_floats(&m->cfg), &total) ||
+      !relattn_mul_ok(total, sizeof(float), &total))
+    return 0;
+  return total;
+}
+
+/* ---- row-wise pieces ----------------------------------------------------- */
+
+/* out = LayerNorm(x) * w + b over rows of d (biased variance, as PyTorch).
+** out may be x. */
+static void layer_norm(float *out /* (rows, d) */, const float *x, int rows,
+                       int d, const float *w, const float *b, float eps) {
+  int r, c;
+  for (r = 0; r < rows; r++) {
+    const float *xr = x + (size_t)r * d;
+    float *o = out + (size_t)r * d;
+    float mean = 0, var = 0, inv;
+    for (c = 0; c < d; c++) mean += xr[c];
+    mean /= (float)d;
+    for (c = 0; c < d; c++) {
+      float t = xr[c] - mean;
+      var += t * t;
+    }
+    inv = 1.0f / sqrtf(var / (float)d + eps);
+    for (c = 0; c < d; c++) o[c] = (xr[c] - mean) * inv * w[c] + b[c];
+  }
+}
+
+/* y = x W^T + b for a block of rows: W is (out, in) as nn.Linear.
+** beta 1 adds into y (the residual). */
+static void linear(float *y /* (rows, ldy) */, int ldy, const float *x,
+                   int ldx, int rows, int in, int out, const float *w,
+                   const float *b, float beta) {
+  int r, c;
+  relattn_sgemm(0, 1, rows, out, in, 1.0f, x, ldx, w, in, beta, y, ldy);
+  if (b)
+    for (r = 0; r < rows; r++) {
+      float *yr = y + (size_t)r * ldy;
+      for (c = 0; c < out; c++) yr[c] += b[c];
+    }
+}
+
+static void activate(float *x, size_t count, int activation) {
+  size_t i;
+  if (activation == RELATTN_RELU) {
+    for (i = 0; i < count; i++) x[i] = x[i] > 0 ? x[i] : 0;
+  } else {
+    /* GELU, the exact form: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)). */
+    for (i = 0; i < count; i++)
+      x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+  }
+}
+
+/* ---- the pass -------------------------------------------------------------- */
+
+typedef struct fwd_ctx {
+  const relattn_model *m;
+  relattn_fwd *f;
+  relattn_pool *pool;
+  const relattn_layer *layer;
+  int n, d;
+  float *x;              /* (n, d) residual stream */
+  float *h;              /* (n, d) normed input, then attention output */
+  float *qkv;            /* (n, 3d) */
+  int failed;            /* a worker's scratch could not be had */
+} fwd_ctx;
+
+static int block_rows(const fwd_ctx *c, int task, int *r0) {
+  int end;
+  *r0 = task * ROWS;
+  end = *r0 + ROWS < c->n ? *r0 + ROWS : c->n;
+  return end - *r0;
+}
+
+/* Attention input of one block: (pre) h = LN1(x), then q, k, v. */
+static void qkv_task(void *ctxp, int task, int worker) {
+  fwd_ctx *c = ctxp;
+  const relattn_layer *L = c->layer;
+  int r0, rows = block_rows(c, task, &r0), d = c->d;
+  const float *in = c->x + (size_t)r0 * d;
+  float *qkv = c->qkv + (size_t)r0 * 3 * d;
+  (void)worker;
+  if (c->m->cfg.norm == RELATTN_NORM_PRE) {
+    float *h = c->h + (size_t)r0 * d;
+    layer_norm(h, in, rows, d, L->ln1_w, L->ln1_b, c->m->cfg.norm_eps);
+    in = h;
+  }
+  linear(qkv, 3 * d, in, d, rows, d, d, L->wq, L->bq, 0.0f);
+  linear(qkv + d, 3 * d, in, d, rows, d, d, L->wk, L->bk, 0.0f);
+  linear(qkv + 2 * d, 3 * d, in, d, rows, d, d, L->wv, L->bv, 0.0f);
+}
+
+/* The rest of a layer for one block: output projection and residual, the
+** FFN and its residual, with the LayerNorms where the norm puts them. */
+static void ffn_task(void *ctxp, int task, int worker) {
+  fwd_ctx *c = ctxp;
+  const relattn_layer *L = c->layer;
+  const relattn_config *cfg = &c->m->cfg;
+  int r0, rows = block_rows(c, task, &r0), d = c->d, pre;
+  float *x = c->x + (size_t)r0 * d, *h = c->h + (size_t)r0 * d, *in;
+  float *hid = relattn_pool_scratch_slot(c->pool, worker, SLOT_ROWS,
+                                         rows_floats(cfg) * sizeof(float));
+  if (!hid) {
+    c->failed = 1;
+    return;
+  }
+  pre = cfg->norm == RELATTN_NORM_PRE;
+  linear(x, d, h, d, rows, d, d, L->wo, L->bo, 1.0f);
+  if (pre) {
+    layer_norm(h, x, rows, d, L->ln2_w, L->ln2_b, cfg->norm_eps);
+    in = h;
+  } else {
+    layer_norm(x, x, rows, d, L->ln1_w, L->ln1_b, cfg->norm_eps);
+    in = x;
+  }
+  linear(hid, cfg->d_ff, in, d, rows, d, cfg->d_ff, L->w1, L->b1, 0.0f);
+  activate(hid, (size_t)rows * cfg->d_ff, cfg->activation);
+  linear(x, d, hid, cfg->d_ff, rows, cfg->d_ff, d, L->w2, L->b2, 1.0f);
+  if (!pre) layer_norm(x, x, rows, d, L->ln2_w, L->ln2_b, cfg->norm_eps);
+}
+
+static void final_norm_task(void *ctxp, int task, int worker) {
+  fwd_ctx *c = ctxp;
+  int r0, rows = block_rows(c, task, &r0);
+  float *x = c->x + (size_t)r0 * c->d;
+  (void)worker;
+  layer_norm(x, x, rows, c->d, c->m->lnf_w, c->m->lnf_b, c->m->cfg.norm_eps);
+}
+
+/* Logits of a block of positions, then per row the log-softmax at the next
+** token and the most likely token. Row n-1 predicts nothing. */
+static void head_task(void *ctxp, int task, int worker) {
+  fwd_ctx *c = ctxp;
+  relattn_fwd *f = c->f;
+  const relattn_config *cfg = &c->m->cfg;
+  int r0, rows = block_rows(c, task, &r0), r, t, V = cfg->vocab_size;
+  float *logits = relattn_pool_scratch_slot(c->pool, worker, SLOT_ROWS,
+                                            rows_floats(cfg) * sizeof(float));
+  if (!logits) {
+    c->failed = 1;
+    return;
+  }
+  if (r0 + rows > c->n - 1) rows = c->n - 1 - r0;
+  if (rows <= 0) return;
+  relattn_sgemm(0, 1, rows, V, c->d, 1.0f, c->x + (size_t)r0 * c->d, c->d,
+                c->m->lm_head, c->d, 0.0f, logits, V);
+  for (r = 0; r < rows; r++) {
+    const float *z = logits + (size_t)r * V;
+    float mx = z[0], lse;
+    int arg = 0;
+    double sum = 0;
+    for (t = 1; t < V; t++)
+      if (z[t] > mx) mx = z[t], arg = t;
+    for (t = 0; t < V; t++) sum += expf(z[t] - mx);
+    lse = mx + (float)log(sum);
+    if (f->logprob) f->logprob[r0 + r] = z[f->tokens[r0 + r + 1]] - lse;
+    if (f->top_token) f->top_token[r0 + r] = arg;
+    if (f->top_logprob) f->top_logprob[r0 + r] = mx - lse;
+  }
+}
+
+static relattn_attn layer_attn(const fwd_ctx *c, const relattn_layer *L) {
+  const relattn_config *cfg = &c->m->cfg;
+  relattn_attn a;
+  memset(&a, 0, sizeof a);
+  a.n = c->n;
+  a.heads = cfg->n_heads;
+  a.d_head = cfg->d_model / cfg->n_heads;
+  a.clip = cfg->clip;
+  a.causal = cfg->arch == RELATTN_DECODER;
+  a.per_head = cfg->per_head;
+  a.q = c->qkv;
+  a.k = c->qkv + c->d;
+  a.v = c->qkv + 2 * c->d;
+  a.ldq = a.ldk = a.ldv = 3 * c->d;
+  a.rel_k = L->rel_k;
+  a.rel_v = cfg->rel_values ? L->rel_v : NULL;
+  a.out = c->h;
+  a.ldo = c->d;
+  return a;
+}
+
+int relattn_forward(const relattn_model *m, relattn_fwd *f, relattn_pool *pool,
+                    char *err, size_t errlen) {
+  const relattn_config *cfg;
+  fwd_ctx c;
+  int want_head, want_final, n_layers, n_blocks, i, l, rc;
+  float *acts;
+  size_t nd;
+
+  if (!m || !f || !pool)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "relattn_forward: model, request and pool required");
+  cfg = &m->cfg;
+  if (f->n < 1 || !f->tokens)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "relattn_forward: empty sequence");
+  for (i = 0; i < f->n; i++)
+    if (f->tokens[i] < 0 || f->tokens[i] >= cfg->vocab_size)
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "relattn_forward: token %d at position %d is not "
+                            "below vocab_size %d",
+                            (int)f->tokens[i], i, cfg->vocab_size);
+  want_head = f->logprob || f->top_token || f->top_logprob;
+  if (want_head && cfg->arch != RELATTN_DECODER)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "relattn_forward: an encoder model has no next-token "
+                          "probabilities");
+  if (f->embedding && (f->mean_from < 0 || f->mean_from >= f->n))
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "relattn_forward: mean_from %d leaves no row of %d",
+                          f->mean_from, f->n);
+  if (f->map && (f->map_layer < 0 || f->map_layer >= cfg->n_layers ||
+                 f->map_head < 0 || f->map_head >= cfg->n_heads))
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "relattn_forward: no attention map for layer %d "
+                          "head %d (the model has %d layers of %d heads)",
+                          f->map_layer, f->map_head, cfg->n_layers,
+                          cfg->n_heads);
+  want_final = want_head || f->embedding;
+  if (!want_final && !f->map) return RELATTN_OK;
+  n_layers = want_final ? cfg->n_layers : f->map_layer + 1;
+
+  nd = (size_t)f->n * cfg->d_model;
+  if (!relattn_forward_bytes(m, f->n))
+    return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
+                          "relattn_forward: %d tokens overflow the scratch size",
+                          f->n);
+  acts = relattn_pool_scratch_slot(pool, 0, SLOT_ACTS,
+                                   acts_floats(cfg, f->n) * sizeof(float));
+  if (!acts)
+    return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                          "relattn_forward: out of memory for %d tokens", f->n);
+  memset(&c, 0, sizeof c);
+  c.m = m;
+  c.f = f;
+  c.pool = pool;
+  c.n = f->n;
+  c.d = cfg->d_model;
+  c.x = acts;
+  c.h = acts + round16(nd);
+  c.qkv = c.h + round16(nd);
+  n_blocks = (c.n + ROWS - 1) / ROWS;
+
+  for (i = 0; i < c.n; i++)
+    memcpy(c.x + (size_t)i * c.d, m->tok_emb + (size_t)f->tokens[i] * c.d,
+           sizeof(float) * c.d);
+
+  for (l = 0; l < n_layers; l++) {
+    relattn_attn a;
+    c.layer = &m->layers[l];
+    relattn_pool_run(pool, n_blocks, qkv_task, &c);
+    a = layer_attn(&c, c.layer);
+    if (f->map && l == f->map_layer) {
+      rc = relattn_attention_map(&a, f->map_head, f->map, err, errlen);
+      if (rc != RELATTN_OK) return rc;
+      if (!want_final) return RELATTN_OK;
+    }
+    rc = relattn_attention(&a, pool, err, errlen);
+    if (rc != RELATTN_OK) return rc;
+    relattn_pool_run(pool, n_blocks, ffn_task, &c);
+    if (c.failed) break;
+  }
+  if (!c.failed && cfg->norm == RELATTN_NORM_PRE)
+    relattn_pool_run(pool, n_blocks, final_norm_task, &c);
+  if (!c.failed && want_head && c.n > 1)
+    relattn_pool_run(pool, (c.n - 1 + ROWS - 1) / ROWS, head_task, &c);
+  if (c.failed)
+    return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                          "relattn_forward: out of memory for worker scratch");
+
+  if (f->embedding) {
+    double *sum = (double *)(c.qkv + round16(3 * nd));
+    int j;
+    for (j = 0; j < c.d; j++) sum[j] = 0;
+    for (i = f->mean_from; i < c.n; i++) {
+      const float *xr = c.x + (size_t)i * c.d;
+      for (j = 0; j < c.d; j++) sum[j] += xr[j];
+    }
+    for (j = 0; j < c.d; j++)
+      f->embedding[j] = (float)(sum[j] / (double)(c.n - f->mean_from));
+  }
+  return RELATTN_OK;
+}

@@ -1,0 +1,336 @@
+/*
+** test_forward.c: src/forward.c against a naive float64 forward pass written
+** here from DESIGN §4-5, on random models of every shape the config allows
+** (decoder/encoder, pre/post norm, GELU/ReLU, shared/per-head tables, value
+** term on/off, tied/untied, clip 0/1/16), with 1 to 3 threads.
+** Tolerances: log-probs 1e-4 absolute, embeddings 1e-5 relative (L2),
+** attention maps 1e-5 absolute with rows summing to 1.
+*/
+#include <string.h>
+
+#include "relattn.h"
+#include "unit.h"
+
+typedef struct {
+  relattn_model m;
+  float *arena;
+  size_t used, cap;
+} test_model;
+
+static float *take(test_model *t, size_t count, double scale, double offset) {
+  float *p = t->arena + t->used;
+  size_t i;
+  t->used += count;
+  if (t->used > t->cap) {
+    fprintf(stderr, "arena too small\n");
+    exit(2);
+  }
+  for (i = 0; i < count; i++) p[i] = (float)(offset + scale * unit_uniform());
+  return p;
+}
+
+static void make_model(test_model *t, relattn_config cfg) {
+  int d = cfg.d_model, R = 2 * cfg.clip + 1, dh = d / cfg.n_heads, l;
+  size_t tab = (size_t)(cfg.per_head ? cfg.n_heads : 1) * R * dh;
+  double ws = 1.0 / sqrt((double)d);
+  memset(t, 0, sizeof *t);
+  t->cap = 2 * (size_t)cfg.vocab_size * d +
+           (size_t)cfg.n_layers * (4 * d * d + 9 * d + 2 * tab +
+                                   2 * (size_t)cfg.d_ff * d + cfg.d_ff) + 2 * d;
+  t->arena = malloc(t->cap * sizeof(float));
+  t->m.cfg = cfg;
+  t->m.tok_emb = take(t, (size_t)cfg.vocab_size * d, 1.0, 0);
+  t->m.layers = calloc((size_t)cfg.n_layers, sizeof *t->m.layers);
+  for (l = 0; l < cfg.n_layers; l++) {
+    relattn_layer *L = &t->m.layers[l];
+    L->ln1_w = take(t, d, 0.3, 1.0);
+    L->ln1_b = take(t, d, 0.1, 0);
+    L->wq = take(t, (size_t)d * d, 2 * ws, 0);
+    L->wk = take(t, (size_t)d * d, 2 * ws, 0);
+    L->wv = take(t, (size_t)d * d, ws, 0);
+    L->wo = take(t, (size_t)d * d, ws, 0);
+    L->bq = take(t, d, 0.1, 0);
+    L->bk = take(t, d, 0.1, 0);
+    L->bv = take(t, d, 0.1, 0);
+    L->bo = take(t, d, 0.1, 0);
+    L->rel_k = take(t, tab, 1.0, 0);
+    L->rel_v = cfg.rel_values ? take(t, tab, 1.0, 0) : NULL;
+    L->ln2_w = take(t, d, 0.3, 1.0);
+    L->ln2_b = take(t, d, 0.1, 0);
+    L->w1 = take(t, (size_t)cfg.d_ff * d, ws, 0);
+    L->b1 = take(t, cfg.d_ff, 0.1, 0);
+    L->w2 = take(t, (size_t)d * cfg.d_ff, 1.0 / sqrt((double)cfg.d_ff), 0);
+    L->b2 = take(t, d, 0.1, 0);
+  }
+  if (cfg.norm == RELATTN_NORM_PRE) {
+    t->m.lnf_w = take(t, d, 0.3, 1.0);
+    t->m.lnf_b = take(t, d, 0.1, 0);
+  }
+  t->m.lm_head = cfg.tie_embeddings ? t->m.tok_emb
+                                    : take(t, (size_t)cfg.vocab_size * d, 1.0, 0);
+}
+
+/* ---- the float64 reference --------------------------------------------- */
+
+static void ref_ln(double *x, int n, int d, const float *w, const float *b,
+                   double eps) {
+  int i, c;
+  for (i = 0; i < n; i++) {
+    double *r = x + (size_t)i * d, mean = 0, var = 0;
+    for (c = 0; c < d; c++) mean += r[c];
+    mean /= d;
+    for (c = 0; c < d; c++) var += (r[c] - mean) * (r[c] - mean);
+    var /= d;
+    for (c = 0; c < d; c++) r[c] = (r[c] - mean) / sqrt(var + eps) * w[c] + b[c];
+  }
+}
+
+/* y (n, out) = x (n, in) W^T + b */
+static void ref_linear(double *y, const double *x, int n, int in, int out,
+                       const float *w, const float *b) {
+  int i, o, c;
+  for (i = 0; i < n; i++)
+    for (o = 0; o < out; o++) {
+      double s = b ? b[o] : 0;
+      for (c = 0; c < in; c++) s += x[(size_t)i * in + c] * w[(size_t)o * in + c];
+      y[(size_t)i * out + o] = s;
+    }
+}
+
+/* Runs the model; fills logprob (n-1), top (n-1), emb (d) and, for layer
+** ml head mh, map (n, n). */
+static void ref_forward(const relattn_model *m, const int32_t *tok, int n,
+                        int mean_from, double *logprob, int *top, double *lsm,
+                        double *emb,
+                        int ml, int mh, double *map) {
+  const relattn_config *cfg = &m->cfg;
+  int d = cfg->d_model, H = cfg->n_heads, dh = d / H, K = cfg->clip, R = 2 * K + 1;
+  int i, j, c, l, h, V = cfg->vocab_size, pre = cfg->norm == RELATTN_NORM_PRE;
+  double *x = calloc((size_t)n * d, 8), *a = calloc((size_t)n * d, 8);
+  double *q = calloc((size_t)n * d, 8), *k = calloc((size_t)n * d, 8);
+  double *v = calloc((size_t)n * d, 8), *z = calloc((size_t)n * d, 8);
+  double *o = calloc((size_t)n * d, 8), *w = calloc((size_t)n, 8);
+  double *f1 = calloc((size_t)n * cfg->d_ff, 8);
+  double *lg = calloc((size_t)V, 8);
+  for (i = 0; i < n; i++)
+    for (c = 0; c < d; c++) x[(size_t)i * d + c] = m->tok_emb[(size_t)tok[i] * d + c];
+  for (l = 0; l < cfg->n_layers; l++) {
+    const relattn_layer *L = &m->layers[l];
+    memcpy(a, x, (size_t)n * d * 8);
+    if (pre) ref_ln(a, n, d, L->ln1_w, L->ln1_b, cfg->norm_eps);
+    ref_linear(q, a, n, d, d, L->wq, L->bq);
+    ref_linear(k, a, n, d, d, L->wk, L->bk);
+    ref_linear(v, a, n, d, d, L->wv, L->bv);
+    for (h = 0; h < H; h++) {
+      const float *rk = L->rel_k + (cfg->per_head ? (size_t)h * R * dh : 0);
+      const float *rv = L->rel_v ? L->rel_v + (cfg->per_head ? (size_t)h * R * dh : 0) : NULL;
+      for (i = 0; i < n; i++) {
+        double mx = -INFINITY, sum = 0;
+        for (j = 0; j < n; j++) {
+          int r = j - i < -K ? -K : (j - i > K ? K : j - i);
+          double e = 0;
+          if (cfg->arch == RELATTN_DECODER && j > i) {
+            w[j] = -INFINITY;
+            continue;
+          }
+          for (c = 0; c < dh; c++)
+            e += q[(size_t)i * d + h * dh + c] *
+                 (k[(size_t)j * d + h * dh + c] + rk[(r + K) * dh + c]);
+          w[j] = e / sqrt((double)dh);
+          if (w[j] > mx) mx = w[j];
+        }
+        for (j = 0; j < n; j++) sum += (w[j] = exp(w[j] - mx));
+        for (j = 0; j < n; j++) w[j] /= sum;
+        if (map && l == ml && h == mh)
+          for (j = 0; j < n; j++) map[(size_t)i * n + j] = w[j];
+        for (c = 0; c < dh; c++) {
+          double s = 0;
+          for (j = 0; j < n; j++) {
+            int r = j - i < -K ? -K : (j - i > K ? K : j - i);
+            s += w[j] * (v[(size_t)j * d + h * dh + c] + (rv ? rv[(r + K) * dh + c] : 0));
+          }
+          z[(size_t)i * d + h * dh + c] = s;
+        }
+      }
+    }
+    ref_linear(o, z, n, d, d, L->wo, L->bo);
+    for (i = 0; i < n * d; i++) x[i] += o[i];
+    if (!pre) ref_ln(x, n, d, L->ln1_w, L->ln1_b, cfg->norm_eps);
+    memcpy(a, x, (size_t)n * d * 8);
+    if (pre) ref_ln(a, n, d, L->ln2_w, L->ln2_b, cfg->norm_eps);
+    ref_linear(f1, a, n, d, cfg->d_ff, L->w1, L->b1);
+    for (i = 0; i < n * cfg->d_ff; i++)
+      f1[i] = cfg->activation == RELATTN_RELU ? (f1[i] > 0 ? f1[i] : 0)
+                                              : 0.5 * f1[i] * (1 + erf(f1[i] / sqrt(2.0)));
+    ref_linear(o, f1, n, cfg->d_ff, d, L->w2, L->b2);
+    for (i = 0; i < n * d; i++) x[i] += o[i];
+    if (!pre) ref_ln(x, n, d, L->ln2_w, L->ln2_b, cfg->norm_eps);
+  }
+  if (pre) ref_ln(x, n, d, m->lnf_w, m->lnf_b, cfg->norm_eps);
+  for (c = 0; c < d; c++) {
+    double s = 0;
+    for (i = mean_from; i < n; i++) s += x[(size_t)i * d + c];
+    emb[c] = s / (n - mean_from);
+  }
+  if (cfg->arch == RELATTN_DECODER)
+    for (i = 0; i + 1 < n; i++) {
+      double mx = -INFINITY, s = 0;
+      int arg = 0;
+      ref_linear(lg, x + (size_t)i * d, 1, d, V, m->lm_head, NULL);
+      for (j = 0; j < V; j++)
+        if (lg[j] > mx) mx = lg[j], arg = j;
+      for (j = 0; j < V; j++) s += exp(lg[j] - mx);
+      logprob[i] = lg[tok[i + 1]] - mx - log(s);
+      for (j = 0; j < V; j++) lsm[(size_t)i * V + j] = lg[j] - mx - log(s);
+      top[i] = arg;
+    }
+  free(x), free(a), free(q), free(k), free(v), free(z), free(o), free(w), free(f1), free(lg);
+}
+
+static void run_case(relattn_pool *pool, relattn_config cfg, int n) {
+  test_model t;
+  int32_t *tok = malloc(sizeof *tok * n);
+  float *lp = malloc(sizeof(float) * n), *tlp = malloc(sizeof(float) * n);
+  int32_t *top = malloc(sizeof(int32_t) * n);
+  int *rtop = malloc(sizeof(int) * n);
+  double *rlp = malloc(sizeof(double) * n), *remb = malloc(8 * cfg.d_model);
+  double *rmap = malloc(8 * (size_t)n * n);
+  double *rlsm = malloc(8 * (size_t)n * cfg.vocab_size);
+  float *emb = malloc(sizeof(float) * cfg.d_model);
+  float *map = malloc(sizeof(float) * (size_t)n * n);
+  relattn_fwd f;
+  char err[256] = "";
+  int i, j, rc, ml, mh, mean_from = n > 1 ? (int)(unit_next() % 2) : 0;
+  double worst_lp = 0, e2 = 0, r2 = 0, worst_map = 0, worst_sum = 0;
+
+  make_model(&t, cfg);
+  for (i = 0; i < n; i++) tok[i] = (int32_t)(unit_next() % cfg.vocab_size);
+  ml = (int)(unit_next() % cfg.n_layers);
+  mh = (int)(unit_next() % cfg.n_heads);
+  ref_forward(&t.m, tok, n, mean_from, rlp, rtop, rlsm, remb, ml, mh, rmap);
+
+  memset(&f, 0, sizeof f);
+  f.tokens = tok;
+  f.n = n;
+  f.embedding = emb;
+  f.mean_from = mean_from;
+  if (cfg.arch == RELATTN_DECODER) {
+    f.logprob = lp;
+    f.top_token = top;
+    f.top_logprob = tlp;
+  }
+  rc = relattn_forward(&t.m, &f, pool, err, sizeof err);
+  CHECK(rc == RELATTN_OK, "forward: %s", err);
+  if (cfg.arch == RELATTN_DECODER)
+    for (i = 0; i + 1 < n; i++) {
+      double dlt = fabs(lp[i] - rlp[i]);
+      if (dlt > worst_lp) worst_lp = dlt;
+      /* top_token is the reference's argmax up to a near-tie */
+      CHECK(top[i] >= 0 && top[i] < cfg.vocab_size &&
+                rlsm[(size_t)i * cfg.vocab_size + top[i]] >
+                    rlsm[(size_t)i * cfg.vocab_size + rtop[i]] - 1e-4 &&
+                fabs(tlp[i] - rlsm[(size_t)i * cfg.vocab_size + rtop[i]]) < 1e-4,
+            "top token %d (%g) vs reference %d (%g)", top[i], tlp[i], rtop[i],
+            rlsm[(size_t)i * cfg.vocab_size + rtop[i]]);
+    }
+  for (j = 0; j < cfg.d_model; j++) {
+    e2 += (emb[j] - remb[j]) * (emb[j] - remb[j]);
+    r2 += remb[j] * remb[j];
+  }
+  CHECK(worst_lp < 1e-4, "arch %d norm %d act %d n=%d: log-prob error %g",
+        cfg.arch, cfg.norm, cfg.activation, n, worst_lp);
+  CHECK(sqrt(e2 / r2) < 1e-5, "arch %d norm %d n=%d: embedding rel err %g",
+        cfg.arch, cfg.norm, n, sqrt(e2 / r2));
+
+  /* the attention map alone (only layers up to ml run) */
+  memset(&f, 0, sizeof f);
+  f.tokens = tok;
+  f.n = n;
+  f.map = map;
+  f.map_layer = ml;
+  f.map_head = mh;
+  rc = relattn_forward(&t.m, &f, pool, err, sizeof err);
+  CHECK(rc == RELATTN_OK, "map: %s", err);
+  for (i = 0; i < n; i++) {
+    double s = 0;
+    for (j = 0; j < n; j++) {
+      double dlt = fabs(map[(size_t)i * n + j] - rmap[(size_t)i * n + j]);
+      if (dlt > worst_map) worst_map = dlt;
+      s += map[(size_t)i * n + j];
+    }
+    if (fabs(s - 1) > worst_sum) worst_sum = fabs(s - 1);
+  }
+  CHECK(worst_map < 1e-5, "map (%d,%d) n=%d: error %g", ml, mh, n, worst_map);
+  CHECK(worst_sum < 1e-5, "map rows sum to 1 within %g", worst_sum);
+
+  free(t.arena), free(t.m.layers), free(tok), free(lp), free(tlp), free(top);
+  free(rtop), free(rlp), free(remb), free(rmap), free(rlsm), free(emb), free(map);
+}
+
+static void check_errors(relattn_pool *pool) {
+  test_model t;
+  relattn_config cfg = {RELATTN_ENCODER, 11, 8, 1, 2, 16, RELATTN_NORM_PRE,
+                        1e-5f, RELATTN_GELU, 1, 2, 1, 0, -1, -1, -1};
+  int32_t tok[3] = {1, 11, 2};
+  float lp[3], emb[8];
+  relattn_fwd f;
+  char err[256];
+  make_model(&t, cfg);
+  memset(&f, 0, sizeof f);
+  f.tokens = tok;
+  f.n = 3;
+  f.embedding = emb;
+  CHECK(relattn_forward(&t.m, &f, pool, err, sizeof err) == RELATTN_ERR_ARG &&
+            !strcmp(err, "relattn_forward: token 11 at position 1 is not below "
+                         "vocab_size 11"),
+        "%s", err);
+  tok[1] = 3;
+  f.logprob = lp;
+  CHECK(relattn_forward(&t.m, &f, pool, err, sizeof err) == RELATTN_ERR_ARG &&
+            strstr(err, "encoder"),
+        "%s", err);
+  f.logprob = NULL;
+  f.n = 0;
+  CHECK(relattn_forward(&t.m, &f, pool, err, sizeof err) == RELATTN_ERR_ARG,
+        "empty: %s", err);
+  f.n = 3;
+  f.map = emb;
+  f.map_layer = 1;
+  CHECK(relattn_forward(&t.m, &f, pool, err, sizeof err) == RELATTN_ERR_ARG,
+        "map layer: %s", err);
+  CHECK(relattn_forward_bytes(&t.m, 1 << 30) == 0 || sizeof(size_t) > 4,
+        "overflow gives 0");
+  free(t.arena), free(t.m.layers);
+}
+
+int main(void) {
+  static const int lens[] = {1, 2, 3, 17, 64, 65, 130};
+  static const int clips[] = {0, 1, 16};
+  int threads, i;
+  unit_seed();
+  for (threads = 1; threads <= 3; threads++) {
+    relattn_pool *pool = relattn_pool_new(threads);
+    for (i = 0; i < 12; i++) {
+      relattn_config cfg;
+      memset(&cfg, 0, sizeof cfg);
+      cfg.arch = (i & 1) ? RELATTN_ENCODER : RELATTN_DECODER;
+      cfg.vocab_size = 7 + (int)(unit_next() % 60);
+      cfg.n_heads = 1 + (int)(unit_next() % 3);
+      cfg.d_model = cfg.n_heads * (4 + 4 * (int)(unit_next() % 4));
+      cfg.n_layers = 1 + (int)(unit_next() % 3);
+      cfg.d_ff = 8 + (int)(unit_next() % 40);
+      cfg.norm = (i >> 1) & 1 ? RELATTN_NORM_POST : RELATTN_NORM_PRE;
+      cfg.norm_eps = 1e-5f;
+      cfg.activation = (i >> 2) & 1 ? RELATTN_RELU : RELATTN_GELU;
+      cfg.tie_embeddings = (int)(unit_next() % 2);
+      cfg.clip = clips[unit_next() % 3];
+      cfg.rel_values = (int)(unit_next() % 2);
+      cfg.per_head = (int)(unit_next() % 2);
+      cfg.bos = cfg.eos = cfg.pad = -1;
+      run_case(pool, cfg, lens[unit_next() % 7]);
+    }
+    check_errors(pool);
+    relattn_pool_free(pool);
+  }
+  UNIT_DONE();
+}
