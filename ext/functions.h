@@ -58,4 +58,12 @@ extern sqlite3_module relattn_tokens_each_module;
 void relattn_attention_func(sqlite3_context *ctx, int argc,
                             sqlite3_value **argv);
 
+/* ext/model_fn.c: the forward pass in SQL. */
+void relattn_score_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+void relattn_perplexity_func(sqlite3_context *ctx, int argc,
+                             sqlite3_value **argv);
+void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+extern sqlite3_module relattn_logprobs_module;
+extern sqlite3_module relattn_attention_weights_module;
+
 #endif /* RELATTN_FUNCTIONS_H */

@@ -236,6 +236,9 @@ static const struct {
      relattn_tokens_agg_step, relattn_tokens_agg_final},
 
     /* ext/model_fn.c */
+    {"relattn_score", 2, READS, relattn_score_func, 0, 0},
+    {"relattn_perplexity", 2, READS, relattn_perplexity_func, 0, 0},
+    {"relattn_embed", 2, READS, relattn_embed_func, 0, 0},
 
 };
 
@@ -245,6 +248,8 @@ static const struct {
 } modules[] = {
     /* ext/tokens.c, ext/model_fn.c, ext/scan.c */
     {"relattn_tokens_each", &relattn_tokens_each_module},
+    {"relattn_logprobs", &relattn_logprobs_module},
+    {"relattn_attention_weights", &relattn_attention_weights_module},
     {0, 0},
 };
 

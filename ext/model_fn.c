@@ -1,0 +1,692 @@
+/*
+** model_fn.c: the model's forward pass in SQL.
+**
+**   relattn_score(model, tokens)       -> REAL  sum of ln p(token | prefix)
+**   relattn_perplexity(model, tokens)  -> REAL  exp(-score / scored tokens)
+**   relattn_embed(model, tokens)       -> BLOB  float32 [d_model], subtype 223
+**   SELECT * FROM relattn_logprobs(model, tokens)
+**       -> pos, token, logprob, top_token, top_logprob
+**   SELECT * FROM relattn_attention_weights(model, tokens) WHERE layer=0 AND head=1
+**       -> layer, head, qpos, kpos, distance, weight
+**
+** Example:
+**   SELECT id, relattn_perplexity('tiny', body) FROM docs ORDER BY 2;
+**
+** tokens is a BLOB of little-endian int32 ids or TEXT for the model's
+** tokenizer. When the tokenizer has bos, the model's input is [bos] + tokens
+** and every token is scored; without, tokens 1..n-1 are (DESIGN §6). The
+** embedding is the mean of the final hidden states over the sequence's own
+** tokens (BOS left out). A NULL tokens argument gives NULL (no rows).
+** Encoder models embed and show attention maps; they cannot score.
+**
+** relattn_attention_weights computes one (layer, head) map at a time, running
+** only the layers up to it; `layer = ?` and `head = ?` are pushed down, so a
+** query for one map computes one map. qpos and kpos index the model's input
+** (0 is BOS when there is one); for decoders the masked pairs (kpos > qpos,
+** weight 0) are left out.
+*/
+#include "ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <math.h>
+#include <string.h>
+
+#include "functions.h"
+
+/* A sequence decoded for one model call: the held model and its input. */
+typedef struct model_call {
+  relattn_conn *conn;
+  const relattn_model *m; /* held (relattn_store_acquire) */
+  int32_t *input;         /* (n) [bos] + tokens */
+  int n;                  /* model input length */
+  int bos;                /* 1 when input[0] is the tokenizer's bos */
+} model_call;
+
+static void callEnd(model_call *mc) {
+  if (mc->m) relattn_store_release(mc->conn, mc->m);
+  sqlite3_free(mc->input);
+  memset(mc, 0, sizeof *mc);
+}
+
+/* Loads the model and decodes tokens into mc. Returns SQLITE_OK, or an error
+** code with *pzErr set (sqlite3_malloc'd). A NULL tokens argument gives
+** SQLITE_OK with mc->n == 0: the caller answers NULL. */
+static int callBegin(relattn_conn *conn, const char *fn, sqlite3_value *model,
+                     sqlite3_value *tokens, int scores, model_call *mc,
+                     char **pzErr) {
+  int32_t *seq;
+  int n_seq = 0;
+  memset(mc, 0, sizeof *mc);
+  mc->conn = conn;
+  *pzErr = NULL;
+  if (sqlite3_value_type(model) != SQLITE_TEXT) {
+    *pzErr = sqlite3_mprintf("%s: model must be TEXT, the name of a model", fn);
+    return SQLITE_ERROR;
+  }
+  if (sqlite3_value_type(tokens) == SQLITE_NULL) return SQLITE_OK;
+  mc->m = relattn_store_acquire(conn, (const char *)sqlite3_value_text(model),
+                                fn, pzErr);
+  if (!mc->m) {
+    if (!*pzErr) *pzErr = sqlite3_mprintf("%s: out of memory", fn);
+    return SQLITE_ERROR;
+  }
+  if (scores && mc->m->cfg.arch != RELATTN_DECODER) {
+    *pzErr = sqlite3_mprintf(
+        "%s: model '%s' is an encoder; only decoder models give "
+        "next-token probabilities",
+        fn, (const char *)sqlite3_value_text(model));
+    callEnd(mc);
+    return SQLITE_ERROR;
+  }
+  seq = relattn_tokens_value(tokens, mc->m, fn, "tokens", &n_seq, pzErr);
+  if (!seq) {
+    if (!*pzErr) *pzErr = sqlite3_mprintf("%s: out of memory", fn);
+    callEnd(mc);
+    return SQLITE_ERROR;
+  }
+  if (n_seq == 0 || n_seq > conn->max_tokens) {
+    *pzErr = n_seq == 0
+                 ? sqlite3_mprintf("%s: tokens is empty", fn)
+                 : sqlite3_mprintf("%s: tokens has %d tokens, over "
+                                   "relattn_max_tokens() = %d",
+                                   fn, n_seq, conn->max_tokens);
+    sqlite3_free(seq);
+    callEnd(mc);
+    return n_seq == 0 ? SQLITE_ERROR : SQLITE_TOOBIG;
+  }
+  mc->bos = mc->m->cfg.bos >= 0;
+  if (!mc->bos) {
+    mc->input = seq;
+    mc->n = n_seq;
+    return SQLITE_OK;
+  }
+  mc->input = sqlite3_malloc64(sizeof(int32_t) * ((sqlite3_uint64)n_seq + 1));
+  if (!mc->input) {
+    sqlite3_free(seq);
+    callEnd(mc);
+    return SQLITE_NOMEM;
+  }
+  mc->input[0] = mc->m->cfg.bos;
+  memcpy(mc->input + 1, seq, sizeof(int32_t) * (size_t)n_seq);
+  sqlite3_free(seq);
+  mc->n = n_seq + 1;
+  return SQLITE_OK;
+}
+
+/* Runs the forward pass of f (tokens and n filled in here) on the
+** connection's pool, with OpenBLAS single-threaded for the duration. */
+static int callRun(model_call *mc, const char *fn, relattn_fwd *f,
+                   char **pzErr) {
+  relattn_pool *pool = relattn_conn_pool(mc->conn);
+  char err[256] = "";
+  int rc, blas;
+  *pzErr = NULL;
+  if (!pool) return SQLITE_NOMEM;
+  if (relattn_forward_bytes(mc->m, mc->n) == 0) {
+    *pzErr = sqlite3_mprintf("%s: %d tokens need more memory than can be "
+                             "addressed", fn, mc->n);
+    return SQLITE_TOOBIG;
+  }
+  f->tokens = mc->input;
+  f->n = mc->n;
+  blas = relattn_blas_single();
+  rc = relattn_forward(mc->m, f, pool, err, sizeof err);
+  relattn_blas_restore(blas);
+  if (rc == RELATTN_OK) return SQLITE_OK;
+  *pzErr = sqlite3_mprintf("%s: %s", fn, err);
+  switch (rc) {
+    case RELATTN_ERR_NOMEM: return SQLITE_NOMEM;
+    case RELATTN_ERR_TOOBIG: return SQLITE_TOOBIG;
+    case RELATTN_ERR_INTERRUPT: return SQLITE_INTERRUPT;
+    default: return SQLITE_ERROR;
+  }
+}
+
+static void resultError(sqlite3_context *ctx, int rc, char *zErr) {
+  if (zErr) {
+    sqlite3_result_error(ctx, zErr, -1);
+    sqlite3_free(zErr);
+    if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
+  } else if (rc == SQLITE_NOMEM) {
+    sqlite3_result_error_nomem(ctx);
+  } else {
+    sqlite3_result_error_code(ctx, rc);
+  }
+}
+
+/* ---- relattn_score, relattn_perplexity ------------------------------------ */
+
+/* Sum of the scored tokens' log-probabilities into *score, their count into
+** *scored. Returns 0 after setting a result (NULL or an error). */
+static int scoreCall(sqlite3_context *ctx, const char *fn, sqlite3_value **argv,
+                     double *score, int *scored) {
+  relattn_conn *conn = sqlite3_user_data(ctx);
+  model_call mc;
+  relattn_fwd f;
+  float *lp;
+  char *zErr = NULL;
+  double sum = 0;
+  int rc, i;
+  rc = callBegin(conn, fn, argv[0], argv[1], 1, &mc, &zErr);
+  if (rc != SQLITE_OK) {
+    resultError(ctx, rc, zErr);
+    return 0;
+  }
+  if (mc.n == 0) {
+    callEnd(&mc);
+    sqlite3_result_null(ctx);
+    return 0;
+  }
+  /* every input position but the last predicts the next */
+  lp = sqlite3_malloc64(sizeof(float) * (sqlite3_uint64)mc.n);
+  if (!lp) {
+    callEnd(&mc);
+    sqlite3_result_error_nomem(ctx);
+    return 0;
+  }
+  memset(&f, 0, sizeof f);
+  f.logprob = lp;
+  rc = callRun(&mc, fn, &f, &zErr);
+  if (rc == SQLITE_OK)
+    for (i = 0; i < mc.n - 1; i++) sum += lp[i];
+  *score = sum;
+  *scored = mc.n - 1;
+  sqlite3_free(lp);
+  callEnd(&mc);
+  if (rc != SQLITE_OK) {
+    resultError(ctx, rc, zErr);
+    return 0;
+  }
+  return 1;
+}
+
+void relattn_score_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  double score;
+  int scored;
+  (void)argc;
+  if (scoreCall(ctx, "relattn_score", argv, &score, &scored))
+    sqlite3_result_double(ctx, score);
+}
+
+void relattn_perplexity_func(sqlite3_context *ctx, int argc,
+                            sqlite3_value **argv) {
+  double score;
+  int scored;
+  (void)argc;
+  if (!scoreCall(ctx, "relattn_perplexity", argv, &score, &scored)) return;
+  /* one token and no bos: nothing is scored, perplexity is undefined */
+  if (scored == 0)
+    sqlite3_result_null(ctx);
+  else
+    sqlite3_result_double(ctx, exp(-score / scored));
+}
+
+/* ---- relattn_embed -------------------------------------------------------- */
+
+void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  static const char fn[] = "relattn_embed";
+  relattn_conn *conn = sqlite3_user_data(ctx);
+  model_call mc;
+  relattn_fwd f;
+  float *emb;
+  char *zErr = NULL;
+  int rc;
+  sqlite3_uint64 bytes;
+  (void)argc;
+  rc = callBegin(conn, fn, argv[0], argv[1], 0, &mc, &zErr);
+  if (rc != SQLITE_OK) {
+    resultError(ctx, rc, zErr);
+    return;
+  }
+  if (mc.n == 0) {
+    callEnd(&mc);
+    sqlite3_result_null(ctx);
+    return;
+  }
+  bytes = sizeof(float) * (sqlite3_uint64)mc.m->cfg.d_model;
+  emb = sqlite3_malloc64(bytes);
+  if (!emb) {
+    callEnd(&mc);
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  memset(&f, 0, sizeof f);
+  f.embedding = emb;
+  f.mean_from = mc.bos;
+  rc = callRun(&mc, fn, &f, &zErr);
+  callEnd(&mc);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(emb);
+    resultError(ctx, rc, zErr);
+    return;
+  }
+  sqlite3_result_blob64(ctx, emb, bytes, sqlite3_free);
+  sqlite3_result_subtype(ctx, RELATTN_SUBTYPE_VECTOR);
+}
+
+/* ---- shared by the two table-valued functions ------------------------------ */
+
+/* The vtab of both: no state beyond the connection. */
+typedef struct fnVtab {
+  sqlite3_vtab base; /* must be first */
+  relattn_conn *conn;
+} fnVtab;
+
+static int fnConnect(sqlite3 *db, void *aux, const char *schema, int argc,
+                     const char *const *argv, sqlite3_vtab **ppVtab,
+                     char **pzErr) {
+  fnVtab *v;
+  int rc = sqlite3_declare_vtab(db, (const char *)schema);
+  (void)argc;
+  (void)argv;
+  (void)pzErr;
+  if (rc != SQLITE_OK) return rc;
+  v = sqlite3_malloc64(sizeof *v);
+  if (!v) return SQLITE_NOMEM;
+  memset(v, 0, sizeof *v);
+  v->conn = aux;
+  *ppVtab = &v->base;
+  return SQLITE_OK;
+}
+
+static int fnDisconnect(sqlite3_vtab *pVtab) {
+  sqlite3_free(pVtab);
+  return SQLITE_OK;
+}
+
+static void vtabError(sqlite3_vtab *pVtab, char *zErr) {
+  sqlite3_free(pVtab->zErrMsg);
+  pVtab->zErrMsg = zErr;
+}
+
+/* Finds the usable = constraints on the given columns, in order, and hands
+** them to xFilter as argv; idxNum has bit i set for cols[i]. A constraint on
+** a required column that is not usable makes the plan impossible. */
+static int bestIndexEq(sqlite3_index_info *info, const int *cols, int n_cols,
+                       int required) {
+  int i, c, argv_i = 0, mask = 0, present = 0;
+  int idx[8];
+  for (c = 0; c < n_cols; c++) idx[c] = -1;
+  for (i = 0; i < info->nConstraint; i++) {
+    const struct sqlite3_index_constraint *k = &info->aConstraint[i];
+    for (c = 0; c < n_cols; c++) {
+      if (k->iColumn != cols[c] || k->op != SQLITE_INDEX_CONSTRAINT_EQ)
+        continue;
+      present |= 1 << c;
+      if (k->usable && idx[c] < 0) idx[c] = i;
+    }
+  }
+  for (c = 0; c < n_cols; c++) {
+    if (idx[c] < 0) {
+      if ((required >> c) & 1 && (present >> c) & 1) return SQLITE_CONSTRAINT;
+      continue;
+    }
+    mask |= 1 << c;
+    info->aConstraintUsage[idx[c]].argvIndex = ++argv_i;
+    info->aConstraintUsage[idx[c]].omit = 1;
+  }
+  info->idxNum = mask;
+  /* both arguments and each pushed-down column make the query cheaper */
+  info->estimatedCost = (mask & required) == required ? 1000.0 : 1e12;
+  for (c = 0; c < n_cols; c++)
+    if (!((required >> c) & 1) && (mask >> c) & 1) info->estimatedCost /= 10;
+  info->estimatedRows = 1000;
+  return SQLITE_OK;
+}
+
+/* ---- relattn_logprobs(model, tokens) --------------------------------------- */
+
+enum {
+  LP_POS, LP_TOKEN, LP_LOGPROB, LP_TOP_TOKEN, LP_TOP_LOGPROB, LP_MODEL,
+  LP_TOKENS
+};
+
+typedef struct lpCursor {
+  sqlite3_vtab_cursor base; /* must be first */
+  int32_t *input;           /* (n) the model's input */
+  float *logprob;           /* (n - 1) */
+  float *top_logprob;       /* (n - 1) */
+  int32_t *top_token;       /* (n - 1) */
+  int n, bos, row;
+} lpCursor;
+
+static int lpOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCursor) {
+  lpCursor *c = sqlite3_malloc64(sizeof *c);
+  (void)pVtab;
+  if (!c) return SQLITE_NOMEM;
+  memset(c, 0, sizeof *c);
+  *ppCursor = &c->base;
+  return SQLITE_OK;
+}
+
+static void lpReset(lpCursor *c) {
+  sqlite3_free(c->input);
+  sqlite3_free(c->logprob);
+  c->input = NULL;
+  c->logprob = NULL;
+  c->top_logprob = NULL;
+  c->top_token = NULL;
+  c->n = c->row = 0;
+}
+
+static int lpClose(sqlite3_vtab_cursor *cur) {
+  lpReset((lpCursor *)cur);
+  sqlite3_free(cur);
+  return SQLITE_OK;
+}
+
+static int lpBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *info) {
+  static const int cols[] = {LP_MODEL, LP_TOKENS};
+  (void)pVtab;
+  return bestIndexEq(info, cols, 2, 3);
+}
+
+static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
+                    int argc, sqlite3_value **argv) {
+  static const char fn[] = "relattn_logprobs";
+  lpCursor *c = (lpCursor *)cur;
+  fnVtab *v = (fnVtab *)cur->pVtab;
+  model_call mc;
+  relattn_fwd f;
+  char *zErr = NULL;
+  int rc;
+  (void)idxStr;
+  (void)argc;
+  lpReset(c);
+  if (idxNum != 3) {
+    vtabError(cur->pVtab, sqlite3_mprintf("%s: model and tokens arguments "
+                                          "are required", fn));
+    return SQLITE_ERROR;
+  }
+  rc = callBegin(v->conn, fn, argv[0], argv[1], 1, &mc, &zErr);
+  if (rc != SQLITE_OK) {
+    vtabError(cur->pVtab, zErr);
+    return rc;
+  }
+  if (mc.n < 2) { /* NULL tokens, or nothing scored */
+    callEnd(&mc);
+    return SQLITE_OK;
+  }
+  /* one allocation: logprob, top_logprob, top_token, each (n - 1) */
+  c->logprob = sqlite3_malloc64(3 * sizeof(float) * (sqlite3_uint64)mc.n);
+  if (!c->logprob) {
+    callEnd(&mc);
+    return SQLITE_NOMEM;
+  }
+  c->top_logprob = c->logprob + mc.n;
+  c->top_token = (int32_t *)(c->top_logprob + mc.n);
+  memset(&f, 0, sizeof f);
+  f.logprob = c->logprob;
+  f.top_logprob = c->top_logprob;
+  f.top_token = c->top_token;
+  rc = callRun(&mc, fn, &f, &zErr);
+  if (rc != SQLITE_OK) {
+    callEnd(&mc);
+    lpReset(c);
+    if (zErr) vtabError(cur->pVtab, zErr);
+    return rc;
+  }
+  c->input = mc.input; /* keep the tokens for the token column */
+  mc.input = NULL;
+  c->n = mc.n;
+  c->bos = mc.bos;
+  callEnd(&mc);
+  return SQLITE_OK;
+}
+
+static int lpNext(sqlite3_vtab_cursor *cur) {
+  ((lpCursor *)cur)->row++;
+  return SQLITE_OK;
+}
+
+static int lpEof(sqlite3_vtab_cursor *cur) {
+  lpCursor *c = (lpCursor *)cur;
+  return c->row >= c->n - 1;
+}
+
+static int lpColumn(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  lpCursor *c = (lpCursor *)cur;
+  int r = c->row;
+  switch (col) {
+    /* row r predicts input[r + 1]: sequence position r with bos, r + 1 without */
+    case LP_POS: sqlite3_result_int(ctx, c->bos ? r : r + 1); break;
+    case LP_TOKEN: sqlite3_result_int(ctx, c->input[r + 1]); break;
+    case LP_LOGPROB: sqlite3_result_double(ctx, c->logprob[r]); break;
+    case LP_TOP_TOKEN: sqlite3_result_int(ctx, c->top_token[r]); break;
+    case LP_TOP_LOGPROB: sqlite3_result_double(ctx, c->top_logprob[r]); break;
+    default: break; /* hidden arguments: NULL */
+  }
+  return SQLITE_OK;
+}
+
+static int lpRowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *pRowid) {
+  *pRowid = ((lpCursor *)cur)->row;
+  return SQLITE_OK;
+}
+
+static int lpConnect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                     sqlite3_vtab **ppVtab, char **pzErr) {
+  (void)argc;
+  (void)argv;
+  return fnConnect(db, aux,
+                   "CREATE TABLE x(pos INTEGER, token INTEGER, logprob REAL, "
+                   "top_token INTEGER, top_logprob REAL, model HIDDEN, "
+                   "tokens HIDDEN)",
+                   0, NULL, ppVtab, pzErr);
+}
+
+sqlite3_module relattn_logprobs_module = {
+    0,            /* iVersion */
+    0,            /* xCreate: eponymous only */
+    lpConnect,    /* xConnect */
+    lpBestIndex,  /* xBestIndex */
+    fnDisconnect, /* xDisconnect */
+    0,            /* xDestroy */
+    lpOpen,       /* xOpen */
+    lpClose,      /* xClose */
+    lpFilter,     /* xFilter */
+    lpNext,       /* xNext */
+    lpEof,        /* xEof */
+    lpColumn,     /* xColumn */
+    lpRowid,      /* xRowid */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 /* xUpdate .. xShadowName */
+};
+
+/* ---- relattn_attention_weights(model, tokens) ------------------------------- */
+
+enum {
+  AW_LAYER, AW_HEAD, AW_QPOS, AW_KPOS, AW_DISTANCE, AW_WEIGHT, AW_MODEL,
+  AW_TOKENS
+};
+
+typedef struct awCursor {
+  sqlite3_vtab_cursor base; /* must be first */
+  model_call mc;            /* the held model and its input */
+  float *map;               /* (n, n) weights of (layer, head) */
+  int causal;
+  int layer, head;          /* the map in map[] */
+  int layer_end, head_lo, head_end;
+  int qpos, kpos;
+  sqlite3_int64 rowid;
+} awCursor;
+
+static int awOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCursor) {
+  awCursor *c = sqlite3_malloc64(sizeof *c);
+  (void)pVtab;
+  if (!c) return SQLITE_NOMEM;
+  memset(c, 0, sizeof *c);
+  *ppCursor = &c->base;
+  return SQLITE_OK;
+}
+
+static void awReset(awCursor *c) {
+  callEnd(&c->mc);
+  sqlite3_free(c->map);
+  c->map = NULL;
+  c->layer = c->layer_end = 0;
+}
+
+static int awClose(sqlite3_vtab_cursor *cur) {
+  awReset((awCursor *)cur);
+  sqlite3_free(cur);
+  return SQLITE_OK;
+}
+
+static int awBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *info) {
+  static const int cols[] = {AW_MODEL, AW_TOKENS, AW_LAYER, AW_HEAD};
+  (void)pVtab;
+  return bestIndexEq(info, cols, 4, 3);
+}
+
+/* Computes the map of (c->layer, c->head). */
+static int awCompute(awCursor *c) {
+  relattn_fwd f;
+  char *zErr = NULL;
+  int rc;
+  memset(&f, 0, sizeof f);
+  f.map = c->map;
+  f.map_layer = c->layer;
+  f.map_head = c->head;
+  rc = callRun(&c->mc, "relattn_attention_weights", &f, &zErr);
+  if (rc != SQLITE_OK && zErr) vtabError(c->base.pVtab, zErr);
+  return rc;
+}
+
+/* Moves to the next pair that is not masked, computing the next map when
+** one is done. */
+static int awAdvance(awCursor *c) {
+  if (++c->kpos <= (c->causal ? c->qpos : c->mc.n - 1)) return SQLITE_OK;
+  c->kpos = 0;
+  if (++c->qpos < c->mc.n) return SQLITE_OK;
+  c->qpos = 0;
+  if (++c->head >= c->head_end) {
+    c->head = c->head_lo;
+    if (++c->layer >= c->layer_end) return SQLITE_OK; /* eof */
+  }
+  return awCompute(c);
+}
+
+static int awFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
+                    int argc, sqlite3_value **argv) {
+  static const char fn[] = "relattn_attention_weights";
+  awCursor *c = (awCursor *)cur;
+  fnVtab *v = (fnVtab *)cur->pVtab;
+  const relattn_config *cfg;
+  sqlite3_uint64 cells;
+  char *zErr = NULL;
+  int rc, a = 2, layer = -1, head = -1;
+  (void)idxStr;
+  (void)argc;
+  awReset(c);
+  c->rowid = 0;
+  if ((idxNum & 3) != 3) {
+    vtabError(cur->pVtab, sqlite3_mprintf("%s: model and tokens arguments "
+                                          "are required", fn));
+    return SQLITE_ERROR;
+  }
+  rc = callBegin(v->conn, fn, argv[0], argv[1], 0, &c->mc, &zErr);
+  if (rc != SQLITE_OK) {
+    vtabError(cur->pVtab, zErr);
+    return rc;
+  }
+  if (c->mc.n == 0) return SQLITE_OK; /* NULL tokens: no rows */
+  cfg = &c->mc.m->cfg;
+  /* layer = x / head = x with x not an integer in range match nothing */
+  if (idxNum & 4) {
+    sqlite3_value *x = argv[a++];
+    layer = sqlite3_value_type(x) == SQLITE_INTEGER &&
+                    sqlite3_value_int64(x) >= 0 &&
+                    sqlite3_value_int64(x) < cfg->n_layers
+                ? sqlite3_value_int(x)
+                : -2;
+  }
+  if (idxNum & 8) {
+    sqlite3_value *x = argv[a++];
+    head = sqlite3_value_type(x) == SQLITE_INTEGER &&
+                   sqlite3_value_int64(x) >= 0 &&
+                   sqlite3_value_int64(x) < cfg->n_heads
+               ? sqlite3_value_int(x)
+               : -2;
+  }
+  if (layer == -2 || head == -2) {
+    callEnd(&c->mc);
+    return SQLITE_OK;
+  }
+  c->layer = layer >= 0 ? layer : 0;
+  c->layer_end = layer >= 0 ? layer + 1 : cfg->n_layers;
+  c->head = c->head_lo = head >= 0 ? head : 0;
+  c->head_end = head >= 0 ? head + 1 : cfg->n_heads;
+  c->causal = cfg->arch == RELATTN_DECODER;
+  c->qpos = c->kpos = 0;
+  cells = (sqlite3_uint64)c->mc.n * (sqlite3_uint64)c->mc.n;
+  c->map = sqlite3_malloc64(sizeof(float) * cells);
+  if (!c->map) {
+    vtabError(cur->pVtab,
+              sqlite3_mprintf("%s: out of memory for a %d x %d attention map",
+                              fn, c->mc.n, c->mc.n));
+    awReset(c);
+    return SQLITE_NOMEM;
+  }
+  return awCompute(c);
+}
+
+static int awNext(sqlite3_vtab_cursor *cur) {
+  awCursor *c = (awCursor *)cur;
+  c->rowid++;
+  return awAdvance(c);
+}
+
+static int awEof(sqlite3_vtab_cursor *cur) {
+  awCursor *c = (awCursor *)cur;
+  return c->mc.n == 0 || c->layer >= c->layer_end;
+}
+
+static int awColumn(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  awCursor *c = (awCursor *)cur;
+  switch (col) {
+    case AW_LAYER: sqlite3_result_int(ctx, c->layer); break;
+    case AW_HEAD: sqlite3_result_int(ctx, c->head); break;
+    case AW_QPOS: sqlite3_result_int(ctx, c->qpos); break;
+    case AW_KPOS: sqlite3_result_int(ctx, c->kpos); break;
+    case AW_DISTANCE: sqlite3_result_int(ctx, c->kpos - c->qpos); break;
+    case AW_WEIGHT:
+      sqlite3_result_double(ctx,
+                            c->map[(size_t)c->qpos * c->mc.n + c->kpos]);
+      break;
+    default: break;
+  }
+  return SQLITE_OK;
+}
+
+static int awRowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *pRowid) {
+  *pRowid = ((awCursor *)cur)->rowid;
+  return SQLITE_OK;
+}
+
+static int awConnect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                     sqlite3_vtab **ppVtab, char **pzErr) {
+  (void)argc;
+  (void)argv;
+  return fnConnect(db, aux,
+                   "CREATE TABLE x(layer INTEGER, head INTEGER, qpos INTEGER, "
+                   "kpos INTEGER, distance INTEGER, weight REAL, model HIDDEN, "
+                   "tokens HIDDEN)",
+                   0, NULL, ppVtab, pzErr);
+}
+
+sqlite3_module relattn_attention_weights_module = {
+    0,            /* iVersion */
+    0,            /* xCreate: eponymous only */
+    awConnect,    /* xConnect */
+    awBestIndex,  /* xBestIndex */
+    fnDisconnect, /* xDisconnect */
+    0,            /* xDestroy */
+    awOpen,       /* xOpen */
+    awClose,      /* xClose */
+    awFilter,     /* xFilter */
+    awNext,       /* xNext */
+    awEof,        /* xEof */
+    awColumn,     /* xColumn */
+    awRowid,      /* xRowid */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 /* xUpdate .. xShadowName */
+};

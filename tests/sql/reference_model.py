@@ -1,0 +1,204 @@
+"""A float64 numpy reference of a relattn model's forward pass, written from
+DESIGN §4-6 (not from src/forward.c), plus random models to test it on.
+
+    cfg = random_config(rng, arch="decoder", norm="pre", ...)
+    params = random_params(rng, cfg)
+    out = forward(cfg, params, input_ids)      # hidden, logprobs, maps
+    blob = safetensors_bytes(params, cfg)      # for relattn_import
+"""
+import json
+import math
+import struct
+
+import numpy as np
+
+
+def random_config(rng, arch="decoder", norm="pre", activation="gelu",
+                  tie=True, clip=4, values=True, per_head=False, bos=True,
+                  d_model=32, n_heads=4, n_layers=2, d_ff=48, vocab_size=260):
+    return {
+        "arch": arch, "vocab_size": vocab_size, "d_model": d_model,
+        "n_layers": n_layers, "n_heads": n_heads, "d_ff": d_ff,
+        "norm": norm, "norm_eps": 1e-5, "activation": activation,
+        "tie_embeddings": tie,
+        "position": {"type": "shaw", "clip": clip, "values": values,
+                     "per_head": per_head},
+        "tokenizer": {"type": "bytes", "bos": 256 if bos else None,
+                      "eos": 257, "pad": 258},
+    }
+
+
+def random_params(rng, cfg):
+    """Weights scaled so activations stay O(1) and the softmaxes are neither
+    flat nor one-hot; LayerNorm gains around 1."""
+    d, f, v = cfg["d_model"], cfg["d_ff"], cfg["vocab_size"]
+    h = cfg["n_heads"]
+    dh = d // h
+    pos = cfg["position"]
+    rows = 2 * pos["clip"] + 1
+    tab = (h, rows, dh) if pos["per_head"] else (rows, dh)
+
+    def u(*shape, scale=1.0, offset=0.0):
+        return (offset + scale * rng.uniform(-1, 1, shape)).astype(np.float32)
+
+    p = {"tok_emb": u(v, d)}
+    for i in range(cfg["n_layers"]):
+        pre = f"layers.{i}."
+        p[pre + "ln1.weight"] = u(d, scale=0.3, offset=1.0)
+        p[pre + "ln1.bias"] = u(d, scale=0.1)
+        for w, s in (("wq", 2.0), ("wk", 2.0), ("wv", 1.0), ("wo", 1.0)):
+            p[pre + "attn." + w] = u(d, d, scale=s / math.sqrt(d))
+        for b in ("bq", "bk", "bv", "bo"):
+            p[pre + "attn." + b] = u(d, scale=0.1)
+        p[pre + "attn.rel_k"] = u(*tab)
+        if pos["values"]:
+            p[pre + "attn.rel_v"] = u(*tab)
+        p[pre + "ln2.weight"] = u(d, scale=0.3, offset=1.0)
+        p[pre + "ln2.bias"] = u(d, scale=0.1)
+        p[pre + "ffn.w1"] = u(f, d, scale=1 / math.sqrt(d))
+        p[pre + "ffn.b1"] = u(f, scale=0.1)
+        p[pre + "ffn.w2"] = u(d, f, scale=1 / math.sqrt(f))
+        p[pre + "ffn.b2"] = u(d, scale=0.1)
+    if cfg["norm"] == "pre":
+        p["ln_f.weight"] = u(d, scale=0.3, offset=1.0)
+        p["ln_f.bias"] = u(d, scale=0.1)
+    if not cfg["tie_embeddings"]:
+        p["lm_head"] = u(v, d)
+    return p
+
+
+def safetensors_bytes(params, cfg=None):
+    """A safetensors file (F32), the config in __metadata__ when given."""
+    header, chunks, off = {}, [], 0
+    for name, a in params.items():
+        raw = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [off, off + len(raw)]}
+        chunks.append(raw)
+        off += len(raw)
+    if cfg is not None:
+        header["__metadata__"] = {"relattn.config": json.dumps(cfg)}
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(chunks)
+
+
+# ---- the reference --------------------------------------------------------
+
+def layer_norm(x, w, b, eps):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)  # biased, as PyTorch
+    return (x - mean) / np.sqrt(var + eps) * w + b
+
+
+def gelu(x):
+    erf = np.vectorize(math.erf)
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def shaw_attention(q, k, v, rel_k, rel_v, clip, causal):
+    """One head (DESIGN §5): q, k, v (n, d); rel_k, rel_v (2k+1, d) or None.
+    Returns z (n, d) and the weights (n, n)."""
+    n, d = q.shape
+    idx = np.arange(n)
+    r = np.clip(idx[None, :] - idx[:, None], -clip, clip) + clip  # r[i, j]
+    e = q @ k.T
+    if rel_k is not None:
+        e = e + np.einsum("id,ijd->ij", q, rel_k[r])
+    e = e / math.sqrt(d)
+    if causal:
+        e = np.where(idx[None, :] > idx[:, None], -np.inf, e)
+    e = e - e.max(-1, keepdims=True)
+    a = np.exp(e)
+    a = a / a.sum(-1, keepdims=True)
+    z = a @ v
+    if rel_v is not None:
+        z = z + np.einsum("ij,ijd->id", a, rel_v[r])
+    return z, a
+
+
+def forward(cfg, params, ids, maps=False):
+    """The model on its input ids (BOS already in front). Returns hidden
+    (n, d) after the last norm, logprobs (n, V) (decoders) and, with maps,
+    maps[layer][head] (n, n)."""
+    p = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
+    d, h = cfg["d_model"], cfg["n_heads"]
+    dh = d // h
+    eps = cfg["norm_eps"]
+    pos = cfg["position"]
+    clip = pos["clip"]
+    causal = cfg["arch"] == "decoder"
+    pre = cfg["norm"] == "pre"
+    act = gelu if cfg["activation"] == "gelu" else (lambda t: np.maximum(t, 0))
+    x = p["tok_emb"][np.asarray(ids)]
+    all_maps = []
+
+    def lin(t, name_w, name_b):
+        return t @ p[name_w].T + p[name_b]
+
+    for i in range(cfg["n_layers"]):
+        L = f"layers.{i}."
+        a_in = layer_norm(x, p[L + "ln1.weight"], p[L + "ln1.bias"], eps) if pre else x
+        q = lin(a_in, L + "attn.wq", L + "attn.bq")
+        k = lin(a_in, L + "attn.wk", L + "attn.bk")
+        v = lin(a_in, L + "attn.wv", L + "attn.bv")
+        z = np.zeros_like(q)
+        layer_maps = []
+        for hd in range(h):
+            s = slice(hd * dh, (hd + 1) * dh)
+            rk = p[L + "attn.rel_k"]
+            rv = p.get(L + "attn.rel_v") if pos["values"] else None
+            if pos["per_head"]:
+                rk = rk[hd]
+                rv = rv[hd] if rv is not None else None
+            z[:, s], w = shaw_attention(q[:, s], k[:, s], v[:, s], rk, rv,
+                                        clip, causal)
+            layer_maps.append(w)
+        all_maps.append(layer_maps)
+        x = x + lin(z, L + "attn.wo", L + "attn.bo")
+        if not pre:
+            x = layer_norm(x, p[L + "ln1.weight"], p[L + "ln1.bias"], eps)
+        f_in = layer_norm(x, p[L + "ln2.weight"], p[L + "ln2.bias"], eps) if pre else x
+        x = x + lin(act(lin(f_in, L + "ffn.w1", L + "ffn.b1")), L + "ffn.w2", L + "ffn.b2")
+        if not pre:
+            x = layer_norm(x, p[L + "ln2.weight"], p[L + "ln2.bias"], eps)
+    if pre:
+        x = layer_norm(x, p["ln_f.weight"], p["ln_f.bias"], eps)
+    out = {"hidden": x}
+    if causal:
+        head = p["tok_emb"] if cfg["tie_embeddings"] else p["lm_head"]
+        logits = x @ head.T
+        m = logits.max(-1, keepdims=True)
+        out["logprobs"] = logits - m - np.log(np.exp(logits - m).sum(-1, keepdims=True))
+    if maps:
+        out["maps"] = all_maps
+    return out
+
+
+# ---- DESIGN §6: what the SQL functions return ------------------------------
+
+def model_input(cfg, tokens):
+    bos = cfg["tokenizer"].get("bos")
+    return ([bos] if bos is not None else []) + list(tokens)
+
+
+def logprob_rows(cfg, params, tokens):
+    """(pos, token, logprob, top_token, top_logprob) per scored token."""
+    ids = model_input(cfg, tokens)
+    lp = forward(cfg, params, ids)["logprobs"]
+    off = 1 if cfg["tokenizer"].get("bos") is not None else 0
+    rows = []
+    for i in range(len(ids) - 1):  # input row i predicts ids[i + 1]
+        rows.append((i + 1 - off, ids[i + 1], lp[i, ids[i + 1]],
+                     int(lp[i].argmax()), lp[i].max()))
+    return rows
+
+
+def score(cfg, params, tokens):
+    return sum(r[2] for r in logprob_rows(cfg, params, tokens))
+
+
+def embedding(cfg, params, tokens):
+    ids = model_input(cfg, tokens)
+    off = 1 if cfg["tokenizer"].get("bos") is not None else 0
+    return forward(cfg, params, ids)["hidden"][off:].mean(0)
