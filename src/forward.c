@@ -96,15 +96,93 @@ static void linear(float *y /* (rows, ldy) */, int ldy, const float *x,
     }
 }
 
-static void activate(float *x, size_t count, int activation) {
+/* GELU, the exact form: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), with erf
+** from Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7):
+**   1 - erf(z) = t (a1 + t (a2 + ... + t a5)) exp(-z^2),  t = 1 / (1 + p z)
+** so Phi(x) = 1 - h for x >= 0 and h for x < 0, h = tail / 2 at z = |x|/sqrt 2.
+** libm's erff costs ~11 ns an element here, as much as a third of the
+** FFN's GEMM time; this form vectorizes (AVX2 below). Absolute error of
+** GELU(x) stays under 5e-7 |x|. */
+#define GELU_P 0.3275911f
+#define GELU_A1 0.254829592f
+#define GELU_A2 -0.284496736f
+#define GELU_A3 1.421413741f
+#define GELU_A4 -1.453152027f
+#define GELU_A5 1.061405429f
+#define GELU_ZMAX 9.3f /* exp(-z^2) underflows past it */
+
+static float gelu1(float x) {
+  float z = fabsf(x) * 0.70710678118654752f;
+  float t, tail;
+  if (z > GELU_ZMAX) z = GELU_ZMAX;
+  t = 1.0f / (1.0f + GELU_P * z);
+  tail = t * (GELU_A1 + t * (GELU_A2 + t * (GELU_A3 + t * (GELU_A4 + t * GELU_A5)))) *
+         expf(-z * z);
+  return x * (x >= 0 ? 1.0f - 0.5f * tail : 0.5f * tail);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+__attribute__((target("avx2,fma"))) static size_t gelu_avx2(float *x,
+                                                             size_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+  const __m256 half = _mm256_set1_ps(0.5f);
   size_t i;
+  for (i = 0; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i), z, t, p, y, k, r, e, scale, h;
+    z = _mm256_mul_ps(_mm256_andnot_ps(sign, v),
+                      _mm256_set1_ps(0.70710678118654752f));
+    z = _mm256_min_ps(z, _mm256_set1_ps(GELU_ZMAX));
+    t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(GELU_P), z, one));
+    p = _mm256_fmadd_ps(t, _mm256_set1_ps(GELU_A5), _mm256_set1_ps(GELU_A4));
+    p = _mm256_fmadd_ps(t, p, _mm256_set1_ps(GELU_A3));
+    p = _mm256_fmadd_ps(t, p, _mm256_set1_ps(GELU_A2));
+    p = _mm256_fmadd_ps(t, p, _mm256_set1_ps(GELU_A1));
+    p = _mm256_mul_ps(t, p);
+    /* exp(y), y = -z^2 in [-86.5, 0]: y = k ln2 + r, |r| <= ln2 / 2,
+    ** ln2 split in two (Cody & Waite), Taylor to r^6 (error ~1e-7). */
+    y = _mm256_mul_ps(_mm256_xor_ps(z, sign), z);
+    k = _mm256_round_ps(_mm256_mul_ps(y, _mm256_set1_ps(1.44269504088896341f)),
+                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), y);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    e = _mm256_fmadd_ps(r, _mm256_set1_ps(1.0f / 720), _mm256_set1_ps(1.0f / 120));
+    e = _mm256_fmadd_ps(r, e, _mm256_set1_ps(1.0f / 24));
+    e = _mm256_fmadd_ps(r, e, _mm256_set1_ps(1.0f / 6));
+    e = _mm256_fmadd_ps(r, e, half);
+    e = _mm256_fmadd_ps(r, e, one);
+    e = _mm256_fmadd_ps(r, e, one);
+    scale = _mm256_castsi256_ps(_mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23));
+    h = _mm256_mul_ps(_mm256_mul_ps(half, p), _mm256_mul_ps(e, scale));
+    /* Phi = 0.5 + copysign(0.5 - h, x) */
+    h = _mm256_or_ps(_mm256_sub_ps(half, h), _mm256_and_ps(sign, v));
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(v, _mm256_add_ps(half, h)));
+  }
+  return i;
+}
+
+static int have_avx2(void) {
+  static int known = -1; /* a benign race: every thread writes the same */
+  if (known < 0) {
+    __builtin_cpu_init();
+    known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }
+  return known;
+}
+#endif
+
+static void activate(float *x, size_t count, int activation) {
+  size_t i = 0;
   if (activation == RELATTN_RELU) {
     for (i = 0; i < count; i++) x[i] = x[i] > 0 ? x[i] : 0;
-  } else {
-    /* GELU, the exact form: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)). */
-    for (i = 0; i < count; i++)
-      x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+    return;
   }
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (have_avx2()) i = gelu_avx2(x, count);
+#endif
+  for (; i < count; i++) x[i] = gelu1(x[i]);
 }
 
 /* ---- the pass -------------------------------------------------------------- */
