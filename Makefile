@@ -32,7 +32,7 @@ DEB_PKGS ?= gcc make libc6-dev libsqlite3-dev sqlite3 libopenblas-dev \
 DEB_BENCH ?= python3-torch
 DEB_ASAN ?= clang libclang-rt-14-dev
 
-.PHONY: all deps deps-bench deps-fuzz test unit asan asan-build demo bench fuzz fuzz-build clean
+.PHONY: all deps deps-bench deps-fuzz test unit asan asan-build demo bench bench-forward fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -117,6 +117,17 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(SRC_OBJ) $(EXT_OBJ)
 
 fuzz: fuzz-build
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh $(FUZZ_TARGETS)
+
+# Benchmarks link src/ and the system SQLite, and load relattn.so as a user does.
+$(BUILD)/bench/%: tests/bench/%.c $(SRC_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(SRC_OBJ) $(LDLIBS) -lsqlite3
+
+# The forward pass: tokens/s through SQL vs the C API, attention's share.
+bench-forward: all $(BUILD)/bench/bench_forward
+	$(BUILD)/bench/bench_forward $(abspath $(SO))
+
+bench: bench-forward
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz $(SO) demo.db

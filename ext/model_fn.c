@@ -113,6 +113,18 @@ static int callBegin(relattn_conn *conn, const char *fn, sqlite3_value *model,
   return SQLITE_OK;
 }
 
+/* Checks what a call will allocate: the forward pass's scratch for the
+** input plus extra bytes of results, against relattn_max_memory(). */
+static int callMemory(model_call *mc, const char *fn, sqlite3_uint64 extra,
+                      char **pzErr) {
+  size_t need = relattn_forward_bytes(mc->m, mc->n);
+  if (extra > SIZE_MAX || need == 0 ||
+      !relattn_add_ok(need, (size_t)extra, &need))
+    need = SIZE_MAX;
+  *pzErr = relattn_memory_check(mc->conn, fn, need);
+  return *pzErr ? SQLITE_TOOBIG : SQLITE_OK;
+}
+
 /* Runs the forward pass of f (tokens and n filled in here) on the
 ** connection's pool, with OpenBLAS single-threaded for the duration. */
 static int callRun(model_call *mc, const char *fn, relattn_fwd *f,
@@ -122,11 +134,6 @@ static int callRun(model_call *mc, const char *fn, relattn_fwd *f,
   int rc, blas;
   *pzErr = NULL;
   if (!pool) return SQLITE_NOMEM;
-  if (relattn_forward_bytes(mc->m, mc->n) == 0) {
-    *pzErr = sqlite3_mprintf("%s: %d tokens need more memory than can be "
-                             "addressed", fn, mc->n);
-    return SQLITE_TOOBIG;
-  }
   f->tokens = mc->input;
   f->n = mc->n;
   blas = relattn_blas_single();
@@ -178,7 +185,14 @@ static int scoreCall(sqlite3_context *ctx, const char *fn, sqlite3_value **argv,
     return 0;
   }
   /* every input position but the last predicts the next */
-  lp = sqlite3_malloc64(sizeof(float) * (sqlite3_uint64)mc.n);
+  rc = callMemory(&mc, fn, sizeof(float) * (sqlite3_uint64)mc.n, &zErr);
+  lp = rc == SQLITE_OK ? sqlite3_malloc64(sizeof(float) * (sqlite3_uint64)mc.n)
+                       : NULL;
+  if (rc != SQLITE_OK) {
+    callEnd(&mc);
+    resultError(ctx, rc, zErr);
+    return 0;
+  }
   if (!lp) {
     callEnd(&mc);
     sqlite3_result_error_nomem(ctx);
@@ -244,6 +258,12 @@ void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     return;
   }
   bytes = sizeof(float) * (sqlite3_uint64)mc.m->cfg.d_model;
+  rc = callMemory(&mc, fn, bytes, &zErr);
+  if (rc != SQLITE_OK) {
+    callEnd(&mc);
+    resultError(ctx, rc, zErr);
+    return;
+  }
   emb = sqlite3_malloc64(bytes);
   if (!emb) {
     callEnd(&mc);
@@ -408,6 +428,12 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
     return SQLITE_OK;
   }
   /* one allocation: logprob, top_logprob, top_token, each (n - 1) */
+  rc = callMemory(&mc, fn, 3 * sizeof(float) * (sqlite3_uint64)mc.n, &zErr);
+  if (rc != SQLITE_OK) {
+    callEnd(&mc);
+    vtabError(cur->pVtab, zErr);
+    return rc;
+  }
   c->logprob = sqlite3_malloc64(3 * sizeof(float) * (sqlite3_uint64)mc.n);
   if (!c->logprob) {
     callEnd(&mc);
@@ -619,6 +645,12 @@ static int awFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   c->causal = cfg->arch == RELATTN_DECODER;
   c->qpos = c->kpos = 0;
   cells = (sqlite3_uint64)c->mc.n * (sqlite3_uint64)c->mc.n;
+  rc = callMemory(&c->mc, fn, sizeof(float) * cells, &zErr);
+  if (rc != SQLITE_OK) {
+    vtabError(cur->pVtab, zErr);
+    awReset(c);
+    return rc;
+  }
   c->map = sqlite3_malloc64(sizeof(float) * cells);
   if (!c->map) {
     vtabError(cur->pVtab,

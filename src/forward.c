@@ -9,6 +9,10 @@
 **   layer's rel_k / rel_v (causal for decoders); out = z Wo^T + bo.
 **   ffn:  act(h W1^T + b1) W2^T + b2, act = GELU (erf form) or ReLU.
 **
+** relattn_forward_batch packs several sequences row after row: the
+** row-wise work runs on all of them at once (bigger GEMMs for short
+** sequences), the attention per sequence.
+**
 ** HOW IT WORKS
 ** Activations live in three buffers kept in the pool's scratch slot 1 across
 ** calls: x (n, d) the residual stream, h (n, d) a normed copy and then the
@@ -39,25 +43,33 @@ static size_t rows_floats(const relattn_config *c) {
   return round16((size_t)ROWS * w);
 }
 
-/* Floats of the activation buffers for n rows; 0 on overflow. */
-static size_t acts_floats(const relattn_config *c, int n) {
+/* Floats of the activation buffers for n rows in count sequences; 0 on
+** overflow. */
+static size_t acts_floats(const relattn_config *c, int n, int count) {
   size_t nd, total;
-  if (!relattn_mul_ok((size_t)n, (size_t)c->d_model, &nd)) return 0;
-  /* x, h: (n, d); qkv: (n, 3d); the embedding sum: d doubles */
-  if (!relattn_mul_ok(round16(nd), 5, &total)) return 0;
-  if (!relattn_add_ok(total, round16(2 * (size_t)c->d_model), &total))
+  if (n < 1 || count < 1 ||
+      !relattn_mul_ok((size_t)n, (size_t)c->d_model, &nd))
+    return 0;
+  /* x, h: (n, d); qkv: (n, 3d); seq_of_row: (n); start: (count) */
+  if (!relattn_mul_ok(round16(nd), 5, &total) ||
+      !relattn_add_ok(total, round16((size_t)n), &total) ||
+      !relattn_add_ok(total, round16((size_t)count), &total))
+    return 0;
+  return total;
+}
+
+size_t relattn_forward_bytes_batch(const relattn_model *m, int n, int count) {
+  size_t acts, total;
+  if (!m) return 0;
+  acts = acts_floats(&m->cfg, n, count);
+  if (!acts || !relattn_add_ok(acts, rows_floats(&m->cfg), &total) ||
+      !relattn_mul_ok(total, sizeof(float), &total))
     return 0;
   return total;
 }
 
 size_t relattn_forward_bytes(const relattn_model *m, int n) {
-  size_t acts, total;
-  if (!m || n < 1) return 0;
-  acts = acts_floats(&m->cfg, n);
-  if (!acts || !relattn_add_ok(acts, rows_floats(&m->cfg), &total) ||
-      !relattn_mul_ok(total, sizeof(float), &total))
-    return 0;
-  return total;
+  return relattn_forward_bytes_batch(m, n, 1);
 }
 
 /* ---- row-wise pieces ----------------------------------------------------- */
@@ -187,15 +199,21 @@ static void activate(float *x, size_t count, int activation) {
 
 /* ---- the pass -------------------------------------------------------------- */
 
+/* One pass over count sequences packed row after row: every row-wise step
+** runs on all rows at once (bigger GEMMs for short sequences), the attention
+** runs per sequence. */
 typedef struct fwd_ctx {
   const relattn_model *m;
-  relattn_fwd *f;
+  relattn_fwd *f;        /* (count) */
+  int count;
   relattn_pool *pool;
   const relattn_layer *layer;
-  int n, d;
+  int n, d;              /* n: rows of all sequences */
   float *x;              /* (n, d) residual stream */
   float *h;              /* (n, d) normed input, then attention output */
   float *qkv;            /* (n, 3d) */
+  int32_t *seq_of_row;   /* (n) which sequence a row belongs to */
+  int *start;            /* (count) first row of each sequence */
   int failed;            /* a worker's scratch could not be had */
 } fwd_ctx;
 
@@ -261,11 +279,14 @@ static void final_norm_task(void *ctxp, int task, int worker) {
   layer_norm(x, x, rows, c->d, c->m->lnf_w, c->m->lnf_b, c->m->cfg.norm_eps);
 }
 
-/* Logits of a block of positions, then per row the log-softmax at the next
-** token and the most likely token. Row n-1 predicts nothing. */
+static int wants_head(const relattn_fwd *f) {
+  return f->logprob || f->top_token || f->top_logprob;
+}
+
+/* Logits of a block of rows, then per row the log-softmax at the next token
+** and the most likely token. A sequence's last row predicts nothing. */
 static void head_task(void *ctxp, int task, int worker) {
   fwd_ctx *c = ctxp;
-  relattn_fwd *f = c->f;
   const relattn_config *cfg = &c->m->cfg;
   int r0, rows = block_rows(c, task, &r0), r, t, V = cfg->vocab_size;
   float *logits = relattn_pool_scratch_slot(c->pool, worker, SLOT_ROWS,
@@ -274,69 +295,62 @@ static void head_task(void *ctxp, int task, int worker) {
     c->failed = 1;
     return;
   }
-  if (r0 + rows > c->n - 1) rows = c->n - 1 - r0;
-  if (rows <= 0) return;
   relattn_sgemm(0, 1, rows, V, c->d, 1.0f, c->x + (size_t)r0 * c->d, c->d,
                 c->m->lm_head, c->d, 0.0f, logits, V);
   for (r = 0; r < rows; r++) {
     const float *z = logits + (size_t)r * V;
+    int s = c->seq_of_row[r0 + r], i = r0 + r - c->start[s], arg = 0;
+    relattn_fwd *f = &c->f[s];
     float mx = z[0], lse;
-    int arg = 0;
     double sum = 0;
+    if (i >= f->n - 1 || !wants_head(f)) continue;
     for (t = 1; t < V; t++)
       if (z[t] > mx) mx = z[t], arg = t;
     for (t = 0; t < V; t++) sum += expf(z[t] - mx);
     lse = mx + (float)log(sum);
-    if (f->logprob) f->logprob[r0 + r] = z[f->tokens[r0 + r + 1]] - lse;
-    if (f->top_token) f->top_token[r0 + r] = arg;
-    if (f->top_logprob) f->top_logprob[r0 + r] = mx - lse;
+    if (f->logprob) f->logprob[i] = z[f->tokens[i + 1]] - lse;
+    if (f->top_token) f->top_token[i] = arg;
+    if (f->top_logprob) f->top_logprob[i] = mx - lse;
   }
 }
 
-static relattn_attn layer_attn(const fwd_ctx *c, const relattn_layer *L) {
+/* The attention of sequence s in the current layer. */
+static relattn_attn layer_attn(const fwd_ctx *c, int s) {
   const relattn_config *cfg = &c->m->cfg;
+  size_t r0 = (size_t)c->start[s];
   relattn_attn a;
   memset(&a, 0, sizeof a);
-  a.n = c->n;
+  a.n = c->f[s].n;
   a.heads = cfg->n_heads;
   a.d_head = cfg->d_model / cfg->n_heads;
   a.clip = cfg->clip;
   a.causal = cfg->arch == RELATTN_DECODER;
   a.per_head = cfg->per_head;
-  a.q = c->qkv;
-  a.k = c->qkv + c->d;
-  a.v = c->qkv + 2 * c->d;
+  a.q = c->qkv + r0 * 3 * c->d;
+  a.k = a.q + c->d;
+  a.v = a.q + 2 * c->d;
   a.ldq = a.ldk = a.ldv = 3 * c->d;
-  a.rel_k = L->rel_k;
-  a.rel_v = cfg->rel_values ? L->rel_v : NULL;
-  a.out = c->h;
+  a.rel_k = c->layer->rel_k;
+  a.rel_v = cfg->rel_values ? c->layer->rel_v : NULL;
+  a.out = c->h + r0 * c->d;
   a.ldo = c->d;
   return a;
 }
 
-int relattn_forward(const relattn_model *m, relattn_fwd *f, relattn_pool *pool,
-                    char *err, size_t errlen) {
-  const relattn_config *cfg;
-  fwd_ctx c;
-  int want_head, want_final, n_layers, n_blocks, i, l, rc;
-  float *acts;
-  size_t nd;
-
-  if (!m || !f || !pool)
-    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                          "relattn_forward: model, request and pool required");
-  cfg = &m->cfg;
+static int check_request(const relattn_model *m, const relattn_fwd *f, int s,
+                         char *err, size_t errlen) {
+  const relattn_config *cfg = &m->cfg;
+  int i;
   if (f->n < 1 || !f->tokens)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                          "relattn_forward: empty sequence");
+                          "relattn_forward: sequence %d is empty", s);
   for (i = 0; i < f->n; i++)
     if (f->tokens[i] < 0 || f->tokens[i] >= cfg->vocab_size)
       return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                             "relattn_forward: token %d at position %d is not "
                             "below vocab_size %d",
                             (int)f->tokens[i], i, cfg->vocab_size);
-  want_head = f->logprob || f->top_token || f->top_logprob;
-  if (want_head && cfg->arch != RELATTN_DECODER)
+  if (wants_head(f) && cfg->arch != RELATTN_DECODER)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "relattn_forward: an encoder model has no next-token "
                           "probabilities");
@@ -351,68 +365,110 @@ int relattn_forward(const relattn_model *m, relattn_fwd *f, relattn_pool *pool,
                           "head %d (the model has %d layers of %d heads)",
                           f->map_layer, f->map_head, cfg->n_layers,
                           cfg->n_heads);
-  want_final = want_head || f->embedding;
-  if (!want_final && !f->map) return RELATTN_OK;
-  n_layers = want_final ? cfg->n_layers : f->map_layer + 1;
+  return RELATTN_OK;
+}
 
-  nd = (size_t)f->n * cfg->d_model;
-  if (!relattn_forward_bytes(m, f->n))
+int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
+                          relattn_pool *pool, char *err, size_t errlen) {
+  const relattn_config *cfg;
+  fwd_ctx c;
+  int want_head = 0, want_final = 0, n_layers = 0, n_blocks, i, s, l, rc;
+  float *acts;
+  size_t nd, total = 0;
+
+  if (!m || !f || count < 1 || !pool)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "relattn_forward: model, requests and pool required");
+  cfg = &m->cfg;
+  for (s = 0; s < count; s++) {
+    rc = check_request(m, &f[s], s, err, errlen);
+    if (rc != RELATTN_OK) return rc;
+    total += (size_t)f[s].n;
+    if (total > INT32_MAX)
+      return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
+                            "relattn_forward: over 2^31 rows in one batch");
+    if (wants_head(&f[s])) want_head = 1;
+    if (wants_head(&f[s]) || f[s].embedding) want_final = 1;
+    if (f[s].map && f[s].map_layer + 1 > n_layers)
+      n_layers = f[s].map_layer + 1;
+  }
+  if (want_final) n_layers = cfg->n_layers;
+  if (n_layers == 0) return RELATTN_OK; /* nothing asked for */
+
+  if (!relattn_forward_bytes_batch(m, (int)total, count))
     return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
-                          "relattn_forward: %d tokens overflow the scratch size",
-                          f->n);
-  acts = relattn_pool_scratch_slot(pool, 0, SLOT_ACTS,
-                                   acts_floats(cfg, f->n) * sizeof(float));
+                          "relattn_forward: %zu tokens overflow the scratch "
+                          "size", total);
+  acts = relattn_pool_scratch_slot(
+      pool, 0, SLOT_ACTS, acts_floats(cfg, (int)total, count) * sizeof(float));
   if (!acts)
     return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
-                          "relattn_forward: out of memory for %d tokens", f->n);
+                          "relattn_forward: out of memory for %zu tokens",
+                          total);
   memset(&c, 0, sizeof c);
   c.m = m;
   c.f = f;
+  c.count = count;
   c.pool = pool;
-  c.n = f->n;
+  c.n = (int)total;
   c.d = cfg->d_model;
+  nd = total * (size_t)c.d;
   c.x = acts;
   c.h = acts + round16(nd);
   c.qkv = c.h + round16(nd);
+  c.seq_of_row = (int32_t *)(c.qkv + round16(3 * nd));
+  c.start = (int *)(c.seq_of_row + round16(total));
   n_blocks = (c.n + ROWS - 1) / ROWS;
 
-  for (i = 0; i < c.n; i++)
-    memcpy(c.x + (size_t)i * c.d, m->tok_emb + (size_t)f->tokens[i] * c.d,
-           sizeof(float) * c.d);
+  for (s = 0, total = 0; s < count; s++) {
+    c.start[s] = (int)total;
+    for (i = 0; i < f[s].n; i++, total++) {
+      c.seq_of_row[total] = s;
+      memcpy(c.x + total * c.d, m->tok_emb + (size_t)f[s].tokens[i] * c.d,
+             sizeof(float) * c.d);
+    }
+  }
 
-  for (l = 0; l < n_layers; l++) {
-    relattn_attn a;
+  for (l = 0; l < n_layers && !c.failed; l++) {
+    /* with maps alone, the last layer run only needs its q and k */
+    int whole = want_final || l < n_layers - 1;
     c.layer = &m->layers[l];
     relattn_pool_run(pool, n_blocks, qkv_task, &c);
-    a = layer_attn(&c, c.layer);
-    if (f->map && l == f->map_layer) {
-      rc = relattn_attention_map(&a, f->map_head, f->map, err, errlen);
+    for (s = 0; s < count; s++) {
+      relattn_attn a = layer_attn(&c, s);
+      if (f[s].map && f[s].map_layer == l) {
+        rc = relattn_attention_map(&a, f[s].map_head, f[s].map, err, errlen);
+        if (rc != RELATTN_OK) return rc;
+      }
+      if (!whole) continue;
+      rc = relattn_attention(&a, pool, err, errlen);
       if (rc != RELATTN_OK) return rc;
-      if (!want_final) return RELATTN_OK;
     }
-    rc = relattn_attention(&a, pool, err, errlen);
-    if (rc != RELATTN_OK) return rc;
-    relattn_pool_run(pool, n_blocks, ffn_task, &c);
-    if (c.failed) break;
+    if (whole) relattn_pool_run(pool, n_blocks, ffn_task, &c);
   }
-  if (!c.failed && cfg->norm == RELATTN_NORM_PRE)
+  if (want_final && !c.failed && cfg->norm == RELATTN_NORM_PRE)
     relattn_pool_run(pool, n_blocks, final_norm_task, &c);
-  if (!c.failed && want_head && c.n > 1)
-    relattn_pool_run(pool, (c.n - 1 + ROWS - 1) / ROWS, head_task, &c);
+  if (want_head && !c.failed) relattn_pool_run(pool, n_blocks, head_task, &c);
   if (c.failed)
     return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
                           "relattn_forward: out of memory for worker scratch");
 
-  if (f->embedding) {
-    double *sum = (double *)(c.qkv + round16(3 * nd));
-    int j;
-    for (j = 0; j < c.d; j++) sum[j] = 0;
-    for (i = f->mean_from; i < c.n; i++) {
-      const float *xr = c.x + (size_t)i * c.d;
-      for (j = 0; j < c.d; j++) sum[j] += xr[j];
+  for (s = 0; s < count; s++) {
+    double sum;
+    int j, rows;
+    if (!f[s].embedding) continue;
+    rows = f[s].n - f[s].mean_from;
+    for (j = 0; j < c.d; j++) {
+      const float *col = c.x + (size_t)(c.start[s] + f[s].mean_from) * c.d + j;
+      sum = 0;
+      for (i = 0; i < rows; i++) sum += col[(size_t)i * c.d];
+      f[s].embedding[j] = (float)(sum / rows);
     }
-    for (j = 0; j < c.d; j++)
-      f->embedding[j] = (float)(sum[j] / (double)(c.n - f->mean_from));
   }
   return RELATTN_OK;
+}
+
+int relattn_forward(const relattn_model *m, relattn_fwd *f, relattn_pool *pool,
+                    char *err, size_t errlen) {
+  return relattn_forward_batch(m, f, 1, pool, err, errlen);
 }

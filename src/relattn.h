@@ -291,8 +291,16 @@ typedef struct relattn_fwd {
 
 int relattn_forward(const relattn_model *m, relattn_fwd *f, relattn_pool *pool,
                     char *err, size_t errlen);
+/* Several sequences in one pass, packed row after row (the row-wise GEMMs
+** see all rows at once: faster for short sequences); each request as for
+** relattn_forward. */
+int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
+                          relattn_pool *pool, char *err, size_t errlen);
 /* Bytes of scratch relattn_forward needs for n tokens (0 with an overflow),
-** so callers can check a memory bound before anything is allocated. */
+** so callers can check a memory bound before anything is allocated; the
+** batch form for count sequences of n tokens in all. Each pool worker past
+** the first adds a buffer of 64 x max(d_ff, vocab_size) floats, whatever n. */
 size_t relattn_forward_bytes(const relattn_model *m, int n);
+size_t relattn_forward_bytes_batch(const relattn_model *m, int n, int count);
 
 #endif /* RELATTN_H */

@@ -4,7 +4,8 @@
 ** (decoder/encoder, pre/post norm, GELU/ReLU, shared/per-head tables, value
 ** term on/off, tied/untied, clip 0/1/16), with 1 to 3 threads.
 ** Tolerances: log-probs 1e-4 absolute, embeddings 1e-5 relative (L2),
-** attention maps 1e-5 absolute with rows summing to 1.
+** attention maps 1e-5 absolute with rows summing to 1. Batches of several
+** sequences match each sequence run alone.
 */
 #include <string.h>
 
@@ -202,6 +203,7 @@ static void run_case(relattn_pool *pool, relattn_config cfg, int n) {
   char err[256] = "";
   int i, j, rc, ml, mh, mean_from = n > 1 ? (int)(unit_next() % 2) : 0;
   double worst_lp = 0, e2 = 0, r2 = 0, worst_map = 0, worst_sum = 0;
+  int bad_top = 0;
 
   make_model(&t, cfg);
   for (i = 0; i < n; i++) tok[i] = (int32_t)(unit_next() % cfg.vocab_size);
@@ -226,13 +228,13 @@ static void run_case(relattn_pool *pool, relattn_config cfg, int n) {
       double dlt = fabs(lp[i] - rlp[i]);
       if (dlt > worst_lp) worst_lp = dlt;
       /* top_token is the reference's argmax up to a near-tie */
-      CHECK(top[i] >= 0 && top[i] < cfg.vocab_size &&
-                rlsm[(size_t)i * cfg.vocab_size + top[i]] >
-                    rlsm[(size_t)i * cfg.vocab_size + rtop[i]] - 1e-4 &&
-                fabs(tlp[i] - rlsm[(size_t)i * cfg.vocab_size + rtop[i]]) < 1e-4,
-            "top token %d (%g) vs reference %d (%g)", top[i], tlp[i], rtop[i],
-            rlsm[(size_t)i * cfg.vocab_size + rtop[i]]);
+      if (top[i] < 0 || top[i] >= cfg.vocab_size ||
+          rlsm[(size_t)i * cfg.vocab_size + top[i]] <=
+              rlsm[(size_t)i * cfg.vocab_size + rtop[i]] - 1e-4 ||
+          fabs(tlp[i] - rlsm[(size_t)i * cfg.vocab_size + rtop[i]]) >= 1e-4)
+        bad_top++;
     }
+  CHECK(bad_top == 0, "n=%d: %d top tokens differ from the reference", n, bad_top);
   for (j = 0; j < cfg.d_model; j++) {
     e2 += (emb[j] - remb[j]) * (emb[j] - remb[j]);
     r2 += remb[j] * remb[j];
@@ -265,6 +267,67 @@ static void run_case(relattn_pool *pool, relattn_config cfg, int n) {
 
   free(t.arena), free(t.m.layers), free(tok), free(lp), free(tlp), free(top);
   free(rtop), free(rlp), free(remb), free(rmap), free(rlsm), free(emb), free(map);
+}
+
+
+/* Several sequences in one relattn_forward_batch, each asking for its own
+** outputs, against the reference run on each alone. */
+static void run_batch(relattn_pool *pool, relattn_config cfg) {
+  enum { MAXB = 5 };
+  test_model t;
+  relattn_fwd f[MAXB];
+  int count = 1 + (int)(unit_next() % MAXB), s, i, j, rc;
+  int32_t *tok[MAXB], *top[MAXB];
+  float *lp[MAXB], *emb[MAXB], *map[MAXB];
+  char err[256] = "";
+  make_model(&t, cfg);
+  memset(f, 0, sizeof f);
+  for (s = 0; s < count; s++) {
+    int n = 1 + (int)(unit_next() % 70), what = (int)(unit_next() % 4);
+    tok[s] = malloc(sizeof(int32_t) * n);
+    top[s] = malloc(sizeof(int32_t) * n);
+    lp[s] = malloc(sizeof(float) * n);
+    emb[s] = malloc(sizeof(float) * cfg.d_model);
+    map[s] = malloc(sizeof(float) * (size_t)n * n);
+    for (i = 0; i < n; i++) tok[s][i] = (int32_t)(unit_next() % cfg.vocab_size);
+    f[s].tokens = tok[s];
+    f[s].n = n;
+    if ((what & 1) && cfg.arch == RELATTN_DECODER) f[s].logprob = lp[s];
+    if (what & 2) f[s].embedding = emb[s];
+    if (what == 0 || unit_next() % 2) {
+      f[s].map = map[s];
+      f[s].map_layer = (int)(unit_next() % cfg.n_layers);
+      f[s].map_head = (int)(unit_next() % cfg.n_heads);
+    }
+  }
+  rc = relattn_forward_batch(&t.m, f, count, pool, err, sizeof err);
+  CHECK(rc == RELATTN_OK, "batch: %s", err);
+  for (s = 0; s < count; s++) {
+    int n = f[s].n;
+    double *rlp = malloc(8 * n), *rlsm = malloc(8 * (size_t)n * cfg.vocab_size);
+    double *remb = malloc(8 * cfg.d_model), *rmap = malloc(8 * (size_t)n * n);
+    int *rtop = malloc(sizeof(int) * n);
+    double worst = 0, e2 = 0, r2 = 0;
+    ref_forward(&t.m, tok[s], n, 0, rlp, rtop, rlsm, remb, f[s].map_layer,
+                f[s].map_head, rmap);
+    if (f[s].logprob)
+      for (i = 0; i + 1 < n; i++)
+        if (fabs(lp[s][i] - rlp[i]) > worst) worst = fabs(lp[s][i] - rlp[i]);
+    if (f[s].map)
+      for (i = 0; i < n * n; i++)
+        if (fabs(map[s][i] - rmap[i]) > worst) worst = fabs(map[s][i] - rmap[i]);
+    if (f[s].embedding)
+      for (j = 0; j < cfg.d_model; j++) {
+        e2 += (emb[s][j] - remb[j]) * (emb[s][j] - remb[j]);
+        r2 += remb[j] * remb[j];
+      }
+    CHECK(worst < 1e-4 && (r2 == 0 || sqrt(e2 / r2) < 1e-5),
+          "batch of %d, sequence %d (n=%d): error %g, embedding %g", count, s,
+          n, worst, r2 ? sqrt(e2 / r2) : 0);
+    free(rlp), free(rlsm), free(remb), free(rmap), free(rtop);
+    free(tok[s]), free(top[s]), free(lp[s]), free(emb[s]), free(map[s]);
+  }
+  free(t.arena), free(t.m.layers);
 }
 
 static void check_errors(relattn_pool *pool) {
@@ -328,6 +391,7 @@ int main(void) {
       cfg.per_head = (int)(unit_next() % 2);
       cfg.bos = cfg.eos = cfg.pad = -1;
       run_case(pool, cfg, lens[unit_next() % 7]);
+      run_batch(pool, cfg);
     }
     check_errors(pool);
     relattn_pool_free(pool);
