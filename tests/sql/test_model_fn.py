@@ -198,12 +198,25 @@ def test_errors(db, rng):
         assert err(f"SELECT {fn}(1, ?)", toks([1])) == \
             f"{fn}: model must be TEXT, the name of a model"
         assert db.execute(f"SELECT {fn}('m', NULL)").fetchone()[0] is None
+        assert err(f"SELECT {fn}('m', ?)", toks([1, 260, 2])) == (
+            f"{fn}: tokens has token 260 at position 1, outside the model's "
+            "vocabulary [0, 260)")
+        assert err(f"SELECT {fn}('m', ?)", toks([-1])) == (
+            f"{fn}: tokens has token -1 at position 0, outside the model's "
+            "vocabulary [0, 260)")
+        assert err(f"SELECT {fn}('m', ?)", b"12345") == \
+            f"{fn}: tokens has 5 bytes, not a multiple of 4"
+        assert err(f"SELECT {fn}('m', 7)") == \
+            f"{fn}: tokens must be a token BLOB (int32 ids) or TEXT"
     for tv in ("relattn_logprobs", "relattn_attention_weights"):
         assert err(f"SELECT * FROM {tv}('nope', ?)", toks([1])) == \
             f"{tv}: no model named 'nope'"
         assert err(f"SELECT * FROM {tv}('m', ?)", b"") == f"{tv}: tokens is empty"
         assert err(f"SELECT * FROM {tv}") == f"{tv}: model and tokens arguments are required"
         assert db.execute(f"SELECT count(*) FROM {tv}('m', NULL)").fetchone()[0] == 0
+        assert err(f"SELECT * FROM {tv}('m', ?)", toks([259, 260])) == (
+            f"{tv}: tokens has token 260 at position 1, outside the model's "
+            "vocabulary [0, 260)")
 
     db.execute("SELECT relattn_max_tokens(5)")
     assert err("SELECT relattn_score('m', ?)", toks([1] * 6)) == \
