@@ -24,8 +24,10 @@ static const char *const layer_names[] = {
 #define N_LAYER_NAMES 18
 #define REL_V 11
 
-/* Hard limits that keep every product below well inside int64 and size_t. */
+/* Hard limits that keep every product well inside int64 and size_t, and the
+** number of tensors (18 per layer) small enough to list. */
 #define MAX_DIM (1 << 24)
+#define MAX_LAYERS (1 << 16)
 
 int relattn_config_check(const relattn_config *c, const char *what, char *err,
                          size_t errlen) {
@@ -42,6 +44,10 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
       return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                             "%s: '%s' must be between 1 and %d, not %d", what,
                             sizes[i].key, MAX_DIM, sizes[i].v);
+  if (c->n_layers > MAX_LAYERS)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: 'n_layers' must be between 1 and %d, not %d",
+                          what, MAX_LAYERS, c->n_layers);
   if (c->vocab_size < 256)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "%s: 'vocab_size' must be at least 256 (the byte "
@@ -146,26 +152,38 @@ static size_t spec_numel(const relattn_tensor_spec *s) {
 
 static size_t aligned_floats(size_t numel) { return (numel + 15) & ~(size_t)15; }
 
+/* numel of spec s, 0 (and *ok = 0) on overflow */
+static size_t checked_numel(const relattn_tensor_spec *s, int *ok) {
+  size_t n = 1;
+  int d;
+  for (d = 0; d < s->ndim; d++)
+    if (!relattn_mul_ok(n, (size_t)s->shape[d], &n)) *ok = 0;
+  if (n > SIZE_MAX - 16) *ok = 0;
+  return *ok ? aligned_floats(n) : 0;
+}
+
 int relattn_model_bytes(const relattn_config *c, size_t *bytes,
                         const char *what, char *err, size_t errlen) {
-  size_t total = table_bytes(c) / sizeof(float), b;
-  int i, n = relattn_model_n_tensors(c);
+  /* closed form: every layer has the same shapes, so a config with many
+  ** layers costs no more to size than one with a single layer */
+  size_t total = table_bytes(c) / sizeof(float), layer = 0, b;
+  int i, n = relattn_model_n_tensors(c), pl = per_layer(c), ok = 1;
   relattn_tensor_spec s;
-  for (i = 0; i < n; i++) {
-    size_t numel = 1;
-    int d;
+  for (i = 0; i < n; i = (i == 0 ? 1 + c->n_layers * pl : i + 1)) {
     spec_shape(c, i, &s);
-    for (d = 0; d < s.ndim; d++)
-      if (!relattn_mul_ok(numel, (size_t)s.shape[d], &numel)) goto toobig;
-    if (numel > SIZE_MAX - 16 || !relattn_add_ok(total, aligned_floats(numel), &total))
-      goto toobig;
+    if (!relattn_add_ok(total, checked_numel(&s, &ok), &total)) ok = 0;
   }
-  if (!relattn_mul_ok(total, sizeof(float), &b)) goto toobig;
+  for (i = 1; i <= pl; i++) {
+    spec_shape(c, i, &s);
+    if (!relattn_add_ok(layer, checked_numel(&s, &ok), &layer)) ok = 0;
+  }
+  if (!ok || !relattn_mul_ok(layer, (size_t)c->n_layers, &layer) ||
+      !relattn_add_ok(total, layer, &total) ||
+      !relattn_mul_ok(total, sizeof(float), &b))
+    return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
+                          "%s: the model's size overflows", what);
   *bytes = b;
   return RELATTN_OK;
-toobig:
-  return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
-                        "%s: the model's size overflows", what);
 }
 
 void relattn_model_spec(const relattn_config *c, int i,
