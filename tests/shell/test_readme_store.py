@@ -1,0 +1,67 @@
+"""The README's "Models in the database" and "Token sequences" examples, run
+as written in the sqlite3 shell (on a random model made by tests/modelgen.py,
+saved where the README reads the bundled one)."""
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SO = os.environ.get("RELATTN_SO", str(ROOT / "relattn.so"))
+sys.path.insert(0, str(ROOT / "tests"))
+import modelgen  # noqa: E402
+
+
+def section_sql(title):
+    text = (ROOT / "README.md").read_text()
+    start = text.index("## " + title + "\n")
+    end = text.find("\n## ", start + 1)
+    blocks = re.findall(r"```sql\n(.*?)```", text[start:end if end > 0 else None], re.S)
+    assert blocks, title
+    so = SO[:-3] if SO.endswith(".so") else SO
+    sql = "\n".join(blocks).replace(".load ./relattn", f".load {so}")
+    if f".load {so}" not in sql:
+        sql = f".load {so}\n" + sql
+    return sql
+
+
+def run(sql, cwd):
+    r = subprocess.run(["sqlite3", "-bail", "readme.db"], input=sql, cwd=cwd,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()
+
+
+def make_model(tmp_path, rng):
+    cfg = modelgen.config(n_layers=2, d_model=16, n_heads=2)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "tiny.safetensors").write_bytes(modelgen.safetensors(cfg, rng))
+    return cfg
+
+
+def test_readme_models(tmp_path, rng):
+    cfg = make_model(tmp_path, rng)
+    n = len(modelgen.shapes(cfg))
+    out = run(section_sql("Models in the database"), tmp_path)
+    assert out[0] == str(n)                          # relattn_import
+    name, version, sha = out[1].split("|")
+    assert (name, version, len(sha)) == ("tiny", "1", 64)
+    assert out[2] == f"{cfg['n_layers']}|{cfg['position']['clip']}"
+    assert out[3].startswith("tok_emb|F32|[259,16]|")
+    assert out[7 + 5] == "16"                        # relattn_weights length
+    size = (tmp_path / "tiny-copy.safetensors").stat().st_size
+    assert out[13:17] == [str(size), str(n), str(n), "1"]  # export, re-import,
+    #                                  every tensor equal, the same sha256
+    assert out[-2] == "2|1" and out[-1] == "16"      # after the UPDATE
+    assert (tmp_path / "tiny-copy.safetensors").exists()
+
+
+def test_readme_tokens(tmp_path, rng):
+    make_model(tmp_path, rng)
+    out = run(section_sql("Token sequences"), tmp_path)
+    assert out[1:4] == ["[104,195,169,108,108,111]", "hi", "01000000FFFFFFFF"]
+    assert out[4:7] == ["0|97", "1|98", "2|99"]
+    assert out[7] == "cba"
