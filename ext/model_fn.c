@@ -33,6 +33,8 @@ SQLITE_EXTENSION_INIT3
 
 #include "functions.h"
 
+#define KEEP_SCRATCH ((size_t)64 << 20) /* bytes kept in the pool after a call */
+
 /* A sequence decoded for one model call: the held model and its input. */
 typedef struct model_call {
   relattn_conn *conn;
@@ -139,6 +141,10 @@ static int callRun(model_call *mc, const char *fn, relattn_fwd *f,
   blas = relattn_blas_single();
   rc = relattn_forward(mc->m, f, pool, err, sizeof err);
   relattn_blas_restore(blas);
+  /* The scratch stays for the next call, unless a rare long sequence made it
+  ** big: then the connection should not hold that memory until it closes. */
+  if (relattn_forward_bytes(mc->m, mc->n) > KEEP_SCRATCH)
+    relattn_pool_trim(pool, KEEP_SCRATCH);
   if (rc == RELATTN_OK) return SQLITE_OK;
   *pzErr = sqlite3_mprintf("%s: %s", fn, err);
   switch (rc) {

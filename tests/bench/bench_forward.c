@@ -218,6 +218,8 @@ int main(int argc, char **argv) {
   printf("forward pass, d_model %d, %d layers x %d heads, d_ff %d, clip %d, "
          "%d threads, median of %d interleaved rounds\n",
          D, LAYERS, HEADS, DFF, CLIP, threads, ROUNDS);
+  printf("openblas: %s (OPENBLAS_CORETYPE %s)\n", relattn_blas_config(),
+         getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "not set");
   printf("%6s %12s %12s %13s %15s\n", "n", "C tok/s", "SQL tok/s",
          "SQL overhead", "attention share");
   for (s = 0; s < n_sizes; s++) {
@@ -244,8 +246,7 @@ int main(int argc, char **argv) {
     a.rel_v = m.layers[0].rel_v;
     a.out = out;
     a.ldo = D;
-    /* enough repetitions per round for ~50 ms, at least one */
-    reps = 1 + 100000 / (n + 1);
+    reps = 1; /* round -1 sets it: ~0.2 s per measurement */
     sqlite3_bind_blob(score, 1, input + 1, 4 * n, SQLITE_STATIC);
     for (r = -1; r < ROUNDS; r++) { /* round -1 warms the caches up */
       double t0, c_time, s_time, a_time;
@@ -282,6 +283,7 @@ int main(int argc, char **argv) {
       }
       s_time = (now() - t0) / reps;
       if (r >= 0) tc[r] = c_time, ts[r] = s_time, ta[r] = a_time / c_time;
+      else reps = c_time > 0.2 ? 1 : (int)(0.2 / c_time);
     }
     {
       double c = median(tc, ROUNDS), q = median(ts, ROUNDS), c_score = 0;
