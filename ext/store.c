@@ -421,6 +421,55 @@ fail:
   return SQLITE_ERROR;
 }
 
+/* Before anything sized by the config is allocated: the model must have at
+** least as many rows as the config needs tensors (n_layers alone may ask for
+** hundreds of millions), naming the first missing one as loadTensors would,
+** and its float32 weights must fit relattn_max_memory(). */
+static int checkSize(relattn_conn *conn, relattn_cache_entry *e,
+                     const char *what, char **pzErr) {
+  const relattn_config *c = &e->model.cfg;
+  int n = relattn_model_n_tensors(c), have = 0, i;
+  unsigned char *seen;
+  sqlite3_stmt *st;
+  relattn_tensor_spec spec;
+  size_t bytes;
+  char err[256];
+
+  st = prepare(conn->db, "SELECT name FROM relattn_tensor WHERE model = ?1",
+               what, pzErr);
+  if (!st) return SQLITE_ERROR;
+  sqlite3_bind_text(st, 1, e->name, -1, SQLITE_STATIC);
+  while (sqlite3_step(st) == SQLITE_ROW) have++;
+  if (have < n) {
+    seen = sqlite3_malloc64((sqlite3_uint64)have + 1);
+    if (!seen) {
+      sqlite3_finalize(st);
+      return SQLITE_NOMEM;
+    }
+    memset(seen, 0, (size_t)have + 1);
+    sqlite3_reset(st);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      const char *name = (const char *)sqlite3_column_text(st, 0);
+      int k = relattn_model_index(c, name ? name : "");
+      if (k >= 0 && k <= have) seen[k] = 1;
+    }
+    for (i = 0; seen[i]; i++) {
+    }
+    sqlite3_free(seen);
+    sqlite3_finalize(st);
+    relattn_model_spec(c, i, &spec);
+    *pzErr = sqlite3_mprintf("%s: tensor '%s' is missing", what, spec.name);
+    return SQLITE_ERROR;
+  }
+  sqlite3_finalize(st);
+  if (relattn_model_bytes(c, &bytes, what, err, sizeof err) != RELATTN_OK) {
+    *pzErr = sqlite3_mprintf("%s", err);
+    return SQLITE_ERROR;
+  }
+  *pzErr = relattn_memory_check(conn, what, bytes);
+  return *pzErr ? SQLITE_TOOBIG : SQLITE_OK;
+}
+
 const relattn_model *relattn_store_acquire(relattn_conn *conn,
                                            const char *name, const char *fn,
                                            char **pzErr) {
@@ -491,6 +540,7 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
   if (configDecode(db, e->config, &e->model.cfg, what, pzErr) != SQLITE_OK)
     goto fail;
   what[strlen(what) - strlen(": config")] = 0;
+  if (checkSize(conn, e, what, pzErr) != SQLITE_OK) goto fail;
   rc = relattn_model_init(&e->model, &e->model.cfg, what, err, sizeof err);
   if (rc != RELATTN_OK) {
     *pzErr = sqlite3_mprintf("%s", err);
@@ -855,6 +905,27 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   }
   if (configDecode(db, s.config, &cfg, "relattn_import: config", &zErr))
     goto fail;
+  n_need = relattn_model_n_tensors(&cfg);
+  if (n_need > s.n) {
+    /* Before any work sized by the config (n_layers alone may ask for
+    ** hundreds of millions of tensors): the file lacks one. Name the first
+    ** missing, which is among the first s.n + 1. */
+    unsigned char *have = sqlite3_malloc64((sqlite3_uint64)s.n + 1);
+    relattn_tensor_spec spec;
+    if (!have) goto nomem;
+    memset(have, 0, (size_t)s.n + 1);
+    for (i = 0; i < s.n; i++) {
+      int k = relattn_model_index(&cfg, s.t[i].name);
+      if (k >= 0 && k <= s.n) have[k] = 1;
+    }
+    for (i = 0; have[i]; i++) {
+    }
+    sqlite3_free(have);
+    relattn_model_spec(&cfg, i, &spec);
+    zErr = sqlite3_mprintf("%s: tensor '%s' is missing (the config needs "
+                           "it)", fn, spec.name);
+    goto fail;
+  }
   {
     size_t bytes;
     if (relattn_model_bytes(&cfg, &bytes, fn, err, sizeof err)) {
@@ -864,7 +935,6 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   }
 
   /* the set of tensors: each expected once, with its exact shape */
-  n_need = relattn_model_n_tensors(&cfg);
   order = sqlite3_malloc64((sqlite3_uint64)n_need * sizeof *order);
   if (!order) goto nomem;
   for (i = 0; i < n_need; i++) order[i] = -1;

@@ -319,6 +319,14 @@ void relattn_tokens_agg_step(sqlite3_context *ctx, int argc, sqlite3_value **arg
                           "integer in the int32 range", (sqlite3_uint64)a->n);
     return;
   }
+  if ((a->n + 1) * 4 > (size_t)sqlite3_limit(sqlite3_context_db_handle(ctx),
+                                             SQLITE_LIMIT_LENGTH, -1)) {
+    /* Stop growing here, not at the end: the rows may never stop. */
+    relattn_result_errorf(ctx, "relattn_tokens_agg: the result is larger "
+                          "than SQLite's BLOB limit");
+    sqlite3_result_error_code(ctx, SQLITE_TOOBIG);
+    return;
+  }
   if (a->n == a->cap) {
     size_t grown = a->cap ? 2 * a->cap : 256;
     int32_t *p = sqlite3_realloc64(a->ids, grown * 4);

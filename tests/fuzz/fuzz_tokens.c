@@ -58,9 +58,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                    "relattn_tokens of its own tokens_json failed: %s",
                    sqlite3_errmsg(db));
         FUZZ_CHECK(sqlite3_column_bytes(a, 0) == sqlite3_column_bytes(b, 0) &&
-                       !memcmp(sqlite3_column_blob(a, 0),
+                       (sqlite3_column_bytes(a, 0) == 0 ||
+                        !memcmp(sqlite3_column_blob(a, 0),
                                sqlite3_column_blob(b, 0),
-                               (size_t)sqlite3_column_bytes(a, 0)),
+                               (size_t)sqlite3_column_bytes(a, 0))),
                    "tokens -> tokens_json -> tokens changed the sequence (%s)",
                    json);
       }
