@@ -862,7 +862,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   const uint8_t *file, *data;
   size_t size, hlen;
   char err[512], *zErr = NULL, sha[65];
-  int *order = NULL, n_need, i, rc;
+  int *order = NULL, n_need, i, rc, fail_code = SQLITE_ERROR;
   relattn_sha256 h;
 
   memset(&s, 0, sizeof s);
@@ -990,14 +990,17 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   relattn_sha256_hex(&h, sha);
 
   /* everything checked: write, all or nothing */
-  if (sqlite3_exec(db, "SAVEPOINT relattn_import", 0, 0, 0) != SQLITE_OK) {
+  if ((rc = sqlite3_exec(db, "SAVEPOINT relattn_import", 0, 0, 0)) !=
+      SQLITE_OK) {
     zErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+    fail_code = rc;
     goto fail;
   }
   rc = importWrite(db, model, s.config, &cfg, &s, order, data, sha, &zErr);
   if (rc != SQLITE_OK) {
     sqlite3_exec(db, "ROLLBACK TO relattn_import", 0, 0, 0);
     sqlite3_exec(db, "RELEASE relattn_import", 0, 0, 0);
+    fail_code = rc; /* SQLITE_BUSY, SQLITE_READONLY: let callers retry */
     goto fail;
   }
   if (sqlite3_exec(db, "RELEASE relattn_import", 0, 0, 0) != SQLITE_OK) {
@@ -1018,10 +1021,12 @@ nomem:
   sqlite3_result_error_nomem(ctx);
   return;
 fail:
-  if (zErr)
+  if (zErr) {
     sqlite3_result_error(ctx, zErr, -1);
-  else
+    if (fail_code != SQLITE_ERROR) sqlite3_result_error_code(ctx, fail_code);
+  } else {
     sqlite3_result_error_nomem(ctx);
+  }
   sqlite3_free(zErr);
   sqlite3_free(order);
   importFree(&s);

@@ -781,3 +781,42 @@ def test_weights_errors(db, rng):
     # tied: lm_head is not a stored tensor
     with pytest.raises(Exception, match="has no tensor 'lm_head'"):
         db.execute("SELECT relattn_weights('m', 'lm_head')").fetchone()
+
+
+def test_import_busy_is_reported_as_busy(two, rng):
+    import sqlite3
+    a, b = two
+    blob = modelgen.safetensors(CFG, rng)
+    a.execute("SELECT relattn_import('m', ?)", (blob,))
+    a.commit()
+    b.execute("PRAGMA busy_timeout = 0")
+    a.execute("BEGIN IMMEDIATE")
+    a.execute("SELECT relattn_import('m', ?)", (blob,))
+    before = b.execute("SELECT version FROM relattn_model").fetchone()
+    with pytest.raises(sqlite3.OperationalError) as e:
+        b.execute("SELECT relattn_import('m', ?)", (blob,))
+    assert str(e.value) == "relattn_import: database is locked"
+    if hasattr(e.value, "sqlite_errorcode"):
+        assert e.value.sqlite_errorcode == sqlite3.SQLITE_BUSY
+    a.rollback()
+    assert b.execute("SELECT version FROM relattn_model").fetchone() == before
+
+
+def test_cache_respects_max_memory(db, rng):
+    cfg = modelgen.config(n_layers=2, d_model=128, n_heads=2, d_ff=512)
+    modelgen.load(db, "m", cfg, rng)
+    db.execute("SELECT relattn_max_memory(1048576)")
+    with pytest.raises(Exception) as e:
+        db.execute("SELECT relattn_weights('m', 'tok_emb')").fetchone()
+    assert str(e.value).startswith("relattn_weights: model 'm': needs ")
+    assert str(e.value).endswith(" bytes, over the limit of 1048576 per call (relattn_max_memory)")
+    need = int(str(e.value).split("needs ")[1].split()[0])
+    params = sum(int(np.prod(s)) for _, s in modelgen.shapes(cfg))
+    assert 4 * params <= need < 4 * params + 64 * 64 + 4096
+    db.execute("SELECT relattn_max_memory(1 << 30)")
+    assert len(db.execute("SELECT relattn_weights('m', 'tok_emb')").fetchone()[0]) == 4 * 259 * 128
+    # a config edited to promise a huge model is refused before allocating
+    db.execute("UPDATE relattn_model SET config = json_set(config, '$.d_model', 1 << 24, "
+               "'$.vocab_size', 1 << 24)")
+    with pytest.raises(Exception, match="relattn_weights: model 'm': needs .* over the limit"):
+        db.execute("SELECT relattn_weights('m', 'tok_emb')").fetchone()
