@@ -6,6 +6,7 @@
 **   SELECT relattn_import('tiny', readfile('w.safetensors'), readfile('c.json'));
 **   SELECT writefile('out.safetensors', relattn_export('tiny'));
 **   SELECT name, dtype, shape, length(data) FROM relattn_tensor WHERE model = 'tiny';
+**   SELECT relattn_weights('tiny', 'ln_f.weight');   -- float32, as computed with
 **
 ** HOW IT WORKS
 ** Import checks everything first: the header's JSON (decoded with SQLite's
@@ -23,7 +24,10 @@
 ** (and clear sha256) on any INSERT, UPDATE or DELETE of a tensor row, from
 ** any connection, with or without the extension loaded. Deleting a model and
 ** importing it again starts its version at 1 again; the sha256 then tells
-** a different model apart, and an equal sha256 means equal tensors. Cached
+** a different model apart, and an equal sha256 means equal tensors. (What
+** this cannot see: a model deleted, re-imported and then edited with plain
+** SQL exactly as many times as the cached copy had been, with no call from
+** this connection in between; both then read (version n, sha256 NULL).) Cached
 ** models are reference counted: one that a worker still holds stays valid
 ** after a newer version replaced it, and is freed on its last release.
 */

@@ -135,3 +135,9 @@ def test_tokenize_errors(model):
 
 def test_no_model_table_yet(db):
     assert err(db, "SELECT relattn_tokenize('m', 'a')") == "relattn_tokenize: no model named 'm'"
+
+
+def test_detokenize_partial_character(model):
+    # half of 'é': not valid UTF-8 as text, exact as bytes
+    assert model.execute("SELECT CAST(relattn_detokenize('m', relattn_tokens('[104,195]')) "
+                         "AS BLOB)").fetchone()[0] == b"h\xc3"
