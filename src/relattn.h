@@ -289,6 +289,9 @@ typedef struct relattn_fwd {
   int map_layer, map_head;
 } relattn_fwd;
 
+/* The activations live in pool's scratch (worker 0, slots 1-2) and stay for
+** the next call: one forward pass per pool at a time. From inside a task of
+** another pool, pass that worker's own serial pool (relattn_pool_new(1)). */
 int relattn_forward(const relattn_model *m, relattn_fwd *f, relattn_pool *pool,
                     char *err, size_t errlen);
 /* Several sequences in one pass, packed row after row (the row-wise GEMMs
