@@ -237,6 +237,13 @@ static void qkv_task(void *ctxp, int task, int worker) {
     layer_norm(h, in, rows, d, L->ln1_w, L->ln1_b, c->m->cfg.norm_eps);
     in = h;
   }
+  if (L->wk == L->wq + (size_t)d * d && L->wv == L->wk + (size_t)d * d &&
+      L->bk == L->bq + d && L->bv == L->bk + d) {
+    /* the store lays wq, wk, wv (and bq, bk, bv) out back to back: one
+    ** (3d, d) product fills the three side by side */
+    linear(qkv, 3 * d, in, d, rows, d, 3 * d, L->wq, L->bq, 0.0f);
+    return;
+  }
   linear(qkv, 3 * d, in, d, rows, d, d, L->wq, L->bq, 0.0f);
   linear(qkv + d, 3 * d, in, d, rows, d, d, L->wk, L->bk, 0.0f);
   linear(qkv + 2 * d, 3 * d, in, d, rows, d, d, L->wv, L->bv, 0.0f);

@@ -37,7 +37,7 @@ static void make_model(test_model *t, relattn_config cfg) {
   memset(t, 0, sizeof *t);
   t->cap = 2 * (size_t)cfg.vocab_size * d +
            (size_t)cfg.n_layers * (4 * d * d + 9 * d + 2 * tab +
-                                   2 * (size_t)cfg.d_ff * d + cfg.d_ff) + 2 * d;
+                                   2 * (size_t)cfg.d_ff * d + cfg.d_ff + 16) + 2 * d;
   t->arena = malloc(t->cap * sizeof(float));
   t->m.cfg = cfg;
   t->m.tok_emb = take(t, (size_t)cfg.vocab_size * d, 1.0, 0);
@@ -48,6 +48,7 @@ static void make_model(test_model *t, relattn_config cfg) {
     L->ln1_b = take(t, d, 0.1, 0);
     L->wq = take(t, (size_t)d * d, 2 * ws, 0);
     L->wk = take(t, (size_t)d * d, 2 * ws, 0);
+    if (unit_next() % 2) take(t, 16, 0, 0); /* not back to back: 3 products */
     L->wv = take(t, (size_t)d * d, ws, 0);
     L->wo = take(t, (size_t)d * d, ws, 0);
     L->bq = take(t, d, 0.1, 0);
