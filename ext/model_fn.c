@@ -80,6 +80,22 @@ static int callBegin(relattn_conn *conn, const char *fn, sqlite3_value *model,
     callEnd(mc);
     return SQLITE_ERROR;
   }
+  {
+    /* The limit before decoding, which allocates 4 bytes a token: a BLOB
+    ** holds bytes/4 ids, and the byte tokenizer gives one id per byte. */
+    sqlite3_int64 bytes = sqlite3_value_bytes(tokens), count = -1;
+    if (sqlite3_value_type(tokens) == SQLITE_BLOB && bytes % 4 == 0)
+      count = bytes / 4;
+    else if (sqlite3_value_type(tokens) == SQLITE_TEXT)
+      count = bytes;
+    if (count > conn->max_tokens) {
+      *pzErr = sqlite3_mprintf("%s: tokens has %lld tokens, over "
+                               "relattn_max_tokens() = %d",
+                               fn, count, conn->max_tokens);
+      callEnd(mc);
+      return SQLITE_TOOBIG;
+    }
+  }
   seq = relattn_tokens_value(tokens, mc->m, fn, "tokens", &n_seq, pzErr);
   if (!seq) {
     if (!*pzErr) *pzErr = sqlite3_mprintf("%s: out of memory", fn);

@@ -3,7 +3,6 @@ memory (found by the fuzzers in tests/fuzz or by auditing sizes computed from
 input). Each must now end in a result or a clear error, quickly and within
 the per-call memory bound."""
 import json
-import resource
 import sqlite3
 
 import pytest
@@ -12,7 +11,12 @@ import modelgen
 
 
 def rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Peak resident memory since the last call (VmHWM, reset each time)."""
+    with open("/proc/self/status") as f:
+        peak = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return peak / 1024
 
 
 @pytest.fixture
@@ -80,3 +84,17 @@ def test_tokens_agg_stops_at_the_blob_limit(db):
     assert str(e.value) == "relattn_tokens_agg: the result is larger than SQLite's BLOB limit"
     assert len(db.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
                           "WHERE x < 1000) SELECT relattn_tokens_agg(x) FROM c").fetchone()[0]) == 4000
+
+
+def test_long_text_is_refused_before_decoding(db, small):
+    # Once: a TEXT argument was decoded into 4 bytes a token before the
+    # relattn_max_tokens check (160 MB here for a 40 MB text).
+    _, blob = small
+    db.execute("SELECT relattn_import('m', ?)", (blob,))
+    text = "a" * (40 << 20)
+    base = rss_mb()
+    with pytest.raises(sqlite3.DataError) as e:
+        db.execute("SELECT relattn_score('m', ?)", (text,))
+    assert str(e.value) == ("relattn_score: tokens has 41943040 tokens, over "
+                            "relattn_max_tokens() = 65536")
+    assert rss_mb() - base < 120  # SQLite's copy of the text: 40 MB
