@@ -614,6 +614,21 @@ static int awAdvance(awCursor *c) {
   return awCompute(c);
 }
 
+/* An index in [0, count) from a pushed-down = value, or -2 for none. */
+static int indexArg(sqlite3_value *x, int count) {
+  double r;
+  switch (sqlite3_value_numeric_type(x)) {
+    case SQLITE_INTEGER: {
+      sqlite3_int64 i = sqlite3_value_int64(x);
+      return i >= 0 && i < count ? (int)i : -2;
+    }
+    case SQLITE_FLOAT:
+      r = sqlite3_value_double(x);
+      return r >= 0 && r < count && r == (double)(int)r ? (int)r : -2;
+    default: return -2;
+  }
+}
+
 static int awFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
                     int argc, sqlite3_value **argv) {
   static const char fn[] = "relattn_attention_weights";
@@ -639,23 +654,10 @@ static int awFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   }
   if (c->mc.n == 0) return SQLITE_OK; /* NULL tokens: no rows */
   cfg = &c->mc.m->cfg;
-  /* layer = x / head = x with x not an integer in range match nothing */
-  if (idxNum & 4) {
-    sqlite3_value *x = argv[a++];
-    layer = sqlite3_value_type(x) == SQLITE_INTEGER &&
-                    sqlite3_value_int64(x) >= 0 &&
-                    sqlite3_value_int64(x) < cfg->n_layers
-                ? sqlite3_value_int(x)
-                : -2;
-  }
-  if (idxNum & 8) {
-    sqlite3_value *x = argv[a++];
-    head = sqlite3_value_type(x) == SQLITE_INTEGER &&
-                   sqlite3_value_int64(x) >= 0 &&
-                   sqlite3_value_int64(x) < cfg->n_heads
-               ? sqlite3_value_int(x)
-               : -2;
-  }
+  /* layer = x / head = x: x as a number (1.0 and '1' mean 1, as for an
+  ** INTEGER column); one that is not an index in range matches nothing */
+  if (idxNum & 4) layer = indexArg(argv[a++], cfg->n_layers);
+  if (idxNum & 8) head = indexArg(argv[a++], cfg->n_heads);
   if (layer == -2 || head == -2) {
     callEnd(&c->mc);
     return SQLITE_OK;

@@ -224,3 +224,34 @@ def test_errors(db, rng):
     assert err("SELECT * FROM relattn_logprobs('m', ?)", toks([1] * 6)) == \
         "relattn_logprobs: tokens has 6 tokens, over relattn_max_tokens() = 5"
     assert db.execute("SELECT relattn_score('m', ?)", (toks([1] * 5),)).fetchone()[0] < 0
+
+
+def test_table_functions_in_joins(db, rng):
+    cfg = ref.random_config(rng, n_layers=2, n_heads=2, d_model=16)
+    params = ref.random_params(rng, cfg)
+    load(db, "m", cfg, params)
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body TEXT)")
+    bodies = ["hello", "abc", "relative positions"]
+    db.executemany("INSERT INTO docs(body) VALUES (?)", [(b,) for b in bodies])
+    # the tokens argument from the outer row: one pass per document
+    got = db.execute("SELECT d.id, count(*), sum(l.logprob) FROM docs d, "
+                     "relattn_logprobs('m', d.body) l GROUP BY d.id").fetchall()
+    for (i, count, total), body in zip(got, bodies):
+        assert count == len(body.encode())
+        assert total == pytest.approx(ref.score(cfg, params, list(body.encode())), abs=1e-4 * count)
+    # layer from the outer row, pushed down per row
+    got = db.execute("SELECT d.id, count(*) FROM docs d JOIN relattn_attention_weights('m', d.body) w "
+                     "ON w.layer = d.id - 1 AND w.head = 0 GROUP BY d.id").fetchall()
+    n = [len(b.encode()) + 1 for b in bodies]
+    assert got == [(1, n[0] * (n[0] + 1) // 2), (2, n[1] * (n[1] + 1) // 2)]
+
+
+def test_layer_and_head_values(db, rng):
+    cfg = ref.random_config(rng, n_layers=2, n_heads=4, d_model=16)
+    load(db, "m", cfg, ref.random_params(rng, cfg))
+    per_map = 4 * 5 // 2  # 'abc' and bos, causal
+    for v, maps in ((1, 4), (1.0, 4), ("1", 4), (1.5, 0), ("x", 0), (-1, 0), (2, 0), (None, 0)):
+        assert db.execute("SELECT count(*) FROM relattn_attention_weights('m', 'abc') "
+                          "WHERE layer = ?", (v,)).fetchone()[0] == maps * per_map, v
+    assert db.execute("SELECT count(*) FROM relattn_attention_weights('m', 'abc') "
+                      "WHERE head = 3.0 AND layer = 0").fetchone()[0] == per_map
