@@ -23,11 +23,11 @@
 ** current: import sets a new version and sha256, and triggers bump version
 ** (and clear sha256) on any INSERT, UPDATE or DELETE of a tensor row, from
 ** any connection, with or without the extension loaded. Deleting a model and
-** importing it again starts its version at 1 again; the sha256 then tells
-** a different model apart, and an equal sha256 means equal tensors. (What
-** this cannot see: a model deleted, re-imported and then edited with plain
-** SQL exactly as many times as the cached copy had been, with no call from
-** this connection in between; both then read (version n, sha256 NULL).) Cached
+** importing it again starts its version at 1 again, so the cache also keys
+** on the model row's rowid, which a fresh import picks past the largest
+** one plus a random 32-bit gap: the re-imported model is a new row (odds of
+** getting the deleted row's rowid back: 2^-32) even when it is later edited
+** to the same (version, sha256 NULL) as the cached copy. Cached
 ** models are reference counted: one that a worker still holds stays valid
 ** after a newer version replaced it, and is freed on its last release.
 */
@@ -296,6 +296,7 @@ struct relattn_cache_entry {
   atomic_int refs;            /* 1 while in the cache, + 1 per holder */
   char *name;
   sqlite3_int64 version;
+  sqlite3_int64 rowid;        /* of the model row: new for each fresh import */
   char *sha256;               /* NULL when the row has none */
   char *config;
 };
@@ -481,7 +482,7 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
   sqlite3_stmt *st = NULL;
   relattn_cache_entry *e, *old = NULL;
   char *what = NULL, err[256];
-  sqlite3_int64 version;
+  sqlite3_int64 version, rowid;
   const char *sha, *config;
   int rc;
 
@@ -491,7 +492,8 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
     return NULL;
   }
   if (sqlite3_prepare_v2(db,
-                         "SELECT version, sha256, config FROM relattn_model "
+                         "SELECT version, sha256, config, rowid FROM "
+                         "relattn_model "
                          "WHERE name = ?1",
                          -1, &st, NULL) != SQLITE_OK) {
     /* no tables yet: nothing was ever imported here */
@@ -520,7 +522,9 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
   sha = (const char *)sqlite3_column_text(st, 1);
   config = (const char *)sqlite3_column_text(st, 2);
   if (!config) config = "";
-  if (old && old->version == version && same_text(old->sha256, sha) &&
+  rowid = sqlite3_column_int64(st, 3);
+  if (old && old->version == version && old->rowid == rowid &&
+      same_text(old->sha256, sha) &&
       strcmp(old->config, config) == 0) {
     sqlite3_finalize(st);
     atomic_fetch_add(&old->refs, 1);
@@ -533,6 +537,7 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
   memset(e, 0, sizeof *e);
   atomic_init(&e->refs, 1);
   e->version = version;
+  e->rowid = rowid;
   e->name = sqlite3_mprintf("%s", name);
   e->config = sqlite3_mprintf("%s", config);
   e->sha256 = sha ? sqlite3_mprintf("%s", sha) : NULL;
@@ -791,8 +796,14 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
   if (!(st = prepare(db,
                      exists ? "UPDATE relattn_model SET config = ?2 "
                               "WHERE name = ?1"
-                            : "INSERT INTO relattn_model(name, config) "
-                              "VALUES (?1, ?2)",
+                            /* a rowid past the largest, with a random
+                            ** gap: a model deleted and imported again
+                            ** does not get its old rowid back, so the
+                            ** caches tell the two apart (see the top) */
+                            : "INSERT INTO relattn_model(rowid, name, "
+                              "config) VALUES ((SELECT coalesce(max(rowid), "
+                              "0) FROM relattn_model) + 1 + (random() & "
+                              "4294967295), ?1, ?2)",
                      fn, pzErr)))
     return SQLITE_ERROR;
   sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);

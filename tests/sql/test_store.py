@@ -820,3 +820,32 @@ def test_cache_respects_max_memory(db, rng):
                "'$.vocab_size', 1 << 24)")
     with pytest.raises(Exception, match="relattn_weights: model 'm': needs .* over the limit"):
         db.execute("SELECT relattn_weights('m', 'tok_emb')").fetchone()
+
+
+def test_cache_delete_reimport_then_same_number_of_edits(two, rng):
+    # b caches a model that was edited once: (version 2, sha256 NULL). a
+    # deletes it, imports another, edits it once: (version 2, sha256 NULL)
+    # again, same config. b must still see the new weights.
+    a, b = two
+    cfg = modelgen.config(n_layers=1)
+    modelgen.load(a, "m", cfg, rng)
+    a.commit()
+    x = rng.standard_normal(cfg["d_model"]).astype(np.float32)
+    b.execute("UPDATE relattn_tensor SET data = ? WHERE name = 'ln_f.bias'", (x.tobytes(),))
+    b.commit()
+    assert np.array_equal(weights(b, "ln_f.bias"), x)
+    a.execute("DELETE FROM relattn_model WHERE name = 'm'")
+    w = modelgen.load(a, "m", cfg, rng)
+    y = rng.standard_normal(cfg["d_model"]).astype(np.float32)
+    a.execute("UPDATE relattn_tensor SET data = ? WHERE name = 'ln_f.bias'", (y.tobytes(),))
+    a.commit()
+    assert a.execute("SELECT version, sha256 FROM relattn_model").fetchone() == (2, None)
+    assert np.array_equal(weights(b, "ln_f.bias"), y)
+    assert np.array_equal(weights(b, "tok_emb"), w["tok_emb"].ravel())
+
+
+def test_models_keep_import_order(db, rng):
+    names = ["zeta", "alpha", "mid"]
+    for n in names:
+        db.execute("SELECT relattn_import(?, ?)", (n, modelgen.safetensors(CFG, rng)))
+    assert [r[0] for r in db.execute("SELECT name FROM relattn_model ORDER BY rowid")] == names
