@@ -11,16 +11,21 @@
 **   P = s Q rel_k^T                       (bq, 2k+1): one small GEMM
 ** then for each key block:
 **   S = s Q K^T                           (bq, bk): cblas_sgemm
-**   far left  (every j - i <= -k): the key term is the row constant P[i,0],
-**             folded into the softmax's subtraction; the weights' row sum
-**             goes to the edge bucket el[i] of rel_v's row 0;
-**   far right (every j - i >= k): the same with P[i,2k] and er[i];
-**   band      (meets |j - i| < k): P's row segment is added to S (it is
-**             contiguous: column j takes P[i, j-i+k]), and each weight goes to
-**             its bucket B[i, j-i+k];
+** and each row i of S splits into three runs of columns: keys at distance
+** j - i < -k, where the key term is the row constant P[i,0]; the band
+** |j - i| <= k, where P's row segment is added to S (it is contiguous:
+** column j takes P[i, j-i+k]); keys at > k, with P[i,2k]. The constants are
+** folded into the softmax's subtraction (exp(S - (m - c))), so a block far
+** from the diagonal, one run only, costs what plain attention costs. The
+** weights' sums over the outer runs go to the edge buckets el[i], er[i]
+** (rel_v's rows 0 and 2k) and the band's weights to their buckets B[i, j-i+k]
+** (kept relative to their own max, rescaled only when the band is visited).
 **   O += softmax weights . V              cblas_sgemm
 ** and at the end Z = (O + B rel_v) / l, B holding the buckets (one GEMM).
-** So the relative terms cost O(n k d) + O(n k), not O(n^2 d).
+** So the relative terms cost O(n k d) + O(n k), not O(n^2 d): two GEMMs of
+** (n, 2k+1, d) against attention's 4 n^2 d flops, and a pass over the band.
+** With the causal mask only table rows 0..k are reachable, so both GEMMs
+** use k+1 rows.
 **
 ** Tables are clipped to what a sequence can reach: with k >= n only rows
 ** k-(n-1) .. k+(n-1) are used, which is a table of clip n-1.
@@ -39,11 +44,11 @@
 #include "vecmath.h"
 
 /* Block sizes: queries per task, keys per step. Tunable for tests/bench. */
-static int block_q = 64, block_k = 256;
+static int block_q = 256, block_k = 512;
 
 void relattn_attention_blocks(int bq, int bk) {
-  block_q = bq > 0 ? bq : 64;
-  block_k = bk > 0 ? bk : 256;
+  block_q = bq > 0 ? bq : 256;
+  block_k = bk > 0 ? bk : 512;
 }
 
 typedef struct attn_job {
@@ -69,6 +74,8 @@ static void attn_task(void *ctx, int task, int worker) {
   attn_job *J = ctx;
   const relattn_attn *a = J->a;
   const int d = J->d, ke = J->ke, R = J->R, BK = J->bk, n = a->n;
+  /* With the mask no key lies to the right: table rows ke+1.. are unused. */
+  const int Rg = a->causal ? ke + 1 : R;
   /* The last query blocks first: with a causal mask they cost the most. */
   const int h = task % a->heads;
   const int qb = J->n_qb - 1 - task / a->heads;
@@ -100,7 +107,7 @@ static void attn_task(void *ctx, int task, int worker) {
   er = sp; sp += J->bq;
   mb = sp;
 
-  if (rk) relattn_sgemm(0, 1, bq, R, d, s, Q, a->ldq, rk, d, 0.0f, P, R);
+  if (rk) relattn_sgemm(0, 1, bq, Rg, d, s, Q, a->ldq, rk, d, 0.0f, P, R);
   memset(O, 0, sizeof(float) * (size_t)bq * d);
   if (B) memset(B, 0, sizeof(float) * (size_t)bq * R);
   for (ii = 0; ii < bq; ii++) {
@@ -113,70 +120,73 @@ static void attn_task(void *ctx, int task, int worker) {
     const int bk = j_end - j0 < BK ? j_end - j0 : BK;
     /* Columns any row of the block may use (the mask cuts the last ones). */
     const int width = a->causal && i0 + bq - j0 < bk ? i0 + bq - j0 : bk;
-    const int far_left = rel && (j0 + bk - 1) - i0 <= -ke;
-    const int far_right = rel && !far_left && j0 - (i0 + bq - 1) >= ke;
     relattn_sgemm(0, 1, bq, width, d, s, Q, a->ldq,
                   a->k + (size_t)j0 * a->ldk + (size_t)h * d, a->ldk, 0.0f, S,
                   BK);
     for (ii = 0; ii < bq; ii++) {
       const int i = i0 + ii;
       float *srow = S + (size_t)ii * BK;
-      int cnt = width;
-      float c = 0.0f, mx, m_new, alpha, sum;
+      int cnt = width, lo, hi, b0, b1;
+      float cl = 0.0f, cr = 0.0f, mx = -INFINITY, m_new, alpha;
+      float sl = 0.0f, sb = 0.0f, sr = 0.0f;
       if (a->causal && i - j0 + 1 < cnt) cnt = i - j0 + 1;
       if (cnt <= 0) {
         memset(srow, 0, sizeof(float) * (size_t)width);
         continue;
       }
-      if (rk) {
-        if (far_left) {
-          c = P[(size_t)ii * R];
-        } else if (far_right) {
-          c = P[(size_t)ii * R + 2 * ke];
-        } else {
-          /* Column j takes P[i, clip(j-i, -ke, ke) + ke]. */
-          const float *prow = P + (size_t)ii * R;
-          const int lo = i - ke - j0, hi = i + ke - j0; /* band, inclusive */
-          const float pl = prow[0], pr = prow[2 * ke];
-          for (j = 0; j < cnt && j < lo; j++) srow[j] += pl;
-          for (j = lo < 0 ? 0 : lo; j < cnt && j <= hi; j++)
-            srow[j] += prow[j - lo];
-          for (j = hi + 1 < 0 ? 0 : hi + 1; j < cnt; j++) srow[j] += pr;
-        }
+      /* Columns [0, b0) are at distance < -ke (table row 0), [b0, b1) in
+      ** the band (row j-i+ke), [b1, cnt) at > ke (row 2ke). Without tables
+      ** the whole row is one segment. A block far from the diagonal has
+      ** one segment only: its relative term is a row constant. */
+      lo = i - ke - j0; /* the column at distance -ke */
+      hi = i + ke - j0; /* the column at distance +ke */
+      if (rel) {
+        b0 = lo < 0 ? 0 : (lo > cnt ? cnt : lo);
+        b1 = hi + 1 < b0 ? b0 : (hi + 1 > cnt ? cnt : hi + 1);
+      } else {
+        b0 = b1 = cnt;
       }
-      mx = vec->max(srow, cnt) + c;
+      if (rk) {
+        const float *prow = P + (size_t)ii * R;
+        cl = prow[0];
+        cr = a->causal ? 0.0f : prow[2 * ke];
+        for (j = b0; j < b1; j++) srow[j] += prow[j - lo];
+      }
+      if (b0 > 0) mx = vec->max(srow, b0) + cl;
+      if (b1 > b0) {
+        const float mb_ = vec->max(srow + b0, b1 - b0);
+        mx = mb_ > mx ? mb_ : mx;
+      }
+      if (cnt > b1) {
+        const float mr = vec->max(srow + b1, cnt - b1) + cr;
+        mx = mr > mx ? mr : mx;
+      }
       m_new = mx > m[ii] ? mx : m[ii];
       alpha = expf(m[ii] - m_new); /* 0 on the first block: m = -inf */
-      sum = vec->exp_sum(srow, cnt, m_new - c);
-      if (cnt < width) memset(srow + cnt, 0, sizeof(float) * (size_t)(width - cnt));
+      if (b0 > 0) sl = vec->exp_sum(srow, b0, m_new - cl);
+      if (b1 > b0) sb = vec->exp_sum(srow + b0, b1 - b0, m_new);
+      if (cnt > b1) sr = vec->exp_sum(srow + b1, cnt - b1, m_new - cr);
+      if (cnt < width)
+        memset(srow + cnt, 0, sizeof(float) * (size_t)(width - cnt));
       if (alpha != 1.0f) {
         l[ii] *= alpha;
         el[ii] *= alpha;
         er[ii] *= alpha;
         vec->scale(O + (size_t)ii * d, d, alpha);
       }
-      l[ii] += sum;
+      l[ii] += (sl + sb) + sr;
       m[ii] = m_new;
       if (rv) {
-        if (far_left) {
-          el[ii] += sum;
-        } else if (far_right) {
-          er[ii] += sum;
-        } else {
+        el[ii] += sl;
+        er[ii] += sr;
+        if (b1 > b0) {
+          /* Band weights go to their own buckets, kept relative to mb. */
           float *brow = B + (size_t)ii * R;
           if (mb[ii] != m_new) {
-            vec->scale(brow, R, expf(mb[ii] - m_new));
+            vec->scale(brow, Rg, expf(mb[ii] - m_new));
             mb[ii] = m_new;
           }
-          for (j = 0; j < cnt; j++) {
-            const int dist = j0 + j - i;
-            if (dist <= -ke)
-              el[ii] += srow[j];
-            else if (dist >= ke)
-              er[ii] += srow[j];
-            else
-              brow[dist + ke] += srow[j];
-          }
+          for (j = b0; j < b1; j++) brow[j - lo] += srow[j];
         }
       }
     }
@@ -188,7 +198,7 @@ static void attn_task(void *ctx, int task, int worker) {
   if (rv) {
     for (ii = 0; ii < bq; ii++) {
       float *brow = B + (size_t)ii * R;
-      if (mb[ii] != m[ii]) vec->scale(brow, R, expf(mb[ii] - m[ii]));
+      if (mb[ii] != m[ii]) vec->scale(brow, Rg, expf(mb[ii] - m[ii]));
       if (ke == 0) {
         brow[0] += el[ii] + er[ii];
       } else {
@@ -196,7 +206,7 @@ static void attn_task(void *ctx, int task, int worker) {
         brow[2 * ke] += er[ii];
       }
     }
-    relattn_sgemm(0, 0, bq, d, R, 1.0f, B, R, rv, d, 1.0f, O, d);
+    relattn_sgemm(0, 0, bq, d, Rg, 1.0f, B, R, rv, d, 1.0f, O, d);
   }
   for (ii = 0; ii < bq; ii++) {
     float *orow = a->out + (size_t)(i0 + ii) * a->ldo + (size_t)h * d;

@@ -30,3 +30,5 @@ void relattn_blas_restore(int previous) {
 }
 
 const char *relattn_blas_config(void) { return openblas_get_config(); }
+
+const char *relattn_blas_corename(void) { return openblas_get_corename(); }

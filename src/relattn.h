@@ -53,6 +53,7 @@ void relattn_sgemm(int ta, int tb, int m, int n, int k, float alpha,
 int relattn_blas_single(void);          /* returns the previous count */
 void relattn_blas_restore(int previous);
 const char *relattn_blas_config(void);  /* OpenBLAS's own description */
+const char *relattn_blas_corename(void); /* the kernel set it chose: "Haswell", ... */
 
 /* ---- thread pool (src/pool.c) ------------------------------------------ */
 

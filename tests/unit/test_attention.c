@@ -298,11 +298,9 @@ static void vec_paths(void) {
       double num = 0, den = 0;
       int j;
       float sx, sy;
-      for (j = 0; j < n; j++) {
-        x[j] = y[j] = (float)(unit_uniform() * 40.0 - 20.0);
-        f[j] = x[j];
-      }
+      for (j = 0; j < n; j++) x[j] = y[j] = (float)(unit_uniform() * 40.0 - 20.0);
       x[n - 1] = y[n - 1] = 25.0f; /* the max at the tail */
+      memcpy(f, x, sizeof(float) * (size_t)n);
       CHECK(v->max(x, n) == 25.0f, "%s max n=%d", names[p], n);
       sx = v->exp_sum(x, n, 25.0f);
       sy = sc->exp_sum(y, n, 25.0f);
