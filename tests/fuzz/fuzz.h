@@ -10,7 +10,8 @@
 ** rolled back, and the settings are put back, so inputs do not leak state
 ** into each other (the model cache does persist, as it would in a real host).
 **
-** The connection runs with relattn_max_memory(64 MB) and a 64 MB
+** The connection runs with relattn_max_tokens(2048) (attention is quadratic:
+** longer sequences only make inputs slow), relattn_max_memory(64 MB) and a 64 MB
 ** SQLITE_LIMIT_LENGTH, and make fuzz passes -malloc_limit_mb=256: an
 ** allocation larger than that is reported as a finding, so a size computed
 ** from input that escapes the per-call bound is caught.
@@ -255,7 +256,7 @@ static inline int fuzz_import(sqlite3 *db, const char *name, const fuzz_model *m
 static inline void fuzz_settings(sqlite3 *db) {
   char sql[128];
   snprintf(sql, sizeof sql,
-           "SELECT relattn_threads(1), relattn_max_tokens(65536), "
+           "SELECT relattn_threads(1), relattn_max_tokens(2048), "
            "relattn_max_memory(%d), relattn_progress(0)",
            FUZZ_MAX_MEMORY);
   fuzz_exec(db, sql);

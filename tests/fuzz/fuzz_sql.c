@@ -178,9 +178,18 @@ static void bind_all(sqlite3_stmt *st, fuzz_in *in) {
 
 static void run_sql(sqlite3 *db, const char *sql, fuzz_in *in) {
   sqlite3_stmt *st;
+  static int trace = -1;
+  int rc;
+  if (trace < 0) trace = getenv("FUZZ_TRACE") != NULL;
   if (sqlite3_prepare_v2(db, sql, -1, &st, 0) != SQLITE_OK) return;
   bind_all(st, in);
-  fuzz_run(st);
+  if (trace) {
+    char *x = sqlite3_expanded_sql(st);
+    fprintf(stderr, "fuzz_sql: %.300s\n", x ? x : sql);
+    sqlite3_free(x);
+  }
+  rc = fuzz_run(st);
+  if (trace) fprintf(stderr, "fuzz_sql:   -> %d %s\n", rc, sqlite3_errmsg(db));
   sqlite3_finalize(st);
 }
 
