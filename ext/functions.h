@@ -66,4 +66,7 @@ void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 extern sqlite3_module relattn_logprobs_module;
 extern sqlite3_module relattn_attention_weights_module;
 
+/* ext/scan.c: the batch virtual table. */
+extern sqlite3_module relattn_scan_module;
+
 #endif /* RELATTN_FUNCTIONS_H */

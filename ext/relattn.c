@@ -250,6 +250,7 @@ static const struct {
     {"relattn_tokens_each", &relattn_tokens_each_module},
     {"relattn_logprobs", &relattn_logprobs_module},
     {"relattn_attention_weights", &relattn_attention_weights_module},
+    {"relattn_scan", &relattn_scan_module},
     {0, 0},
 };
 

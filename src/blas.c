@@ -9,6 +9,13 @@
 #include "relattn.h"
 
 #include <cblas.h>
+#include <pthread.h>
+
+/* Several callers (connections, scans) may hold "single" at once: the first
+** saves the host's count and sets 1, the last puts it back. */
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+static int blas_holders = 0;
+static int blas_saved = 1;
 
 void relattn_sgemm(int ta, int tb, int m, int n, int k, float alpha,
                    const float *a, int lda, const float *b, int ldb,
@@ -19,14 +26,24 @@ void relattn_sgemm(int ta, int tb, int m, int n, int k, float alpha,
 }
 
 int relattn_blas_single(void) {
-  int previous = openblas_get_num_threads();
-  if (previous != 1) openblas_set_num_threads(1);
+  int previous;
+  pthread_mutex_lock(&blas_lock);
+  if (blas_holders++ == 0) {
+    blas_saved = openblas_get_num_threads();
+    if (blas_saved != 1) openblas_set_num_threads(1);
+  }
+  previous = blas_saved;
+  pthread_mutex_unlock(&blas_lock);
   return previous;
 }
 
 void relattn_blas_restore(int previous) {
-  if (previous > 1 && openblas_get_num_threads() != previous)
-    openblas_set_num_threads(previous);
+  (void)previous; /* the first holder's saved count is what comes back */
+  pthread_mutex_lock(&blas_lock);
+  if (blas_holders > 0 && --blas_holders == 0 && blas_saved > 1 &&
+      openblas_get_num_threads() != blas_saved)
+    openblas_set_num_threads(blas_saved);
+  pthread_mutex_unlock(&blas_lock);
 }
 
 const char *relattn_blas_config(void) { return openblas_get_config(); }

@@ -1,0 +1,958 @@
+/*
+** scan.c: relattn_scan, the virtual table for batch jobs over stored corpora.
+**
+**   CREATE VIRTUAL TABLE temp.job
+**     USING relattn_scan(model='tiny', source='docs', tokens='body' [, id='doc_id']);
+**   SELECT id, n_tokens, score, perplexity, embedding FROM temp.job WHERE id > 1000;
+**
+** Columns: id (the source's id column, default its rowid), n_tokens (the
+** sequence's own tokens, BOS not counted), score and perplexity (as
+** relattn_score and relattn_perplexity), embedding (as relattn_embed: float32
+** [d_model], subtype 223). A NULL token value gives NULL results.
+**
+** HOW IT WORKS
+** xFilter acquires the model once: every row of one scan comes from that
+** version, whatever another connection imports meanwhile. It then runs
+**   SELECT id, tokens FROM source WHERE id <op> ? ... ORDER BY id
+** with the id constraints xBestIndex pushed down (=, >, >=, <, <=; LIMIT as a
+** cap on read-ahead). The connection's thread reads rows ahead into a ring of
+** slots (bounded: memory stays flat on any corpus); relattn_threads() worker
+** threads claim slots in order and run forward passes, each single-threaded
+** with its own one-thread relattn_pool holding its scratch. xNext waits only
+** for the next slot in order, so rows come out in id order as soon as they
+** are done. Only the columns the query reads are computed (colUsed): no
+** forward pass for id / n_tokens alone, no LM head for embedding alone.
+**
+** Cancellation: while waiting, xNext steps a trivial statement every 50 ms;
+** after sqlite3_interrupt it fails with SQLITE_INTERRUPT, so the statement
+** ends within the rows in flight. xClose stops the workers, joins them (each
+** finishes at most the row it holds) and frees everything.
+**
+** Progress (relattn_progress(1), or stderr is a terminal): rows done / total,
+** tokens/s and ETA on stderr, a line per second (redrawn in place on a tty).
+*/
+#include "ext.h"
+#include "functions.h"
+
+SQLITE_EXTENSION_INIT3
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { COL_ID, COL_NTOK, COL_SCORE, COL_PPL, COL_EMB };
+#define WANT_SCORE 1  /* score or perplexity: the LM head */
+#define WANT_EMB 2    /* embedding */
+#define ERR_LEN 320
+#define POLL_MS 50    /* interrupt check while waiting for a row */
+#define TRIM_BYTES ((size_t)64 << 20) /* keep a worker's scratch below this */
+
+typedef struct scan_vtab {
+  sqlite3_vtab base; /* must be first */
+  relattn_conn *conn;
+  char *model;       /* model name */
+  char *source;      /* source table or view */
+  char *tokens;      /* its token column */
+  char *id;          /* its INTEGER id column; NULL: rowid */
+} scan_vtab;
+
+enum { SLOT_READY, SLOT_DONE };
+
+/* One row in flight. Filled by the connection's thread before it becomes
+** visible to workers (tail++ under the lock), results written by one worker
+** before state = SLOT_DONE (under the lock). */
+typedef struct scan_slot {
+  sqlite3_int64 id;
+  int32_t *tokens;        /* (n): the model's input, BOS in front if any */
+  int n;                  /* 0: NULL tokens, nothing to compute */
+  int n_tokens;           /* the sequence's own tokens */
+  int state;
+  int status;             /* RELATTN_OK or an error in err */
+  double score;           /* sum of ln p over the scored tokens */
+  float *embedding;       /* (d_model), into the cursor's emb block */
+  char err[ERR_LEN];
+} scan_slot;
+
+typedef struct scan_cursor scan_cursor;
+
+typedef struct scan_worker {
+  scan_cursor *cur;
+  relattn_pool *pool;     /* one thread: scratch only */
+  float *logprob;         /* (cap_lp) */
+  int cap_lp;
+  pthread_t thread;
+  int started;
+} scan_worker;
+
+struct scan_cursor {
+  sqlite3_vtab_cursor base; /* must be first */
+  scan_vtab *vt;
+  const relattn_model *model; /* held from xFilter to the next or xClose */
+  sqlite3_stmt *src;      /* SELECT id, tokens FROM source ... ORDER BY id */
+  sqlite3_stmt *ping;     /* SELECT 1: sees sqlite3_interrupt */
+  int want;               /* WANT_* bits */
+  int blas_prev, blas_held;
+  /* the ring: rows seq head <= s < tail are in flight, s < claim taken */
+  scan_slot *ring;        /* (cap) */
+  float *emb;             /* (cap, d_model) */
+  int cap;
+  sqlite3_int64 head, tail, claim;
+  sqlite3_int64 to_read;  /* rows still allowed by a LIMIT; -1: any */
+  int src_done, eof;
+  /* workers */
+  scan_worker *workers;   /* (n_workers), or one used inline when 0 threads */
+  int n_workers, threads_on, sync_on, stop;
+  pthread_mutex_t mu;
+  pthread_cond_t work, done;
+  /* progress */
+  int progress, tty;
+  sqlite3_int64 total, rows_done, tok_done, tok_rows;
+  double t0, t_shown;
+};
+
+/* ---- arguments ----------------------------------------------------------- */
+
+/* "key = value" with value bare, 'quoted' or "quoted". Returns 0 when it is
+** not of that form. *key and *val are sqlite3_malloc'd. */
+static int scanParseArg(const char *arg, char **key, char **val) {
+  const char *eq = strchr(arg, '=');
+  const char *k0 = arg, *k1, *v0, *v1;
+  *key = *val = NULL;
+  if (!eq) return 0;
+  while (*k0 == ' ' || *k0 == '\t' || *k0 == '\n') k0++;
+  k1 = eq;
+  while (k1 > k0 && (k1[-1] == ' ' || k1[-1] == '\t' || k1[-1] == '\n')) k1--;
+  v0 = eq + 1;
+  while (*v0 == ' ' || *v0 == '\t' || *v0 == '\n') v0++;
+  v1 = v0 + strlen(v0);
+  while (v1 > v0 && (v1[-1] == ' ' || v1[-1] == '\t' || v1[-1] == '\n')) v1--;
+  if (k1 == k0 || v1 == v0) return 0;
+  *key = sqlite3_mprintf("%.*s", (int)(k1 - k0), k0);
+  if ((*v0 == '\'' || *v0 == '"') && v1 - v0 >= 2 && v1[-1] == *v0) {
+    /* Dequote: a doubled quote inside stands for one. */
+    char q = *v0, *out;
+    const char *p;
+    *val = sqlite3_malloc64((sqlite3_uint64)(v1 - v0));
+    if (*val) {
+      out = *val;
+      for (p = v0 + 1; p < v1 - 1; p++) {
+        if (*p == q && p + 1 < v1 - 1 && p[1] == q) p++;
+        *out++ = *p;
+      }
+      *out = 0;
+    }
+  } else {
+    *val = sqlite3_mprintf("%.*s", (int)(v1 - v0), v0);
+  }
+  return *key && *val;
+}
+
+/* Checks that source is a table or view with the named columns. */
+static int scanCheckSource(sqlite3 *db, scan_vtab *vt, char **pzErr) {
+  sqlite3_stmt *st = NULL;
+  int found = 0, has_tokens = 0, has_id = 0, rc;
+  char *sql;
+  rc = sqlite3_prepare_v2(db,
+                          "SELECT name, type FROM pragma_table_xinfo(?1)", -1,
+                          &st, NULL);
+  if (rc != SQLITE_OK) {
+    *pzErr = sqlite3_mprintf("relattn_scan: cannot inspect source '%s': %s",
+                             vt->source, sqlite3_errmsg(db));
+    return SQLITE_ERROR;
+  }
+  sqlite3_bind_text(st, 1, vt->source, -1, SQLITE_STATIC);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    const char *type = (const char *)sqlite3_column_text(st, 1);
+    found = 1;
+    if (!name) continue;
+    if (sqlite3_stricmp(name, vt->tokens) == 0) has_tokens = 1;
+    if (vt->id && sqlite3_stricmp(name, vt->id) == 0) {
+      has_id = 1;
+      /* A declared type must give INTEGER affinity; views may have none. */
+      if (type && *type && sqlite3_strlike("%INT%", type, 0) != 0) {
+        sqlite3_finalize(st);
+        *pzErr = sqlite3_mprintf(
+            "relattn_scan: id column '%s' of '%s' is %s, not INTEGER", vt->id,
+            vt->source, type);
+        return SQLITE_ERROR;
+      }
+    }
+  }
+  sqlite3_finalize(st);
+  if (!found) {
+    *pzErr = sqlite3_mprintf("relattn_scan: source '%s' is not a table or view",
+                             vt->source);
+    return SQLITE_ERROR;
+  }
+  if (!has_tokens) {
+    *pzErr = sqlite3_mprintf("relattn_scan: source '%s' has no column '%s' "
+                             "(tokens=)", vt->source, vt->tokens);
+    return SQLITE_ERROR;
+  }
+  if (vt->id && !has_id) {
+    *pzErr = sqlite3_mprintf("relattn_scan: source '%s' has no column '%s' "
+                             "(id=)", vt->source, vt->id);
+    return SQLITE_ERROR;
+  }
+  /* The query xFilter runs must prepare (a view has no rowid). */
+  sql = sqlite3_mprintf("SELECT %s, \"%w\" FROM \"%w\"",
+                        vt->id ? "" : "rowid", vt->tokens, vt->source);
+  if (vt->id) {
+    sqlite3_free(sql);
+    sql = sqlite3_mprintf("SELECT \"%w\", \"%w\" FROM \"%w\"", vt->id,
+                          vt->tokens, vt->source);
+  }
+  if (!sql) return SQLITE_NOMEM;
+  rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) {
+    if (!vt->id)
+      *pzErr = sqlite3_mprintf("relattn_scan: source '%s' has no rowid (a "
+                               "view?): name its INTEGER id column with id=",
+                               vt->source);
+    else
+      *pzErr = sqlite3_mprintf("relattn_scan: cannot read source '%s': %s",
+                               vt->source, sqlite3_errmsg(db));
+    return SQLITE_ERROR;
+  }
+  sqlite3_finalize(st);
+  return SQLITE_OK;
+}
+
+static void scanFreeVtab(scan_vtab *vt) {
+  if (!vt) return;
+  sqlite3_free(vt->model);
+  sqlite3_free(vt->source);
+  sqlite3_free(vt->tokens);
+  sqlite3_free(vt->id);
+  sqlite3_free(vt);
+}
+
+static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                    sqlite3_vtab **ppVtab, char **pzErr, int create) {
+  scan_vtab *vt;
+  int i, rc;
+  vt = sqlite3_malloc64(sizeof *vt);
+  if (!vt) return SQLITE_NOMEM;
+  memset(vt, 0, sizeof *vt);
+  vt->conn = aux;
+  for (i = 3; i < argc; i++) {
+    char *key, *val, **dst = NULL;
+    if (!scanParseArg(argv[i], &key, &val)) {
+      sqlite3_free(key);
+      sqlite3_free(val);
+      *pzErr = sqlite3_mprintf("relattn_scan: argument %d (%s) is not "
+                               "key=value", i - 2, argv[i]);
+      scanFreeVtab(vt);
+      return SQLITE_ERROR;
+    }
+    if (sqlite3_stricmp(key, "model") == 0) dst = &vt->model;
+    else if (sqlite3_stricmp(key, "source") == 0) dst = &vt->source;
+    else if (sqlite3_stricmp(key, "tokens") == 0) dst = &vt->tokens;
+    else if (sqlite3_stricmp(key, "id") == 0) dst = &vt->id;
+    if (!dst || *dst) {
+      *pzErr = sqlite3_mprintf(
+          dst ? "relattn_scan: argument '%s' given twice"
+              : "relattn_scan: unknown argument '%s' (expected model, source, "
+                "tokens, id)",
+          key);
+      sqlite3_free(key);
+      sqlite3_free(val);
+      scanFreeVtab(vt);
+      return SQLITE_ERROR;
+    }
+    *dst = val;
+    sqlite3_free(key);
+  }
+  if (!vt->model || !vt->source || !vt->tokens) {
+    *pzErr = sqlite3_mprintf("relattn_scan: %s= is required, as in "
+                             "relattn_scan(model='m', source='docs', "
+                             "tokens='body')",
+                             !vt->model ? "model"
+                             : !vt->source ? "source" : "tokens");
+    scanFreeVtab(vt);
+    return SQLITE_ERROR;
+  }
+  /* At CREATE, everything is checked now; a stored table reconnecting only
+  ** parses, so a later problem shows when it is queried. */
+  if (create) {
+    const relattn_model *m;
+    rc = scanCheckSource(db, vt, pzErr);
+    if (rc != SQLITE_OK) {
+      scanFreeVtab(vt);
+      return rc;
+    }
+    m = relattn_store_acquire(vt->conn, vt->model, "relattn_scan", pzErr);
+    if (!m) {
+      scanFreeVtab(vt);
+      return SQLITE_ERROR;
+    }
+    relattn_store_release(vt->conn, m);
+  }
+  rc = sqlite3_declare_vtab(db,
+                            "CREATE TABLE x(id INTEGER, n_tokens INTEGER, "
+                            "score REAL, perplexity REAL, embedding BLOB)");
+  if (rc != SQLITE_OK) {
+    scanFreeVtab(vt);
+    return rc;
+  }
+  *ppVtab = &vt->base;
+  return SQLITE_OK;
+}
+
+static int scanCreate(sqlite3 *db, void *aux, int argc,
+                      const char *const *argv, sqlite3_vtab **ppVtab,
+                      char **pzErr) {
+  return scanInit(db, aux, argc, argv, ppVtab, pzErr, 1);
+}
+
+static int scanConnect(sqlite3 *db, void *aux, int argc,
+                       const char *const *argv, sqlite3_vtab **ppVtab,
+                       char **pzErr) {
+  return scanInit(db, aux, argc, argv, ppVtab, pzErr, 0);
+}
+
+static int scanDisconnect(sqlite3_vtab *p) {
+  scanFreeVtab((scan_vtab *)p);
+  return SQLITE_OK;
+}
+
+/* ---- planning ------------------------------------------------------------ */
+
+/* idxStr holds one letter per argument of xFilter, in order:
+**   E =, G >, g >=, L <, l <=  (on id), N limit, O offset.
+** idxNum holds the WANT_* bits from colUsed. */
+static int scanBestIndex(sqlite3_vtab *tab, sqlite3_index_info *info) {
+  char letters[64];
+  int i, n = 0, has_eq = 0, has_range = 0, has_limit = 0;
+  int want = 0;
+  double rows = 1e6;
+  (void)tab;
+  for (i = 0; i < info->nConstraint && n < (int)sizeof letters - 1; i++) {
+    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+    char letter = 0;
+    if (!c->usable) continue;
+    if (c->iColumn == COL_ID || c->iColumn == -1) {
+      switch (c->op) {
+        case SQLITE_INDEX_CONSTRAINT_EQ: letter = 'E'; has_eq = 1; break;
+        case SQLITE_INDEX_CONSTRAINT_GT: letter = 'G'; has_range = 1; break;
+        case SQLITE_INDEX_CONSTRAINT_GE: letter = 'g'; has_range = 1; break;
+        case SQLITE_INDEX_CONSTRAINT_LT: letter = 'L'; has_range = 1; break;
+        case SQLITE_INDEX_CONSTRAINT_LE: letter = 'l'; has_range = 1; break;
+        default: break;
+      }
+    }
+    if (c->op == SQLITE_INDEX_CONSTRAINT_LIMIT) letter = 'N', has_limit = 1;
+    if (c->op == SQLITE_INDEX_CONSTRAINT_OFFSET) letter = 'O';
+    if (!letter) continue;
+    letters[n++] = letter;
+    info->aConstraintUsage[i].argvIndex = n;
+    /* SQLite checks again: the source's own comparison may differ in
+    ** affinity from ours, and a LIMIT is only a cap on read-ahead here. */
+    info->aConstraintUsage[i].omit = 0;
+  }
+  letters[n] = 0;
+  if (info->colUsed & (((sqlite3_uint64)1 << COL_SCORE) |
+                       ((sqlite3_uint64)1 << COL_PPL)))
+    want |= WANT_SCORE;
+  if (info->colUsed & ((sqlite3_uint64)1 << COL_EMB)) want |= WANT_EMB;
+  info->idxNum = want;
+  if (n) {
+    info->idxStr = sqlite3_mprintf("%s", letters);
+    if (!info->idxStr) return SQLITE_NOMEM;
+    info->needToFreeIdxStr = 1;
+  }
+  if (info->nOrderBy == 1 &&
+      (info->aOrderBy[0].iColumn == COL_ID ||
+       info->aOrderBy[0].iColumn == -1) &&
+      !info->aOrderBy[0].desc)
+    info->orderByConsumed = 1;
+  if (has_eq) rows = 1;
+  else if (has_range) rows = 1e5;
+  if (has_limit && rows > 100) rows = 100;
+  info->estimatedRows = (sqlite3_int64)rows;
+  /* Each row is a forward pass: far costlier than a table row. */
+  info->estimatedCost = rows * (want ? 1000.0 : 10.0);
+  if (has_eq) info->idxFlags |= SQLITE_INDEX_SCAN_UNIQUE;
+  return SQLITE_OK;
+}
+
+/* ---- workers ------------------------------------------------------------- */
+
+static double nowSeconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One row's forward pass, on a worker (or inline). Touches no SQLite API. */
+static void scanRun(scan_cursor *cur, scan_worker *w, scan_slot *s) {
+  relattn_fwd f;
+  int rc, i;
+  if (s->status != RELATTN_OK || s->n == 0 || !cur->want) return;
+  memset(&f, 0, sizeof f);
+  f.tokens = s->tokens;
+  f.n = s->n;
+  if ((cur->want & WANT_SCORE) && s->n > 1) {
+    if (w->cap_lp < s->n - 1) {
+      relattn_free(w->logprob);
+      w->cap_lp = 0;
+      w->logprob = relattn_alloc(sizeof(float) * (size_t)(s->n - 1));
+      if (!w->logprob) {
+        s->status = RELATTN_ERR_NOMEM;
+        snprintf(s->err, sizeof s->err, "out of memory for %d tokens", s->n);
+        return;
+      }
+      w->cap_lp = s->n - 1;
+    }
+    f.logprob = w->logprob;
+  }
+  if (cur->want & WANT_EMB) {
+    f.embedding = s->embedding;
+    f.mean_from = cur->model->cfg.bos >= 0 ? 1 : 0;
+  }
+  if (!f.logprob && !f.embedding) {
+    s->score = 0;
+    return;
+  }
+  rc = relattn_forward(cur->model, &f, w->pool, s->err, sizeof s->err);
+  if (rc != RELATTN_OK) {
+    s->status = rc;
+    return;
+  }
+  if (f.logprob) {
+    double sum = 0;
+    for (i = 0; i < s->n - 1; i++) sum += f.logprob[i];
+    s->score = sum;
+  } else {
+    s->score = 0;
+  }
+  /* A rare huge sequence should not pin its scratch for the whole scan. */
+  if (relattn_forward_bytes(cur->model, s->n) > TRIM_BYTES)
+    relattn_pool_trim(w->pool, TRIM_BYTES);
+}
+
+static void *scanWorkerMain(void *arg) {
+  scan_worker *w = arg;
+  scan_cursor *cur = w->cur;
+  pthread_mutex_lock(&cur->mu);
+  for (;;) {
+    scan_slot *s;
+    while (!cur->stop && cur->claim >= cur->tail)
+      pthread_cond_wait(&cur->work, &cur->mu);
+    if (cur->stop) break;
+    s = &cur->ring[cur->claim % cur->cap];
+    cur->claim++;
+    pthread_mutex_unlock(&cur->mu);
+    scanRun(cur, w, s);
+    pthread_mutex_lock(&cur->mu);
+    s->state = SLOT_DONE;
+    pthread_cond_signal(&cur->done);
+  }
+  pthread_mutex_unlock(&cur->mu);
+  return NULL;
+}
+
+/* Stops and joins the workers; the ring is then the caller's alone. */
+static void scanStopWorkers(scan_cursor *cur) {
+  int i;
+  if (!cur->threads_on) return;
+  pthread_mutex_lock(&cur->mu);
+  cur->stop = 1;
+  pthread_cond_broadcast(&cur->work);
+  pthread_mutex_unlock(&cur->mu);
+  for (i = 0; i < cur->n_workers; i++)
+    if (cur->workers[i].started) {
+      pthread_join(cur->workers[i].thread, NULL);
+      cur->workers[i].started = 0;
+    }
+  cur->threads_on = 0;
+}
+
+static void scanFreeSlots(scan_cursor *cur) {
+  sqlite3_int64 s;
+  for (s = cur->head; s < cur->tail; s++) {
+    sqlite3_free(cur->ring[s % cur->cap].tokens);
+    cur->ring[s % cur->cap].tokens = NULL;
+  }
+  cur->head = cur->tail = cur->claim = 0;
+}
+
+static void scanProgressLine(scan_cursor *cur, int final);
+
+/* Ends a scan: workers joined, rows freed, model released, BLAS restored. */
+static void scanReset(scan_cursor *cur) {
+  scanStopWorkers(cur);
+  if (cur->progress && cur->t0 > 0 && !cur->eof) scanProgressLine(cur, 2);
+  scanFreeSlots(cur);
+  sqlite3_finalize(cur->src);
+  cur->src = NULL;
+  if (cur->model) relattn_store_release(cur->vt->conn, cur->model);
+  cur->model = NULL;
+  if (cur->blas_held) relattn_blas_restore(cur->blas_prev);
+  cur->blas_held = 0;
+  sqlite3_free(cur->ring);
+  cur->ring = NULL;
+  sqlite3_free(cur->emb);
+  cur->emb = NULL;
+  cur->t0 = 0;
+}
+
+/* ---- cursor -------------------------------------------------------------- */
+
+static int scanOpen(sqlite3_vtab *tab, sqlite3_vtab_cursor **ppCursor) {
+  scan_cursor *cur = sqlite3_malloc64(sizeof *cur);
+  if (!cur) return SQLITE_NOMEM;
+  memset(cur, 0, sizeof *cur);
+  cur->vt = (scan_vtab *)tab;
+  *ppCursor = &cur->base;
+  return SQLITE_OK;
+}
+
+static int scanClose(sqlite3_vtab_cursor *p) {
+  scan_cursor *cur = (scan_cursor *)p;
+  int i;
+  scanReset(cur);
+  for (i = 0; i < cur->n_workers; i++) {
+    relattn_pool_free(cur->workers[i].pool);
+    relattn_free(cur->workers[i].logprob);
+  }
+  sqlite3_free(cur->workers);
+  sqlite3_finalize(cur->ping);
+  if (cur->sync_on) {
+    pthread_mutex_destroy(&cur->mu);
+    pthread_cond_destroy(&cur->work);
+    pthread_cond_destroy(&cur->done);
+  }
+  sqlite3_free(cur);
+  return SQLITE_OK;
+}
+
+static int scanError(scan_cursor *cur, int rc, const char *fmt, ...) {
+  va_list ap;
+  sqlite3_free(cur->vt->base.zErrMsg);
+  va_start(ap, fmt);
+  cur->vt->base.zErrMsg = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+/* Reads source rows into the ring while there is room. Token errors are
+** kept in the row's slot and reported when its turn comes, so the rows
+** before it are returned whatever the read-ahead. */
+static int scanFill(scan_cursor *cur) {
+  const relattn_model *m = cur->model;
+  int added = 0;
+  while (!cur->src_done && cur->tail - cur->head < cur->cap &&
+         cur->to_read != 0) {
+    scan_slot *s;
+    int rc = sqlite3_step(cur->src);
+    if (rc == SQLITE_DONE) {
+      cur->src_done = 1;
+      break;
+    }
+    if (rc != SQLITE_ROW) {
+      rc = sqlite3_reset(cur->src);
+      cur->src_done = 1;
+      return scanError(cur, rc ? rc : SQLITE_ERROR,
+                       "relattn_scan: reading '%s': %s", cur->vt->source,
+                       sqlite3_errmsg(cur->vt->conn->db));
+    }
+    s = &cur->ring[cur->tail % cur->cap];
+    s->state = SLOT_READY;
+    s->status = RELATTN_OK;
+    s->err[0] = 0;
+    s->tokens = NULL;
+    s->n = s->n_tokens = 0;
+    s->score = 0;
+    s->id = sqlite3_column_int64(cur->src, 0);
+    if (sqlite3_column_type(cur->src, 0) != SQLITE_INTEGER) {
+      s->status = RELATTN_ERR_ARG;
+      sqlite3_snprintf(ERR_LEN, s->err,
+                       "relattn_scan: '%s' has a row whose id is %s, not an "
+                       "integer",
+                       cur->vt->source,
+                       sqlite3_column_type(cur->src, 0) == SQLITE_NULL
+                           ? "NULL"
+                           : "not an integer");
+    } else if (sqlite3_column_type(cur->src, 1) != SQLITE_NULL) {
+      char *arg = sqlite3_mprintf("%s of id %lld", cur->vt->tokens, s->id);
+      char *zErr = NULL;
+      int n = 0, bos = m->cfg.bos >= 0;
+      int32_t *t = arg ? relattn_tokens_value(sqlite3_column_value(cur->src, 1),
+                                              m, "relattn_scan", arg, &n, &zErr)
+                       : NULL;
+      sqlite3_free(arg);
+      if (!t) {
+        s->status = zErr ? RELATTN_ERR_ARG : RELATTN_ERR_NOMEM;
+        sqlite3_snprintf(ERR_LEN, s->err, "%s",
+                         zErr ? zErr : "relattn_scan: out of memory");
+        sqlite3_free(zErr);
+      } else if (n == 0) {
+        s->status = RELATTN_ERR_ARG;
+        sqlite3_snprintf(ERR_LEN, s->err,
+                         "relattn_scan: %s of id %lld is an empty sequence",
+                         cur->vt->tokens, s->id);
+        sqlite3_free(t);
+      } else if (n > cur->vt->conn->max_tokens) {
+        s->status = RELATTN_ERR_TOOBIG;
+        sqlite3_snprintf(ERR_LEN, s->err,
+                         "relattn_scan: %s of id %lld has %d tokens, over the "
+                         "limit of %d (relattn_max_tokens)",
+                         cur->vt->tokens, s->id, n, cur->vt->conn->max_tokens);
+        sqlite3_free(t);
+      } else {
+        if (bos) {
+          int32_t *with = sqlite3_realloc64(t, sizeof(int32_t) * ((size_t)n + 1));
+          if (!with) {
+            sqlite3_free(t);
+            return SQLITE_NOMEM;
+          }
+          memmove(with + 1, with, sizeof(int32_t) * (size_t)n);
+          with[0] = m->cfg.bos;
+          t = with;
+        }
+        s->tokens = t;
+        s->n_tokens = n;
+        s->n = n + bos;
+      }
+    }
+    if (cur->to_read > 0) cur->to_read--;
+    if (cur->threads_on) pthread_mutex_lock(&cur->mu);
+    cur->tail++;
+    if (cur->threads_on) pthread_mutex_unlock(&cur->mu);
+    added++;
+  }
+  if (added && cur->threads_on) {
+    pthread_mutex_lock(&cur->mu);
+    pthread_cond_broadcast(&cur->work);
+    pthread_mutex_unlock(&cur->mu);
+  }
+  return SQLITE_OK;
+}
+
+/* Has sqlite3_interrupt been called? A trivial statement fails then. */
+static int scanInterrupted(scan_cursor *cur) {
+  int rc;
+  if (!cur->ping &&
+      sqlite3_prepare_v2(cur->vt->conn->db, "SELECT 1", -1, &cur->ping, NULL) !=
+          SQLITE_OK)
+    return 0;
+  rc = sqlite3_step(cur->ping);
+  sqlite3_reset(cur->ping);
+  return rc == SQLITE_INTERRUPT;
+}
+
+static void scanProgressLine(scan_cursor *cur, int final) {
+  double t = nowSeconds(), el = t - cur->t0, tps, rps;
+  char eta[32] = "";
+  if (el <= 0) el = 1e-9;
+  tps = (double)cur->tok_done / el;
+  rps = (double)cur->rows_done / el;
+  if (!final && cur->total > 0 && rps > 0) {
+    double left = (double)(cur->total - cur->rows_done) / rps;
+    long s = left < 0 ? 0 : (long)(left + 0.5);
+    snprintf(eta, sizeof eta, ", ETA %ld:%02ld:%02ld", s / 3600, s / 60 % 60,
+             s % 60);
+  }
+  if (final)
+    fprintf(stderr, "%srelattn_scan: %lld rows in %.1f s, %.0f rows/s, %.0f "
+            "tokens/s%s\n", cur->tty ? "\r\033[K" : "",
+            (long long)cur->rows_done, el, rps, tps,
+            final == 2 ? " (stopped)" : "");
+  else if (cur->total >= 0)
+    fprintf(stderr, "%srelattn_scan: %lld/%lld rows (%.1f%%), %.0f tokens/s%s%s",
+            cur->tty ? "\r\033[K" : "", (long long)cur->rows_done,
+            (long long)cur->total,
+            cur->total ? 100.0 * (double)cur->rows_done / (double)cur->total
+                       : 100.0,
+            tps, eta, cur->tty ? "" : "\n");
+  fflush(stderr);
+  cur->t_shown = t;
+}
+
+/* Makes the head slot the current row: reads ahead, waits for it (or runs it
+** here when there are no worker threads). */
+static int scanAdvance(scan_cursor *cur) {
+  scan_slot *s;
+  int rc = scanFill(cur);
+  if (rc != SQLITE_OK) return rc;
+  if (cur->head == cur->tail) {
+    cur->eof = 1;
+    if (cur->progress && cur->t0 > 0) scanProgressLine(cur, 1);
+    return SQLITE_OK;
+  }
+  s = &cur->ring[cur->head % cur->cap];
+  if (!cur->threads_on) {
+    if (cur->claim <= cur->head) {
+      cur->claim = cur->head + 1;
+      scanRun(cur, &cur->workers[0], s);
+      s->state = SLOT_DONE;
+    }
+  } else {
+    pthread_mutex_lock(&cur->mu);
+    while (s->state != SLOT_DONE) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += POLL_MS * 1000000L;
+      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      if (pthread_cond_timedwait(&cur->done, &cur->mu, &ts) != 0 &&
+          s->state != SLOT_DONE) {
+        pthread_mutex_unlock(&cur->mu);
+        if (scanInterrupted(cur))
+          return scanError(cur, SQLITE_INTERRUPT, "interrupted");
+        pthread_mutex_lock(&cur->mu);
+      }
+    }
+    pthread_mutex_unlock(&cur->mu);
+  }
+  if (s->status != RELATTN_OK) {
+    int code = s->status == RELATTN_ERR_NOMEM ? SQLITE_NOMEM
+               : s->status == RELATTN_ERR_TOOBIG ? SQLITE_TOOBIG
+               : s->status == RELATTN_ERR_INTERRUPT ? SQLITE_INTERRUPT
+                                                    : SQLITE_ERROR;
+    if (strncmp(s->err, "relattn_scan:", 13) == 0)
+      return scanError(cur, code, "%s", s->err);
+    return scanError(cur, code, "relattn_scan: id %lld: %s", s->id, s->err);
+  }
+  cur->rows_done++;
+  cur->tok_done += s->n_tokens;
+  if (cur->progress) {
+    double t = nowSeconds();
+    if (t - cur->t_shown >= (cur->tty ? 0.25 : 1.0)) scanProgressLine(cur, 0);
+  }
+  return SQLITE_OK;
+}
+
+static int scanNext(sqlite3_vtab_cursor *p) {
+  scan_cursor *cur = (scan_cursor *)p;
+  scan_slot *s;
+  if (cur->eof || cur->head >= cur->tail) {
+    cur->eof = 1;
+    return SQLITE_OK;
+  }
+  s = &cur->ring[cur->head % cur->cap];
+  sqlite3_free(s->tokens);
+  s->tokens = NULL;
+  cur->head++;
+  return scanAdvance(cur);
+}
+
+/* Threads, locks and per-worker pools, made once per cursor. */
+static int scanSetupWorkers(scan_cursor *cur, int n_threads) {
+  int i, n = n_threads < 1 ? 1 : n_threads;
+  if (!cur->workers) {
+    cur->workers = sqlite3_malloc64(sizeof *cur->workers * (size_t)n);
+    if (!cur->workers) return SQLITE_NOMEM;
+    memset(cur->workers, 0, sizeof *cur->workers * (size_t)n);
+    cur->n_workers = n;
+    for (i = 0; i < n; i++) {
+      cur->workers[i].cur = cur;
+      cur->workers[i].pool = relattn_pool_new(1);
+      if (!cur->workers[i].pool) return SQLITE_NOMEM;
+    }
+  }
+  if (!cur->sync_on) {
+    pthread_mutex_init(&cur->mu, NULL);
+    pthread_cond_init(&cur->work, NULL);
+    pthread_cond_init(&cur->done, NULL);
+    cur->sync_on = 1;
+  }
+  return SQLITE_OK;
+}
+
+static int scanFilter(sqlite3_vtab_cursor *p, int idxNum, const char *idxStr,
+                      int argc, sqlite3_value **argv) {
+  scan_cursor *cur = (scan_cursor *)p;
+  scan_vtab *vt = cur->vt;
+  relattn_conn *conn = vt->conn;
+  sqlite3 *db = conn->db;
+  sqlite3_str *where;
+  sqlite3_int64 limit = -1, offset = 0;
+  char *zErr = NULL, *sql, *cond;
+  const char *idcol;
+  int i, rc, n_threads, d;
+  sqlite3_stmt *count = NULL;
+
+  scanReset(cur);
+  cur->eof = 0;
+  cur->src_done = 0;
+  cur->rows_done = cur->tok_done = 0;
+  cur->want = idxNum & (WANT_SCORE | WANT_EMB);
+
+  cur->model = relattn_store_acquire(conn, vt->model, "relattn_scan", &zErr);
+  if (!cur->model) {
+    sqlite3_free(vt->base.zErrMsg);
+    vt->base.zErrMsg = zErr;
+    return SQLITE_ERROR;
+  }
+  if ((cur->want & WANT_SCORE) && cur->model->cfg.arch != RELATTN_DECODER)
+    return scanError(cur, SQLITE_ERROR,
+                     "relattn_scan: model '%s' is an encoder: it has no score "
+                     "or perplexity (read id, n_tokens, embedding)",
+                     vt->model);
+
+  /* SELECT id, tokens FROM source WHERE ... ORDER BY id */
+  idcol = vt->id ? vt->id : "rowid";
+  where = sqlite3_str_new(db);
+  for (i = 0; idxStr && idxStr[i] && i < argc; i++) {
+    const char *op = NULL;
+    switch (idxStr[i]) {
+      case 'E': op = "="; break;
+      case 'G': op = ">"; break;
+      case 'g': op = ">="; break;
+      case 'L': op = "<"; break;
+      case 'l': op = "<="; break;
+      case 'N': limit = sqlite3_value_int64(argv[i]); break;
+      case 'O': offset = sqlite3_value_int64(argv[i]); break;
+    }
+    if (op)
+      sqlite3_str_appendf(where, "%s \"%w\" %s ?%d",
+                          sqlite3_str_length(where) ? " AND" : " WHERE", idcol,
+                          op, i + 1);
+  }
+  cond = sqlite3_str_finish(where);
+  cur->to_read = limit < 0 ? -1 : limit + (offset > 0 ? offset : 0);
+  sql = sqlite3_mprintf("SELECT \"%w\", \"%w\" FROM \"%w\"%s ORDER BY \"%w\"",
+                        idcol, vt->tokens, vt->source, cond ? cond : "",
+                        idcol);
+  if (!sql) {
+    sqlite3_free(cond);
+    return SQLITE_NOMEM;
+  }
+  rc = sqlite3_prepare_v2(db, sql, -1, &cur->src, NULL);
+  sqlite3_free(sql);
+  if (rc == SQLITE_OK && (conn->progress || isatty(2))) {
+    sql = sqlite3_mprintf("SELECT count(*) FROM \"%w\"%s", vt->source,
+                          cond ? cond : "");
+    if (sql) rc = sqlite3_prepare_v2(db, sql, -1, &count, NULL);
+    sqlite3_free(sql);
+  }
+  sqlite3_free(cond);
+  if (rc != SQLITE_OK)
+    return scanError(cur, rc, "relattn_scan: cannot read source '%s': %s",
+                     vt->source, sqlite3_errmsg(db));
+  for (i = 0; idxStr && idxStr[i] && i < argc; i++) {
+    if (strchr("EGgLl", idxStr[i])) {
+      sqlite3_bind_value(cur->src, i + 1, argv[i]);
+      if (count) sqlite3_bind_value(count, i + 1, argv[i]);
+    }
+  }
+  cur->progress = count != NULL;
+  cur->tty = isatty(2);
+  cur->total = -1;
+  if (count) {
+    if (sqlite3_step(count) == SQLITE_ROW)
+      cur->total = sqlite3_column_int64(count, 0);
+    sqlite3_finalize(count);
+    if (cur->total >= 0 && cur->to_read >= 0 && cur->to_read < cur->total)
+      cur->total = cur->to_read;
+  }
+
+  /* The ring: a few rows per worker keeps them busy while rows of uneven
+  ** length finish out of order; no more is read ahead than that. */
+  n_threads = conn->n_threads < 1 ? 1 : conn->n_threads;
+  if (!cur->want || (idxStr && strchr(idxStr, 'E'))) n_threads = 0;
+  rc = scanSetupWorkers(cur, n_threads > 0 ? n_threads : 1);
+  if (rc != SQLITE_OK) return rc;
+  if (cur->n_workers < n_threads) n_threads = cur->n_workers;
+  cur->cap = n_threads > 0 ? 4 * n_threads : 1;
+  if (cur->to_read >= 0 && cur->to_read < cur->cap)
+    cur->cap = cur->to_read > 0 ? (int)cur->to_read : 1;
+  d = cur->model->cfg.d_model;
+  cur->ring = sqlite3_malloc64(sizeof *cur->ring * (size_t)cur->cap);
+  cur->emb = sqlite3_malloc64(sizeof(float) * (size_t)cur->cap * (size_t)d);
+  if (!cur->ring || !cur->emb) return SQLITE_NOMEM;
+  memset(cur->ring, 0, sizeof *cur->ring * (size_t)cur->cap);
+  for (i = 0; i < cur->cap; i++)
+    cur->ring[i].embedding = cur->emb + (size_t)i * d;
+  cur->head = cur->tail = cur->claim = 0;
+
+  if (cur->want) {
+    cur->blas_prev = relattn_blas_single();
+    cur->blas_held = 1;
+  }
+  cur->stop = 0;
+  for (i = 0; i < n_threads; i++) {
+    scan_worker *w = &cur->workers[i];
+    if (pthread_create(&w->thread, NULL, scanWorkerMain, w) != 0) break;
+    w->started = 1;
+    cur->threads_on = 1;
+  }
+  if (n_threads > 0 && i == 0)
+    return scanError(cur, SQLITE_ERROR,
+                     "relattn_scan: cannot start a worker thread");
+  cur->t0 = nowSeconds();
+  cur->t_shown = cur->t0;
+  return scanAdvance(cur);
+}
+
+static int scanEof(sqlite3_vtab_cursor *p) {
+  return ((scan_cursor *)p)->eof;
+}
+
+static int scanColumn(sqlite3_vtab_cursor *p, sqlite3_context *ctx, int col) {
+  scan_cursor *cur = (scan_cursor *)p;
+  scan_slot *s = &cur->ring[cur->head % cur->cap];
+  int scored = s->n - 1;
+  switch (col) {
+    case COL_ID: sqlite3_result_int64(ctx, s->id); break;
+    case COL_NTOK:
+      if (s->n) sqlite3_result_int(ctx, s->n_tokens);
+      break;
+    case COL_SCORE:
+      if (s->n) sqlite3_result_double(ctx, s->score);
+      break;
+    case COL_PPL:
+      if (s->n && scored > 0)
+        sqlite3_result_double(ctx, exp(-s->score / (double)scored));
+      break;
+    case COL_EMB:
+      if (s->n) {
+        sqlite3_result_blob64(ctx, s->embedding,
+                              sizeof(float) * (sqlite3_uint64)cur->model->cfg.d_model,
+                              SQLITE_TRANSIENT);
+        sqlite3_result_subtype(ctx, RELATTN_SUBTYPE_VECTOR);
+      }
+      break;
+  }
+  return SQLITE_OK;
+}
+
+static int scanRowid(sqlite3_vtab_cursor *p, sqlite3_int64 *pRowid) {
+  scan_cursor *cur = (scan_cursor *)p;
+  *pRowid = cur->ring[cur->head % cur->cap].id;
+  return SQLITE_OK;
+}
+
+sqlite3_module relattn_scan_module = {
+    0,              /* iVersion */
+    scanCreate,     /* xCreate */
+    scanConnect,    /* xConnect */
+    scanBestIndex,  /* xBestIndex */
+    scanDisconnect, /* xDisconnect */
+    scanDisconnect, /* xDestroy */
+    scanOpen,       /* xOpen */
+    scanClose,      /* xClose */
+    scanFilter,     /* xFilter */
+    scanNext,       /* xNext */
+    scanEof,        /* xEof */
+    scanColumn,     /* xColumn */
+    scanRowid,      /* xRowid */
+    0,              /* xUpdate */
+    0,              /* xBegin */
+    0,              /* xSync */
+    0,              /* xCommit */
+    0,              /* xRollback */
+    0,              /* xFindFunction */
+    0,              /* xRename */
+    0,              /* xSavepoint */
+    0,              /* xRelease */
+    0,              /* xRollbackTo */
+    0,              /* xShadowName */
+};
