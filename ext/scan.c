@@ -38,6 +38,7 @@ SQLITE_EXTENSION_INIT3
 
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,6 +50,8 @@ enum { COL_ID, COL_NTOK, COL_SCORE, COL_PPL, COL_EMB };
 #define WANT_EMB 2    /* embedding */
 #define ERR_LEN 320
 #define POLL_MS 50    /* interrupt check while waiting for a row */
+#define BATCH_TOKENS 256 /* pack rows into one pass up to this many tokens */
+#define BATCH_ROWS 16
 #define TRIM_BYTES ((size_t)64 << 20) /* keep a worker's scratch below this */
 
 typedef struct scan_vtab {
@@ -390,50 +393,84 @@ static double nowSeconds(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* One row's forward pass, on a worker (or inline). Touches no SQLite API. */
-static void scanRun(scan_cursor *cur, scan_worker *w, scan_slot *s) {
-  relattn_fwd f;
-  int rc, i;
-  if (s->status != RELATTN_OK || s->n == 0 || !cur->want) return;
-  memset(&f, 0, sizeof f);
-  f.tokens = s->tokens;
-  f.n = s->n;
-  if ((cur->want & WANT_SCORE) && s->n > 1) {
-    if (w->cap_lp < s->n - 1) {
+/* Takes the next rows to run, in order: at least one, then more while the
+** batch stays within BATCH_TOKENS (short sequences packed into one pass).
+** Called with the lock held (or inline). Returns the count; *first is the
+** sequence number of the first. */
+static int scanClaim(scan_cursor *cur, sqlite3_int64 *first) {
+  int k = 1, tokens = cur->ring[cur->claim % cur->cap].n;
+  while (cur->claim + k < cur->tail && k < BATCH_ROWS) {
+    int n = cur->ring[(cur->claim + k) % cur->cap].n;
+    if (tokens + n > BATCH_TOKENS) break;
+    tokens += n;
+    k++;
+  }
+  *first = cur->claim;
+  cur->claim += k;
+  return k;
+}
+
+/* Runs rows [first, first + k) as one packed forward pass, on a worker (or
+** inline). Touches no SQLite API: results and errors go into the slots. */
+static void scanRun(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
+                    int k) {
+  relattn_fwd f[BATCH_ROWS];
+  scan_slot *slot[BATCH_ROWS];
+  char err[ERR_LEN];
+  int count = 0, i, j, rc, total = 0, off = 0;
+  for (i = 0; i < k; i++) {
+    scan_slot *s = &cur->ring[(first + i) % cur->cap];
+    s->score = 0;
+    /* Errors found on reading, NULL tokens, one token without BOS when only
+    ** the score is read: nothing to run. */
+    if (s->status != RELATTN_OK || s->n == 0 || !cur->want) continue;
+    if (!(cur->want & WANT_EMB) && s->n < 2) continue;
+    slot[count] = s;
+    memset(&f[count], 0, sizeof f[count]);
+    f[count].tokens = s->tokens;
+    f[count].n = s->n;
+    if (cur->want & WANT_EMB) {
+      f[count].embedding = s->embedding;
+      f[count].mean_from = cur->model->cfg.bos >= 0 ? 1 : 0;
+    }
+    total += s->n;
+    count++;
+  }
+  if (!count) return;
+  if (cur->want & WANT_SCORE) {
+    if (w->cap_lp < total) {
       relattn_free(w->logprob);
       w->cap_lp = 0;
-      w->logprob = relattn_alloc(sizeof(float) * (size_t)(s->n - 1));
+      w->logprob = relattn_alloc(sizeof(float) * (size_t)total);
       if (!w->logprob) {
-        s->status = RELATTN_ERR_NOMEM;
-        snprintf(s->err, sizeof s->err, "out of memory for %d tokens", s->n);
+        for (i = 0; i < count; i++) {
+          slot[i]->status = RELATTN_ERR_NOMEM;
+          snprintf(slot[i]->err, ERR_LEN, "out of memory for %d tokens",
+                   total);
+        }
         return;
       }
-      w->cap_lp = s->n - 1;
+      w->cap_lp = total;
     }
-    f.logprob = w->logprob;
+    for (i = 0; i < count; i++) {
+      if (f[i].n > 1) f[i].logprob = w->logprob + off;
+      off += f[i].n;
+    }
   }
-  if (cur->want & WANT_EMB) {
-    f.embedding = s->embedding;
-    f.mean_from = cur->model->cfg.bos >= 0 ? 1 : 0;
-  }
-  if (!f.logprob && !f.embedding) {
-    s->score = 0;
-    return;
-  }
-  rc = relattn_forward(cur->model, &f, w->pool, s->err, sizeof s->err);
-  if (rc != RELATTN_OK) {
-    s->status = rc;
-    return;
-  }
-  if (f.logprob) {
-    double sum = 0;
-    for (i = 0; i < s->n - 1; i++) sum += f.logprob[i];
-    s->score = sum;
-  } else {
-    s->score = 0;
+  err[0] = 0;
+  rc = relattn_forward_batch(cur->model, f, count, w->pool, err, sizeof err);
+  for (i = 0; i < count; i++) {
+    if (rc != RELATTN_OK) {
+      slot[i]->status = rc;
+      memcpy(slot[i]->err, err, ERR_LEN);
+    } else if (f[i].logprob) {
+      double sum = 0;
+      for (j = 0; j < f[i].n - 1; j++) sum += f[i].logprob[j];
+      slot[i]->score = sum;
+    }
   }
   /* A rare huge sequence should not pin its scratch for the whole scan. */
-  if (relattn_forward_bytes(cur->model, s->n) > TRIM_BYTES)
+  if (relattn_forward_bytes_batch(cur->model, total, count) > TRIM_BYTES)
     relattn_pool_trim(w->pool, TRIM_BYTES);
 }
 
@@ -442,16 +479,16 @@ static void *scanWorkerMain(void *arg) {
   scan_cursor *cur = w->cur;
   pthread_mutex_lock(&cur->mu);
   for (;;) {
-    scan_slot *s;
+    sqlite3_int64 first;
+    int k, i;
     while (!cur->stop && cur->claim >= cur->tail)
       pthread_cond_wait(&cur->work, &cur->mu);
     if (cur->stop) break;
-    s = &cur->ring[cur->claim % cur->cap];
-    cur->claim++;
+    k = scanClaim(cur, &first);
     pthread_mutex_unlock(&cur->mu);
-    scanRun(cur, w, s);
+    scanRun(cur, w, first, k);
     pthread_mutex_lock(&cur->mu);
-    s->state = SLOT_DONE;
+    for (i = 0; i < k; i++) cur->ring[(first + i) % cur->cap].state = SLOT_DONE;
     pthread_cond_signal(&cur->done);
   }
   pthread_mutex_unlock(&cur->mu);
@@ -596,17 +633,28 @@ static int scanFill(scan_cursor *cur) {
       } else if (n == 0) {
         s->status = RELATTN_ERR_ARG;
         sqlite3_snprintf(ERR_LEN, s->err,
-                         "relattn_scan: %s of id %lld is an empty sequence",
+                         "relattn_scan: %s of id %lld is empty",
                          cur->vt->tokens, s->id);
         sqlite3_free(t);
       } else if (n > cur->vt->conn->max_tokens) {
         s->status = RELATTN_ERR_TOOBIG;
         sqlite3_snprintf(ERR_LEN, s->err,
-                         "relattn_scan: %s of id %lld has %d tokens, over the "
-                         "limit of %d (relattn_max_tokens)",
+                         "relattn_scan: %s of id %lld has %d tokens, over "
+                         "relattn_max_tokens() = %d",
                          cur->vt->tokens, s->id, n, cur->vt->conn->max_tokens);
         sqlite3_free(t);
+      } else if ((zErr = relattn_memory_check(
+                      cur->vt->conn, "relattn_scan",
+                      relattn_forward_bytes(m, n + bos) ? relattn_forward_bytes(m, n + bos)
+                                                        : SIZE_MAX)) != NULL &&
+                 cur->want) {
+        s->status = RELATTN_ERR_TOOBIG;
+        sqlite3_snprintf(ERR_LEN, s->err, "relattn_scan: %s of id %lld%s",
+                         cur->vt->tokens, s->id, zErr + 12);
+        sqlite3_free(zErr);
+        sqlite3_free(t);
       } else {
+        sqlite3_free(zErr);
         if (bos) {
           int32_t *with = sqlite3_realloc64(t, sizeof(int32_t) * ((size_t)n + 1));
           if (!with) {
@@ -690,9 +738,10 @@ static int scanAdvance(scan_cursor *cur) {
   s = &cur->ring[cur->head % cur->cap];
   if (!cur->threads_on) {
     if (cur->claim <= cur->head) {
-      cur->claim = cur->head + 1;
-      scanRun(cur, &cur->workers[0], s);
-      s->state = SLOT_DONE;
+      sqlite3_int64 first;
+      int k = scanClaim(cur, &first), i;
+      scanRun(cur, &cur->workers[0], first, k);
+      for (i = 0; i < k; i++) cur->ring[(first + i) % cur->cap].state = SLOT_DONE;
     }
   } else {
     pthread_mutex_lock(&cur->mu);
@@ -793,8 +842,8 @@ static int scanFilter(sqlite3_vtab_cursor *p, int idxNum, const char *idxStr,
   }
   if ((cur->want & WANT_SCORE) && cur->model->cfg.arch != RELATTN_DECODER)
     return scanError(cur, SQLITE_ERROR,
-                     "relattn_scan: model '%s' is an encoder: it has no score "
-                     "or perplexity (read id, n_tokens, embedding)",
+                     "relattn_scan: model '%s' is an encoder; only decoder "
+                     "models give score and perplexity (embedding works)",
                      vt->model);
 
   /* SELECT id, tokens FROM source WHERE ... ORDER BY id */
@@ -861,7 +910,7 @@ static int scanFilter(sqlite3_vtab_cursor *p, int idxNum, const char *idxStr,
   rc = scanSetupWorkers(cur, n_threads > 0 ? n_threads : 1);
   if (rc != SQLITE_OK) return rc;
   if (cur->n_workers < n_threads) n_threads = cur->n_workers;
-  cur->cap = n_threads > 0 ? 4 * n_threads : 1;
+  cur->cap = n_threads > 0 ? 4 * n_threads + 8 : 1;
   if (cur->to_read >= 0 && cur->to_read < cur->cap)
     cur->cap = cur->to_read > 0 ? (int)cur->to_read : 1;
   d = cur->model->cfg.d_model;
