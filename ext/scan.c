@@ -178,10 +178,10 @@ static int scanCheckSource(sqlite3 *db, scan_vtab *vt, char **pzErr) {
       has_id = 1;
       /* A declared type must give INTEGER affinity; views may have none. */
       if (type && *type && sqlite3_strlike("%INT%", type, 0) != 0) {
-        sqlite3_finalize(st);
         *pzErr = sqlite3_mprintf(
             "relattn_scan: id column '%s' of '%s' is %s, not INTEGER", vt->id,
             vt->source, type);
+        sqlite3_finalize(st);
         return SQLITE_ERROR;
       }
     }
@@ -202,25 +202,36 @@ static int scanCheckSource(sqlite3 *db, scan_vtab *vt, char **pzErr) {
                              "(id=)", vt->source, vt->id);
     return SQLITE_ERROR;
   }
-  /* The query xFilter runs must prepare (a view has no rowid). */
-  sql = sqlite3_mprintf("SELECT %s, \"%w\" FROM \"%w\"",
-                        vt->id ? "" : "rowid", vt->tokens, vt->source);
-  if (vt->id) {
-    sqlite3_free(sql);
-    sql = sqlite3_mprintf("SELECT \"%w\", \"%w\" FROM \"%w\"", vt->id,
-                          vt->tokens, vt->source);
+  /* A view's rowid is NULL: it must name its id column. */
+  if (!vt->id) {
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT type FROM pragma_table_list WHERE name = ?1 "
+                            "COLLATE NOCASE ORDER BY schema = 'temp' DESC, "
+                            "schema = 'main' DESC LIMIT 1",
+                            -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+      sqlite3_bind_text(st, 1, vt->source, -1, SQLITE_STATIC);
+      if (sqlite3_step(st) == SQLITE_ROW &&
+          sqlite3_stricmp((const char *)sqlite3_column_text(st, 0), "view") ==
+              0) {
+        sqlite3_finalize(st);
+        *pzErr = sqlite3_mprintf("relattn_scan: source '%s' is a view: name "
+                                 "its INTEGER id column with id=",
+                                 vt->source);
+        return SQLITE_ERROR;
+      }
+    }
+    sqlite3_finalize(st);
   }
+  /* The query xFilter runs must prepare. */
+  sql = sqlite3_mprintf("SELECT \"%w\", \"%w\" FROM \"%w\"",
+                        vt->id ? vt->id : "rowid", vt->tokens, vt->source);
   if (!sql) return SQLITE_NOMEM;
   rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
   sqlite3_free(sql);
   if (rc != SQLITE_OK) {
-    if (!vt->id)
-      *pzErr = sqlite3_mprintf("relattn_scan: source '%s' has no rowid (a "
-                               "view?): name its INTEGER id column with id=",
-                               vt->source);
-    else
-      *pzErr = sqlite3_mprintf("relattn_scan: cannot read source '%s': %s",
-                               vt->source, sqlite3_errmsg(db));
+    *pzErr = sqlite3_mprintf("relattn_scan: cannot read source '%s': %s",
+                             vt->source, sqlite3_errmsg(db));
     return SQLITE_ERROR;
   }
   sqlite3_finalize(st);
