@@ -48,6 +48,7 @@ SQLITE_EXTENSION_INIT3
 enum { COL_ID, COL_NTOK, COL_SCORE, COL_PPL, COL_EMB };
 #define WANT_SCORE 1  /* score or perplexity: the LM head */
 #define WANT_EMB 2    /* embedding */
+#define WANT_TOKENS 4 /* n_tokens: the tokens are read, no model runs */
 #define ERR_LEN 320
 #define POLL_MS 50    /* interrupt check while waiting for a row */
 #define BATCH_TOKENS 256 /* pack rows into one pass up to this many tokens */
@@ -97,7 +98,8 @@ struct scan_cursor {
   const relattn_model *model; /* held from xFilter to the next or xClose */
   sqlite3_stmt *src;      /* SELECT id, tokens FROM source ... ORDER BY id */
   sqlite3_stmt *ping;     /* SELECT 1: sees sqlite3_interrupt */
-  int want;               /* WANT_* bits */
+  int want;               /* WANT_SCORE | WANT_EMB: the model runs */
+  int read_tokens;        /* tokens decoded (the model runs, or n_tokens) */
   int blas_prev, blas_held;
   /* the ring: rows seq head <= s < tail are in flight, s < claim taken */
   scan_slot *ring;        /* (cap) */
@@ -375,6 +377,7 @@ static int scanBestIndex(sqlite3_vtab *tab, sqlite3_index_info *info) {
                        ((sqlite3_uint64)1 << COL_PPL)))
     want |= WANT_SCORE;
   if (info->colUsed & ((sqlite3_uint64)1 << COL_EMB)) want |= WANT_EMB;
+  if (info->colUsed & ((sqlite3_uint64)1 << COL_NTOK)) want |= WANT_TOKENS;
   info->idxNum = want;
   if (n) {
     info->idxStr = sqlite3_mprintf("%s", letters);
@@ -628,7 +631,8 @@ static int scanFill(scan_cursor *cur) {
                        sqlite3_column_type(cur->src, 0) == SQLITE_NULL
                            ? "NULL"
                            : "not an integer");
-    } else if (sqlite3_column_type(cur->src, 1) != SQLITE_NULL) {
+    } else if (cur->read_tokens &&
+               sqlite3_column_type(cur->src, 1) != SQLITE_NULL) {
       char *arg = sqlite3_mprintf("%s of id %lld", cur->vt->tokens, s->id);
       char *zErr = NULL;
       int n = 0, bos = m->cfg.bos >= 0;
@@ -844,6 +848,7 @@ static int scanFilter(sqlite3_vtab_cursor *p, int idxNum, const char *idxStr,
   cur->src_done = 0;
   cur->rows_done = cur->tok_done = 0;
   cur->want = idxNum & (WANT_SCORE | WANT_EMB);
+  cur->read_tokens = cur->want || (idxNum & WANT_TOKENS);
 
   cur->model = relattn_store_acquire(conn, vt->model, "relattn_scan", &zErr);
   if (!cur->model) {
@@ -878,9 +883,12 @@ static int scanFilter(sqlite3_vtab_cursor *p, int idxNum, const char *idxStr,
   }
   cond = sqlite3_str_finish(where);
   cur->to_read = limit < 0 ? -1 : limit + (offset > 0 ? offset : 0);
-  sql = sqlite3_mprintf("SELECT \"%w\", \"%w\" FROM \"%w\"%s ORDER BY \"%w\"",
-                        idcol, vt->tokens, vt->source, cond ? cond : "",
-                        idcol);
+  /* With only id read, the token column is not even fetched. */
+  sql = sqlite3_mprintf("SELECT \"%w\", %s%w%s FROM \"%w\"%s ORDER BY \"%w\"",
+                        idcol, cur->read_tokens ? "\"" : "",
+                        cur->read_tokens ? vt->tokens : "NULL",
+                        cur->read_tokens ? "\"" : "", vt->source,
+                        cond ? cond : "", idcol);
   if (!sql) {
     sqlite3_free(cond);
     return SQLITE_NOMEM;

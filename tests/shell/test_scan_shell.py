@@ -1,0 +1,127 @@
+"""relattn_scan and sql/score_corpus.sql through the sqlite3 shell.
+
+The batch job is killed (SIGKILL) in the middle and run again: the results
+must be complete, without duplicates, and equal to a run never interrupted
+(scores within 2e-5 per token: rows may be packed into different batches)."""
+import os
+import pathlib
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+import modelgen  # noqa: E402
+from conftest import connect  # noqa: E402
+
+SO = os.environ.get("RELATTN_SO", str(ROOT / "relattn.so"))
+LOAD = SO[:-3] if SO.endswith(".so") else SO
+SCRIPT = (ROOT / "sql" / "score_corpus.sql").read_text()
+
+
+def make_corpus(path, rng, n_rows, lo, hi, d_model=32):
+    db = connect(str(path))
+    cfg = modelgen.config(d_model=d_model, n_heads=4, d_ff=2 * d_model)
+    modelgen.load(db, "tiny", cfg, rng)
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
+    db.executemany("INSERT INTO docs VALUES (?, ?)",
+                   [(3 * i + 1, np.asarray(rng.integers(0, 256, int(rng.integers(lo, hi + 1))),
+                                           dtype="<i4").tobytes())
+                    for i in range(n_rows)])
+    db.commit()
+    db.close()
+
+
+def job(path, *settings):
+    cmds = [f".load {LOAD}"] + [f".parameter set {k} {v}" for k, v in settings]
+    return ["sqlite3", str(path)] + sum([["-cmd", c] for c in cmds], [])
+
+
+def results(path):
+    db = sqlite3.connect(str(path))
+    rows = db.execute("SELECT id, n_tokens, score, perplexity FROM docs_scores "
+                      "ORDER BY id").fetchall()
+    db.close()
+    return rows
+
+
+def test_scan_in_the_shell(tmp_path):
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    path = tmp_path / "c.db"
+    make_corpus(path, rng, 12, 3, 30)
+    r = subprocess.run(
+        ["sqlite3", "-bail", str(path)],
+        input=f".load {LOAD}\n"
+              "CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='tiny', source='docs', tokens='body');\n"
+              "SELECT count(*), sum(score < 0), sum(perplexity > 1) FROM temp.job WHERE id > 10;\n"
+              "SELECT id, typeof(embedding), length(embedding) FROM temp.job WHERE id = 13;\n"
+              "SELECT relattn_progress(1);\n"
+              "SELECT count(*) FROM temp.job;\n"
+              "CREATE VIRTUAL TABLE temp.bad USING relattn_scan(model='tiny', source='docs', tokens='text');\n",
+        capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0
+    assert r.stdout.split() == ["8|8|8", "13|blob|128", "1", "12"]
+    lines = r.stderr.strip().splitlines()
+    assert lines[0].startswith("relattn_scan: 12 rows in ") and "tokens/s" in lines[0], r.stderr
+    assert lines[-1].endswith("relattn_scan: source 'docs' has no column 'text' (tokens=)")
+
+
+def test_score_corpus_resumes_after_sigkill(tmp_path):
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    whole, killed = tmp_path / "whole.db", tmp_path / "killed.db"
+    make_corpus(whole, rng, 300, 20, 200, d_model=64)
+    shutil.copy(whole, killed)
+    settings = [("@chunk", 25)]
+
+    t = time.monotonic()
+    r = subprocess.run(job(whole, *settings), input=SCRIPT, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == 'score_corpus: done, 300 rows in "docs_scores"'
+    t_whole = time.monotonic() - t
+    want = results(whole)
+    assert len(want) == 300
+
+    # kill it once some chunks are in, well before the end
+    p = subprocess.Popen(job(killed, *settings), stdin=subprocess.PIPE,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    p.stdin.write(SCRIPT)
+    p.stdin.close()
+    done = 0
+    deadline = time.monotonic() + 10 * t_whole + 30
+    while time.monotonic() < deadline and p.poll() is None:
+        try:
+            db = sqlite3.connect(str(killed), timeout=5)
+            done = db.execute("SELECT count(*) FROM docs_scores").fetchone()[0]
+            db.close()
+        except sqlite3.OperationalError:  # table not made yet
+            pass
+        if done >= 50:
+            break
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    partial = results(killed)
+    assert 0 < len(partial) < 300, "the job was not stopped in the middle"
+    assert len(partial) % 25 == 0  # whole chunks only
+
+    r = subprocess.run(job(killed, *settings), input=SCRIPT, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    got = results(killed)
+    assert [g[0] for g in got] == [w[0] for w in want]  # complete, no duplicates
+    assert [g[1] for g in got] == [w[1] for w in want]
+    for g, w in zip(got, want):
+        assert abs(g[2] - w[2]) <= 2e-5 * (w[1] + 1), (g, w)
+        assert abs(g[3] - w[3]) <= 2e-5 * w[3]
+    # a third run finds nothing left to do
+    r = subprocess.run(job(killed, *settings), input=SCRIPT, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == 'score_corpus: done, 300 rows in "docs_scores"'
+    assert results(killed) == got
