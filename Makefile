@@ -32,7 +32,7 @@ DEB_PKGS ?= gcc make libc6-dev libsqlite3-dev sqlite3 libopenblas-dev \
 DEB_BENCH ?= python3-torch
 DEB_ASAN ?= clang libclang-rt-14-dev
 
-.PHONY: all deps deps-bench deps-fuzz test unit asan asan-build demo bench bench-forward fuzz fuzz-build clean
+.PHONY: all deps deps-bench deps-fuzz test unit asan asan-build demo bench bench-forward bench-scan fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -53,6 +53,7 @@ unit: $(UNIT_BIN)
 # Checks first; runs apt-get only for what is missing.
 deps:
 	@DEB_PKGS="$(DEB_PKGS)" sh tests/deps.sh
+	@sh tests/node/deps.sh
 
 deps-bench:
 	@DEB_PKGS="$(DEB_PKGS) $(DEB_BENCH)" sh tests/deps.sh
@@ -127,7 +128,11 @@ $(BUILD)/bench/%: tests/bench/%.c $(SRC_OBJ)
 bench-forward: all $(BUILD)/bench/bench_forward
 	$(BUILD)/bench/bench_forward $(abspath $(SO))
 
-bench: bench-forward
+# relattn_scan vs the scalar function, at 1 and 2 threads.
+bench-scan: all
+	$(PYTHON) tests/bench/bench_scan.py $(abspath $(SO))
+
+bench: bench-forward bench-scan
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz $(SO) demo.db
