@@ -1,0 +1,39 @@
+"""The README's relattn_scan examples, run as written in the sqlite3 shell
+(on a random model made by tests/modelgen.py, saved where the README reads the
+bundled one), and its score_corpus.sql command."""
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "shell"))
+from test_readme_store import SO, make_model, run, section_sql  # noqa: E402
+
+TITLE = "Batch jobs over a corpus: relattn_scan"
+
+
+def test_readme_scan(tmp_path, rng):
+    make_model(tmp_path, rng)
+    out = run(section_sql(TITLE), tmp_path)
+    assert out[1:6] == ["1|16|1|1", "2|12|1|1", "3|15|1|1", "4|8|1|1", "5|||"]
+    assert out[6:8] == ["2", "3"]
+    assert out[8] == "1|16"
+    assert out[9] == "5"
+
+
+def test_readme_score_corpus_command(tmp_path, rng):
+    make_model(tmp_path, rng)
+    run(".load " + SO[:-3] + "\nSELECT relattn_import('tiny', readfile('models/tiny.safetensors'));\n"
+        "CREATE TABLE docs(id INTEGER PRIMARY KEY, body TEXT);\n"
+        "INSERT INTO docs(body) VALUES ('a'), ('bc'), (NULL), ('def');\n", tmp_path)
+    text = (ROOT / "README.md").read_text()
+    line = next(l for l in text.splitlines() if l.startswith("sqlite3 corpus.db"))
+    so = SO[:-3] if SO.endswith(".so") else SO
+    cmd = line.replace("corpus.db", "readme.db").replace(".load ./relattn", f".load {so}")
+    cmd = cmd.replace("sql/score_corpus.sql", str(ROOT / "sql" / "score_corpus.sql"))
+    r = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == 'score_corpus: done, 4 rows in "docs_scores"'
