@@ -223,6 +223,10 @@ typedef struct relattn_sha256 {
 void relattn_sha256_init(relattn_sha256 *s);
 void relattn_sha256_update(relattn_sha256 *s, const void *data, size_t n);
 void relattn_sha256_hex(relattn_sha256 *s, char out[65]); /* finishes */
+/* 1 when the x86 SHA extensions are used; relattn_sha256_set_portable(1)
+** turns them off (for tests comparing the two). */
+int relattn_sha256_accelerated(void);
+void relattn_sha256_set_portable(int on);
 
 /* ---- model tensors (src/model.c) ---------------------------------------- */
 
