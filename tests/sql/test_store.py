@@ -849,3 +849,27 @@ def test_models_keep_import_order(db, rng):
     for n in names:
         db.execute("SELECT relattn_import(?, ?)", (n, modelgen.safetensors(CFG, rng)))
     assert [r[0] for r in db.execute("SELECT name FROM relattn_model ORDER BY rowid")] == names
+
+
+def test_held_model_survives_replacement(db, rng):
+    # relattn_scan holds the model for the whole scan; a re-import in the
+    # middle (and a call that loads the new version, replacing the cached
+    # one) must not pull the old weights from under it.
+    cfg = modelgen.config(n_layers=1)
+    modelgen.load(db, "m", cfg, rng)
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
+    db.executemany("INSERT INTO docs(body) VALUES (?)",
+                   [(rng.integers(0, 256, int(rng.integers(3, 40))).astype("<i4").tobytes(),)
+                    for _ in range(200)])
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', source='docs', "
+               "tokens='body')")
+    before = db.execute("SELECT id, score FROM temp.job").fetchall()
+    cur = db.execute("SELECT id, score FROM temp.job")
+    first = cur.fetchmany(10)
+    modelgen.load(db, "m", cfg, rng)                      # new weights
+    db.execute("SELECT relattn_weights('m', 'tok_emb')").fetchone()  # cache replaced
+    rest = cur.fetchall()
+    assert first + rest == before                         # the old model throughout
+    after = db.execute("SELECT id, score FROM temp.job").fetchall()
+    assert [r[0] for r in after] == [r[0] for r in before]
+    assert all(a[1] != b[1] for a, b in zip(after, before))
