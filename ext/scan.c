@@ -596,6 +596,19 @@ static int scanError(scan_cursor *cur, int rc, const char *fmt, ...) {
 /* Reads source rows into the ring while there is room. Token errors are
 ** kept in the row's slot and reported when its turn comes, so the rows
 ** before it are returned whatever the read-ahead. */
+/* What a row of n tokens may hold: its forward pass's scratch on every
+** worker at once (each may run a row that long), so the per-call bound
+** covers the whole scan. SIZE_MAX on overflow. */
+static size_t scanRowBytes(const scan_cursor *cur, const relattn_model *m,
+                           int n) {
+  size_t one = relattn_forward_bytes(m, n), all;
+  if (!one ||
+      !relattn_mul_ok(one, (size_t)(cur->n_workers > 1 ? cur->n_workers : 1),
+                      &all))
+    return SIZE_MAX;
+  return all;
+}
+
 static int scanFill(scan_cursor *cur) {
   const relattn_model *m = cur->model;
   int added = 0;
@@ -658,10 +671,9 @@ static int scanFill(scan_cursor *cur) {
                          "relattn_max_tokens() = %d",
                          cur->vt->tokens, s->id, n, cur->vt->conn->max_tokens);
         sqlite3_free(t);
-      } else if ((zErr = relattn_memory_check(
-                      cur->vt->conn, "relattn_scan",
-                      relattn_forward_bytes(m, n + bos) ? relattn_forward_bytes(m, n + bos)
-                                                        : SIZE_MAX)) != NULL &&
+      } else if ((zErr = relattn_memory_check(cur->vt->conn, "relattn_scan",
+                                              scanRowBytes(cur, m, n + bos))) !=
+                     NULL &&
                  cur->want) {
         s->status = RELATTN_ERR_TOOBIG;
         sqlite3_snprintf(ERR_LEN, s->err, "relattn_scan: %s of id %lld%s",

@@ -98,3 +98,32 @@ def test_long_text_is_refused_before_decoding(db, small):
     assert str(e.value) == ("relattn_score: tokens has 41943040 tokens, over "
                             "relattn_max_tokens() = 65536")
     assert rss_mb() - base < 120  # SQLite's copy of the text: 40 MB
+
+
+def test_scan_memory_bound_covers_every_worker(db, small):
+    # Once: each row was checked alone, while every worker thread may hold a
+    # row that long at once (n_threads times the bound).
+    import numpy as np
+    _, blob = small
+    db.execute("SELECT relattn_import('m', ?)", (blob,))
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
+    db.execute("INSERT INTO docs VALUES (1, ?)",
+               (np.full(20000, 5, dtype="<i4").tobytes(),))
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', source='docs', tokens='body')")
+    db.execute("SELECT relattn_max_memory(1 << 20)")
+
+    def need(threads):
+        db.execute(f"SELECT relattn_threads({threads})")
+        with pytest.raises(sqlite3.DataError) as e:
+            db.execute("SELECT score FROM temp.job").fetchall()
+        assert str(e.value).endswith(" bytes, over the limit of 1048576 per call (relattn_max_memory)")
+        return int(str(e.value).split("needs ")[1].split()[0])
+
+    one, two = need(1), need(2)
+    assert two == 2 * one
+    db.execute(f"SELECT relattn_max_memory({one + one // 2})")
+    db.execute("SELECT relattn_threads(1)")
+    assert len(db.execute("SELECT score FROM temp.job").fetchall()) == 1
+    db.execute("SELECT relattn_threads(2)")
+    with pytest.raises(sqlite3.DataError):
+        db.execute("SELECT score FROM temp.job").fetchall()
