@@ -62,6 +62,23 @@ int main(void) {
     f[2] = 3.4e38f;
     CHECK(relattn_find_nonfinite(f, RELATTN_F32, 3) == 3, "f32 max is finite");
   }
+  {
+    /* the bulk conversion (vectorized where the CPU can) against the
+    ** scalar one, every pattern, at an odd offset and length */
+    static uint8_t raw[2 * 65536 + 3];
+    static float bulk[65536];
+    int bad = 0, dt;
+    for (dt = RELATTN_F16; dt <= RELATTN_BF16; dt++) {
+      for (h = 0; h < 65536; h++) raw[1 + 2 * h] = (uint8_t)h, raw[2 + 2 * h] = (uint8_t)(h >> 8);
+      relattn_to_f32(bulk, raw + 1, dt, 65535);
+      for (h = 0; h < 65535; h++) {
+        float want = dt == RELATTN_F16 ? relattn_f16_to_f32((uint16_t)h)
+                                       : relattn_bf16_to_f32((uint16_t)h);
+        if (isnan(want) ? !isnan(bulk[h]) : memcmp(&want, &bulk[h], 4) != 0) bad++;
+      }
+    }
+    CHECK(bad == 0, "%d patterns where bulk and scalar conversion differ", bad);
+  }
   CHECK(relattn_dtype_parse("BF16") == RELATTN_BF16 &&
             relattn_dtype_parse("bf16") == -1 && relattn_dtype_parse("F64") == -1,
         "parse");
