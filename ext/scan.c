@@ -29,7 +29,8 @@
 ** finishes at most the row it holds) and frees everything.
 **
 ** Progress (relattn_progress(1), or stderr is a terminal): rows done / total,
-** tokens/s and ETA on stderr, a line per second (redrawn in place on a tty).
+** tokens/s and ETA on stderr, a line per second (redrawn in place on a tty;
+** there, a scan done within a second prints nothing).
 */
 #include "ext.h"
 #include "functions.h"
@@ -115,6 +116,7 @@ struct scan_cursor {
   pthread_cond_t work, done;
   /* progress */
   int progress, tty;
+  int asked;              /* relattn_progress(1): a last line even when quick */
   sqlite3_int64 total, rows_done, tok_done, tok_rows;
   double t0, t_shown;
 };
@@ -539,7 +541,9 @@ static void scanProgressLine(scan_cursor *cur, int final);
 /* Ends a scan: workers joined, rows freed, model released, BLAS restored. */
 static void scanReset(scan_cursor *cur) {
   scanStopWorkers(cur);
-  if (cur->progress && cur->t0 > 0 && !cur->eof) scanProgressLine(cur, 2);
+  if (cur->progress && cur->t0 > 0 && !cur->eof &&
+      (cur->asked || cur->t_shown > cur->t0))
+    scanProgressLine(cur, 2);
   scanFreeSlots(cur);
   sqlite3_finalize(cur->src);
   cur->src = NULL;
@@ -759,7 +763,9 @@ static int scanAdvance(scan_cursor *cur) {
   if (rc != SQLITE_OK) return rc;
   if (cur->head == cur->tail) {
     cur->eof = 1;
-    if (cur->progress && cur->t0 > 0) scanProgressLine(cur, 1);
+    /* On a terminal alone, a quick query prints nothing. */
+    if (cur->progress && cur->t0 > 0 && (cur->asked || cur->t_shown > cur->t0))
+      scanProgressLine(cur, 1);
     return SQLITE_OK;
   }
   s = &cur->ring[cur->head % cur->cap];
@@ -924,6 +930,7 @@ static int scanFilter(sqlite3_vtab_cursor *p, int idxNum, const char *idxStr,
     }
   }
   cur->progress = count != NULL;
+  cur->asked = conn->progress;
   cur->tty = isatty(2);
   cur->total = -1;
   if (count) {
