@@ -136,6 +136,11 @@ static void structured(sqlite3 *db, fuzz_in *in, unsigned head) {
                  "relative error %g",
                  n, H, d, clip, causal, per_head, has_rk, has_rv,
                  sqrt(num / (den > 1e-6 ? den : 1e-6)));
+      if (getenv("FUZZ_TRACE"))
+        fprintf(stderr, "fuzz_attention: n=%d H=%d d=%d clip=%d causal=%d "
+                "per_head=%d rk=%d rv=%d: relative error %.2g\n", n, H, d,
+                clip, causal, per_head, has_rk, has_rv,
+                sqrt(num / (den > 1e-6 ? den : 1e-6)));
       free(ref);
     }
   } else if (valid) {

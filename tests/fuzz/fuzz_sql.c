@@ -274,6 +274,18 @@ static void query_module(sqlite3 *db, const mod_info *m, fuzz_in *in) {
   /* A module used with CREATE VIRTUAL TABLE: arguments key=value. */
   o = snprintf(sql, sizeof sql, "CREATE VIRTUAL TABLE temp.fz USING %s(",
                m->name);
+  {
+    /* Mostly the arguments relattn_scan takes, so the table gets made and
+    ** read; then a few more from the input. */
+    unsigned form = fuzz_u8(in);
+    if (form % 4 != 0) {
+      o += snprintf(sql + o, sizeof sql - o,
+                    "model='%s', source='docs', tokens='body'%s",
+                    form & 4 ? "enc" : "tiny", form & 8 ? ", id='doc_id'" : "");
+      if (form & 16) o += snprintf(sql + o, sizeof sql - o, ",");
+      else goto close;
+    }
+  }
   for (i = 0, o += 0; i < (int)(fuzz_u8(in) % 6); i++) {
     unsigned pick = fuzz_u8(in);
     if (pick % 16 == 15) { /* arbitrary text as one argument */
@@ -289,7 +301,9 @@ static void query_module(sqlite3 *db, const mod_info *m, fuzz_in *in) {
                     SCAN_KEYS[pick % 4], SCAN_VALUES[(pick >> 2) % 8]);
     }
   }
+close:
   snprintf(sql + o, sizeof sql - o, ")");
+  if (getenv("FUZZ_TRACE")) fprintf(stderr, "fuzz_sql: %s\n", sql);
   if (sqlite3_exec(db, sql, 0, 0, 0) != SQLITE_OK) return;
   {
     sqlite3_stmt *st;
