@@ -32,7 +32,7 @@ DEB_PKGS ?= gcc make libc6-dev libsqlite3-dev sqlite3 libopenblas-dev \
 DEB_BENCH ?= python3-torch
 DEB_ASAN ?= clang libclang-rt-14-dev
 
-.PHONY: all deps deps-bench deps-fuzz test unit asan asan-build demo bench bench-forward bench-scan fuzz fuzz-build clean
+.PHONY: all deps deps-bench deps-fuzz test unit asan asan-build demo bench bench-attention bench-torch bench-forward bench-scan fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -132,7 +132,16 @@ bench-forward: all $(BUILD)/bench/bench_forward
 bench-scan: all
 	$(PYTHON) tests/bench/bench_scan.py $(abspath $(SO))
 
-bench: bench-forward bench-scan
+# The attention kernel: relative vs plain vs naive, GFLOP/s, scratch; then
+# the same relative attention in PyTorch, same threads.
+bench-attention: all $(BUILD)/bench/bench_attention
+	$(BUILD)/bench/bench_attention
+
+bench-torch: all
+	RELATTN_SO=$(abspath $(SO)) $(PYTHON) tests/bench/bench_torch.py
+
+bench: deps-bench
+	$(MAKE) bench-attention bench-torch bench-forward bench-scan
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz $(SO) demo.db

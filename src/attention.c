@@ -150,7 +150,7 @@ static void attn_task(void *ctx, int task, int worker) {
         const float *prow = P + (size_t)ii * R;
         cl = prow[0];
         cr = a->causal ? 0.0f : prow[2 * ke];
-        for (j = b0; j < b1; j++) srow[j] += prow[j - lo];
+        if (b1 > b0) vec->add(srow + b0, prow + (b0 - lo), b1 - b0);
       }
       if (b0 > 0) mx = vec->max(srow, b0) + cl;
       if (b1 > b0) {
@@ -183,10 +183,11 @@ static void attn_task(void *ctx, int task, int worker) {
           /* Band weights go to their own buckets, kept relative to mb. */
           float *brow = B + (size_t)ii * R;
           if (mb[ii] != m_new) {
-            vec->scale(brow, Rg, expf(mb[ii] - m_new));
+            /* (on the first visit the buckets are still zero) */
+            if (mb[ii] != -INFINITY) vec->scale(brow, Rg, expf(mb[ii] - m_new));
             mb[ii] = m_new;
           }
-          for (j = b0; j < b1; j++) brow[j - lo] += srow[j];
+          vec->add(brow + (b0 - lo), srow + b0, b1 - b0);
         }
       }
     }
@@ -198,7 +199,8 @@ static void attn_task(void *ctx, int task, int worker) {
   if (rv) {
     for (ii = 0; ii < bq; ii++) {
       float *brow = B + (size_t)ii * R;
-      if (mb[ii] != m[ii]) vec->scale(brow, Rg, expf(mb[ii] - m[ii]));
+      if (mb[ii] != m[ii] && mb[ii] != -INFINITY)
+        vec->scale(brow, Rg, expf(mb[ii] - m[ii]));
       if (ke == 0) {
         brow[0] += el[ii] + er[ii];
       } else {

@@ -32,8 +32,13 @@ static void scale_scalar(float *x, int n, float f) {
   for (j = 0; j < n; j++) x[j] *= f;
 }
 
+static void add_scalar(float *x, const float *y, int n) {
+  int j;
+  for (j = 0; j < n; j++) x[j] += y[j];
+}
+
 static const relattn_vec vec_scalar = {"scalar", max_scalar, exp_sum_scalar,
-                                       scale_scalar};
+                                       scale_scalar, add_scalar};
 
 /* ---- x86-64: AVX2 + FMA and AVX-512F ------------------------------------ */
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -227,10 +232,34 @@ __attribute__((target("avx512f"))) static void scale_avx512(float *x, int n,
   }
 }
 
+__attribute__((target("avx2"))) static void add_avx2(float *x, const float *y,
+                                                    int n) {
+  int j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(x + j, _mm256_add_ps(_mm256_loadu_ps(x + j),
+                                          _mm256_loadu_ps(y + j)));
+  for (; j < n; j++) x[j] += y[j];
+}
+
+__attribute__((target("avx512f"))) static void add_avx512(float *x,
+                                                          const float *y,
+                                                          int n) {
+  int j = 0;
+  for (; j + 16 <= n; j += 16)
+    _mm512_storeu_ps(x + j, _mm512_add_ps(_mm512_loadu_ps(x + j),
+                                          _mm512_loadu_ps(y + j)));
+  if (j < n) {
+    const __mmask16 k = (__mmask16)((1u << (n - j)) - 1);
+    _mm512_mask_storeu_ps(x + j, k,
+                          _mm512_add_ps(_mm512_maskz_loadu_ps(k, x + j),
+                                        _mm512_maskz_loadu_ps(k, y + j)));
+  }
+}
+
 static const relattn_vec vec_avx2 = {"avx2", max_avx2, exp_sum_avx2,
-                                     scale_avx2};
+                                     scale_avx2, add_avx2};
 static const relattn_vec vec_avx512 = {"avx512", max_avx512, exp_sum_avx512,
-                                       scale_avx512};
+                                       scale_avx512, add_avx512};
 #endif
 
 const relattn_vec *relattn_vec_path(const char *name) {

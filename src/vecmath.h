@@ -12,6 +12,7 @@ typedef struct relattn_vec {
   /* x[j] = exp(x[j] - sub) for j < n; returns the sum of the new x. */
   float (*exp_sum)(float *x, int n, float sub);
   void (*scale)(float *x, int n, float f);   /* x *= f */
+  void (*add)(float *x, const float *y, int n); /* x += y */
 } relattn_vec;
 
 const relattn_vec *relattn_vec_ops(void);

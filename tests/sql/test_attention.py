@@ -276,3 +276,33 @@ def test_result_over_length_limit(db):
     m = "[" + ",".join(["1"] * 400) + "]"
     assert err(db, (m, m, m, None, None, '{"heads":1,"d_head":4}')) == \
         E + "the result would have 1600 bytes, over SQLITE_LIMIT_LENGTH (1000)"
+
+
+# ---- the README's section, run as written --------------------------------------
+
+def readme_blocks(lang):
+    import re
+    text = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    title = "## Relative attention on matrices: relattn_attention\n"
+    start = text.index(title)
+    end = text.find("\n## ", start + 1)
+    return re.findall(rf"```{lang}\n(.*?)```", text[start:end], re.S)
+
+
+def test_readme_sql():
+    (sql,) = readme_blocks("sql")
+    so = SO[:-3] if SO.endswith(".so") else SO
+    r = subprocess.run(["sqlite3", "-bail", ":memory:"],
+                       input=sql.replace(".load ./relattn", f".load {so}"),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["00000040000040408EF726408FF76640", "2560"]
+
+
+def test_readme_python():
+    (code,) = readme_blocks("python")
+    scope = {}
+    exec(code.replace('"./relattn"', repr(SO)), scope)
+    q, k, v, rk, rv = (scope[x] for x in ("q", "k", "v", "rel_k", "rel_v"))
+    ref = reference(q, k, v, rk, rv, scope["heads"], scope["d"])
+    assert rel_err(scope["z"], ref) <= TOL

@@ -313,6 +313,14 @@ static void vec_paths(void) {
       CHECK(fabsf(sx - sy) <= 1e-5f * sy, "%s sum n=%d %g vs %g", names[p], n, sx, sy);
       v->scale(x, n, 0.5f);
       sc->scale(y, n, 0.5f);
+      for (j = 0; j < n; j++) f[j] = (float)unit_uniform();
+      memcpy(y, x, sizeof(float) * (size_t)n);
+      v->add(x, f, n);
+      {
+        int same = 1;
+        for (j = 0; j < n; j++) same &= x[j] == y[j] + f[j];
+        CHECK(same, "%s add n=%d", names[p], n);
+      }
     }
     {
       float x[16] = {-200.0f, -88.0f, -87.0f, 0.0f, 1.0f, -1e30f};
