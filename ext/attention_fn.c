@@ -72,6 +72,10 @@ static int jsonMatrix(sqlite3_context *ctx, sqlite3_value *v, const char *name,
   sqlite3_stmt *st = NULL;
   sqlite3_int64 cap = 0;
   int rc, ok = 1;
+  /* Every number but the last takes 2 characters or more ("1,"): the floats
+  ** to hold are bounded before anything is read. */
+  const size_t bound = ((size_t)sqlite3_value_bytes(v) / 2 + 1) * sizeof(float);
+  if (!relattn_memory_ok(ctx, sqlite3_user_data(ctx), FN, bound)) return 0;
   /* json_type raises on malformed JSON: only ask when json_valid says yes */
   rc = sqlite3_prepare_v2(
       db, "SELECT CASE WHEN json_valid(?1) THEN json_type(?1) = 'array' END",

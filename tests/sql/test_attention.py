@@ -306,3 +306,17 @@ def test_readme_python():
     q, k, v, rk, rv = (scope[x] for x in ("q", "k", "v", "rel_k", "rel_v"))
     ref = reference(q, k, v, rk, rv, scope["heads"], scope["d"])
     assert rel_err(scope["z"], ref) <= TOL
+
+
+def test_memory_limit(db, rng):
+    # The result and every thread's scratch are counted before allocating.
+    db.execute("SELECT relattn_max_memory(1048576)")
+    db.execute("SELECT relattn_threads(2)")
+    q, k, v, rk, rv = make(rng, 1024, 4, 16, 16)
+    msg = err(db, (f32(q), f32(k), f32(v), f32(rk), f32(rv), '{"heads":4,"d_head":16}'))
+    assert msg.startswith(E + "needs ") and msg.endswith(
+        " bytes, over the limit of 1048576 per call (relattn_max_memory)"), msg
+    # JSON text: bounded by its length before it is read (2 characters a number).
+    m = "[" + ",".join(["1"] * 300000) + "]"
+    assert err(db, (m, m, m, None, None, '{"heads":1,"d_head":4}')) == \
+        E + f"needs {(len(m) // 2 + 1) * 4} bytes, over the limit of 1048576 per call (relattn_max_memory)"
