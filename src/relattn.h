@@ -111,7 +111,12 @@ typedef struct relattn_attn {
 } relattn_attn;
 
 /* Fused blocked kernel with online softmax; never builds an n x n matrix.
-** Runs (head, query block) tasks on pool, with per-worker scratch from it. */
+** Runs (head, query block) tasks on pool (NULL: serially on the caller's
+** thread), with per-worker scratch slot 0 from it; called from inside a task
+** of the same pool it runs serially on that task's worker. Sets OpenBLAS to
+** one thread for the call and restores it. The result is bitwise the same
+** for any thread count. out may be q itself (ldo = ldq: each task reads
+** only its own rows of q), never k or v. */
 int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
                       size_t errlen);
 /* The softmax weights of one head as an explicit matrix, for inspection:

@@ -248,6 +248,34 @@ static void map_case(const tcase *c) {
   free_data(&t);
 }
 
+/* out written over q (documented as allowed): each task reads only its own
+** rows of q. */
+static void in_place(relattn_pool *pool) {
+  tcase c = {600, 3, 16, 8, 0, 1, 1, 1, 2};
+  int causal;
+  for (causal = 0; causal < 2; causal++) {
+    tdata t;
+    relattn_attn a;
+    char err[256] = "";
+    const size_t len = (size_t)c.n * (c.heads * c.d + c.pad);
+    float *q_copy = malloc(sizeof(float) * len);
+    double e;
+    c.causal = causal;
+    make_data(&c, &t);
+    memcpy(q_copy, t.q, sizeof(float) * len);
+    a = t.a;
+    a.out = t.q;
+    a.ldo = a.ldq;
+    CHECK(relattn_attention(&a, pool, err, sizeof err) == RELATTN_OK, "in place: %s", err);
+    a.out = t.q;       /* the result */
+    a.q = q_copy;      /* the inputs it was computed from */
+    e = ref_error(&a);
+    CHECK(e <= TOL, "in place causal=%d: relative error %.3g", causal, e);
+    free(q_copy);
+    free_data(&t);
+  }
+}
+
 static void errors(void) {
   tcase c = {10, 2, 8, 2, 0, 0, 1, 1, 0};
   tdata t;
@@ -359,6 +387,7 @@ int main(void) {
     for (i = 0; i < sizeof big / sizeof big[0]; i++) run_case(&big[i], pool2);
   }
   thread_independence();
+  in_place(pool2);
   {
     static const tcase maps[] = {
         {1, 1, 8, 2, 0, 0, 1, 1, 0},
