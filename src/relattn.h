@@ -312,7 +312,7 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
 /* Bytes of scratch relattn_forward needs for n tokens (0 with an overflow),
 ** so callers can check a memory bound before anything is allocated; the
 ** batch form for count sequences of n tokens in all. Each pool worker past
-** the first adds a buffer of 64 x max(d_ff, vocab_size) floats, whatever n. */
+** the first adds a buffer of 256 x max(d_ff, vocab_size) floats, whatever n. */
 size_t relattn_forward_bytes(const relattn_model *m, int n);
 size_t relattn_forward_bytes_batch(const relattn_model *m, int n, int count);
 
