@@ -43,6 +43,9 @@
 
 #include "vecmath.h"
 
+/* Rows per GEMM in a block the causal mask cuts. */
+#define CAUSAL_PANEL 64
+
 /* Block sizes: queries per task, keys per step. Tunable for tests/bench. */
 static int block_q = 256, block_k = 512;
 
@@ -118,82 +121,92 @@ static void attn_task(void *ctx, int task, int worker) {
 
   for (j0 = 0; j0 < j_end; j0 += BK) {
     const int bk = j_end - j0 < BK ? j_end - j0 : BK;
-    /* Columns any row of the block may use (the mask cuts the last ones). */
-    const int width = a->causal && i0 + bq - j0 < bk ? i0 + bq - j0 : bk;
-    relattn_sgemm(0, 1, bq, width, d, s, Q, a->ldq,
-                  a->k + (size_t)j0 * a->ldk + (size_t)h * d, a->ldk, 0.0f, S,
-                  BK);
-    for (ii = 0; ii < bq; ii++) {
-      const int i = i0 + ii;
-      float *srow = S + (size_t)ii * BK;
-      int cnt = width, lo, hi, b0, b1;
-      float cl = 0.0f, cr = 0.0f, mx = -INFINITY, m_new, alpha;
-      float sl = 0.0f, sb = 0.0f, sr = 0.0f;
-      if (a->causal && i - j0 + 1 < cnt) cnt = i - j0 + 1;
-      if (cnt <= 0) {
-        memset(srow, 0, sizeof(float) * (size_t)width);
-        continue;
-      }
-      /* Columns [0, b0) are at distance < -ke (table row 0), [b0, b1) in
-      ** the band (row j-i+ke), [b1, cnt) at > ke (row 2ke). Without tables
-      ** the whole row is one segment. A block far from the diagonal has
-      ** one segment only: its relative term is a row constant. */
-      lo = i - ke - j0; /* the column at distance -ke */
-      hi = i + ke - j0; /* the column at distance +ke */
-      if (rel) {
-        b0 = lo < 0 ? 0 : (lo > cnt ? cnt : lo);
-        b1 = hi + 1 < b0 ? b0 : (hi + 1 > cnt ? cnt : hi + 1);
-      } else {
-        b0 = b1 = cnt;
-      }
-      if (rk) {
-        const float *prow = P + (size_t)ii * R;
-        cl = prow[0];
-        cr = a->causal ? 0.0f : prow[2 * ke];
-        if (b1 > b0) vec->add(srow + b0, prow + (b0 - lo), b1 - b0);
-      }
-      if (b0 > 0) mx = vec->max(srow, b0) + cl;
-      if (b1 > b0) {
-        const float mb_ = vec->max(srow + b0, b1 - b0);
-        mx = mb_ > mx ? mb_ : mx;
-      }
-      if (cnt > b1) {
-        const float mr = vec->max(srow + b1, cnt - b1) + cr;
-        mx = mr > mx ? mr : mx;
-      }
-      m_new = mx > m[ii] ? mx : m[ii];
-      alpha = expf(m[ii] - m_new); /* 0 on the first block: m = -inf */
-      if (b0 > 0) sl = vec->exp_sum(srow, b0, m_new - cl);
-      if (b1 > b0) sb = vec->exp_sum(srow + b0, b1 - b0, m_new);
-      if (cnt > b1) sr = vec->exp_sum(srow + b1, cnt - b1, m_new - cr);
-      if (cnt < width)
-        memset(srow + cnt, 0, sizeof(float) * (size_t)(width - cnt));
-      if (alpha != 1.0f) {
-        l[ii] *= alpha;
-        el[ii] *= alpha;
-        er[ii] *= alpha;
-        vec->scale(O + (size_t)ii * d, d, alpha);
-      }
-      l[ii] += (sl + sb) + sr;
-      m[ii] = m_new;
-      if (rv) {
-        el[ii] += sl;
-        er[ii] += sr;
+    /* A block the causal mask cuts goes in panels of rows, each with the
+    ** columns its last row may use, so masked products are mostly skipped. */
+    const int diag = a->causal && j0 + bk > i0 + 1;
+    const int panel = diag ? CAUSAL_PANEL : bq;
+    int r0;
+    for (r0 = 0; r0 < bq; r0 += panel) {
+      const int r1 = r0 + panel < bq ? r0 + panel : bq;
+      /* Columns any row of the panel may use (the mask cuts the last ones). */
+      const int width = a->causal && i0 + r1 - j0 < bk ? i0 + r1 - j0 : bk;
+      if (width <= 0) continue; /* every key of the block is after these rows */
+      relattn_sgemm(0, 1, r1 - r0, width, d, s, Q + (size_t)r0 * a->ldq,
+                    a->ldq, a->k + (size_t)j0 * a->ldk + (size_t)h * d, a->ldk, 0.0f,
+                    S + (size_t)r0 * BK, BK);
+      for (ii = r0; ii < r1; ii++) {
+        const int i = i0 + ii;
+        float *srow = S + (size_t)ii * BK;
+        int cnt = width, lo, hi, b0, b1;
+        float cl = 0.0f, cr = 0.0f, mx = -INFINITY, m_new, alpha;
+        float sl = 0.0f, sb = 0.0f, sr = 0.0f;
+        if (a->causal && i - j0 + 1 < cnt) cnt = i - j0 + 1;
+        if (cnt <= 0) {
+          memset(srow, 0, sizeof(float) * (size_t)width);
+          continue;
+        }
+        /* Columns [0, b0) are at distance < -ke (table row 0), [b0, b1) in
+        ** the band (row j-i+ke), [b1, cnt) at > ke (row 2ke). Without tables
+        ** the whole row is one segment. A block far from the diagonal has
+        ** one segment only: its relative term is a row constant. */
+        lo = i - ke - j0; /* the column at distance -ke */
+        hi = i + ke - j0; /* the column at distance +ke */
+        if (rel) {
+          b0 = lo < 0 ? 0 : (lo > cnt ? cnt : lo);
+          b1 = hi + 1 < b0 ? b0 : (hi + 1 > cnt ? cnt : hi + 1);
+        } else {
+          b0 = b1 = cnt;
+        }
+        if (rk) {
+          const float *prow = P + (size_t)ii * R;
+          cl = prow[0];
+          cr = a->causal ? 0.0f : prow[2 * ke];
+          if (b1 > b0) vec->add(srow + b0, prow + (b0 - lo), b1 - b0);
+        }
+        if (b0 > 0) mx = vec->max(srow, b0) + cl;
         if (b1 > b0) {
-          /* Band weights go to their own buckets, kept relative to mb. */
-          float *brow = B + (size_t)ii * R;
-          if (mb[ii] != m_new) {
-            /* (on the first visit the buckets are still zero) */
-            if (mb[ii] != -INFINITY) vec->scale(brow, Rg, expf(mb[ii] - m_new));
-            mb[ii] = m_new;
+          const float mb_ = vec->max(srow + b0, b1 - b0);
+          mx = mb_ > mx ? mb_ : mx;
+        }
+        if (cnt > b1) {
+          const float mr = vec->max(srow + b1, cnt - b1) + cr;
+          mx = mr > mx ? mr : mx;
+        }
+        m_new = mx > m[ii] ? mx : m[ii];
+        alpha = expf(m[ii] - m_new); /* 0 on the first block: m = -inf */
+        if (b0 > 0) sl = vec->exp_sum(srow, b0, m_new - cl);
+        if (b1 > b0) sb = vec->exp_sum(srow + b0, b1 - b0, m_new);
+        if (cnt > b1) sr = vec->exp_sum(srow + b1, cnt - b1, m_new - cr);
+        if (cnt < width)
+          memset(srow + cnt, 0, sizeof(float) * (size_t)(width - cnt));
+        if (alpha != 1.0f) {
+          l[ii] *= alpha;
+          el[ii] *= alpha;
+          er[ii] *= alpha;
+          vec->scale(O + (size_t)ii * d, d, alpha);
+        }
+        l[ii] += (sl + sb) + sr;
+        m[ii] = m_new;
+        if (rv) {
+          el[ii] += sl;
+          er[ii] += sr;
+          if (b1 > b0) {
+            /* Band weights go to their own buckets, kept relative to mb. */
+            float *brow = B + (size_t)ii * R;
+            if (mb[ii] != m_new) {
+              /* (on the first visit the buckets are still zero) */
+              if (mb[ii] != -INFINITY)
+                vec->scale(brow, Rg, expf(mb[ii] - m_new));
+              mb[ii] = m_new;
+            }
+            vec->add(brow + (b0 - lo), srow + b0, b1 - b0);
           }
-          vec->add(brow + (b0 - lo), srow + b0, b1 - b0);
         }
       }
+      relattn_sgemm(0, 0, r1 - r0, d, width, 1.0f, S + (size_t)r0 * BK, BK,
+                    a->v + (size_t)j0 * a->ldv + (size_t)h * d, a->ldv, 1.0f,
+                    O + (size_t)r0 * d, d);
     }
-    relattn_sgemm(0, 0, bq, d, width, 1.0f, S, BK,
-                  a->v + (size_t)j0 * a->ldv + (size_t)h * d, a->ldv, 1.0f, O,
-                  d);
   }
 
   if (rv) {
