@@ -139,3 +139,12 @@ for i in range(24):
 for i in range(8):
     write("sql", f"module_{i}", bytes([0, 6, i, 5, 7, 4, 1, 2, 3, 4, 0]))
     write("sql", f"random_{i}", bytes(R.randrange(256) for _ in range(64)))
+
+# config, mode 2: a model of odd shape made by the harness; flags, ids, then
+# heads, d_model/heads, vocab-256, layers, d_ff, clip, sequence length, ids.
+for i in range(12):
+    flags, ids = R.randrange(256), R.randrange(8)
+    shape = [R.randrange(4), R.randrange(6), R.randrange(8), R.randrange(3),
+             R.randrange(12), R.randrange(7), R.randrange(48)]
+    write("config", f"shaped_{i}", bytes([2, flags, ids] + shape)
+          + bytes(R.randrange(256) for _ in range(48)))
