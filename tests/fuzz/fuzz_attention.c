@@ -2,8 +2,8 @@
 ** fuzz_attention.c: relattn_attention's argument decoding, and the kernel on
 ** odd shapes.
 **
-** First input byte, low bit 0 (structured): heads, d_head, n, clip and flags
-** from the input, BLOBs of consistent sizes filled from the input, options
+** First input byte, low bit 0 (structured): heads, d_head, n (to 12, or to
+** 400 with flag bit 7, where clip goes to 70), clip and flags from the input, BLOBs of consistent sizes filled from the input, options
 ** built to match; sometimes one BLOB is cut short, a NaN planted, or the
 ** options spelled wrongly. When everything is valid the result must be
 ** (n, H*d) and agree with a float64 reference computed here (DESIGN section
@@ -61,21 +61,46 @@ static void reference(int n, int H, int d, int clip, int causal, int per_head,
   free(e);
 }
 
+/* count values in [-2, 2) from the input; past its end, from a generator
+** seeded by it (so long sequences need no long inputs). */
+static uint32_t lcg = 12345;
 static float *fill(size_t count, fuzz_in *in) {
   float *a = malloc(sizeof(float) * (count ? count : 1));
   size_t i;
   if (!a) abort();
-  for (i = 0; i < count; i++) a[i] = ((int)fuzz_u8(in) - 128) / 64.0f;
+  for (i = 0; i < count; i++) {
+    int b;
+    if (in->n) {
+      b = (int)fuzz_u8(in);
+      lcg = lcg * 1664525u + 1013904223u + (uint32_t)b;
+    } else {
+      lcg = lcg * 1664525u + 1013904223u;
+      b = (int)(lcg >> 24);
+    }
+    a[i] = (b - 128) / 64.0f;
+  }
   return a;
 }
 
 static void structured(sqlite3 *db, fuzz_in *in, unsigned head) {
   int H = 1 + (int)fuzz_u8(in) % 4, d = 1 + (int)fuzz_u8(in) % 8;
-  int n = (int)fuzz_u8(in) % 13, clip = (int)fuzz_u8(in) % 4;
+  int n = (int)fuzz_u8(in), clip = (int)fuzz_u8(in) % 4;
   unsigned flags = fuzz_u8(in), spoil = fuzz_u8(in);
   int causal = flags & 1, per_head = flags >> 1 & 1;
+  /* Mostly short; with flag bit 7, up to 400 rows and clip up to 70, so
+  ** several query and key blocks, and the far-left/far-right/band split,
+  ** are crossed. */
+  if (flags & 128) {
+    n = 13 + n * 3 / 2;
+    clip = (int)(spoil >> 1) % 71;
+    spoil &= ~7u; /* all valid */
+  } else {
+    n %= 13;
+  }
+  lcg = 12345u + (uint32_t)n;
   int has_rk = flags >> 2 & 1, has_rv = flags >> 3 & 1;
-  size_t qn = (size_t)n * H * d, tn = (size_t)(per_head ? H : 1) * (2 * clip + 1) * d;
+  size_t qn = (size_t)n * H * d;
+  size_t tn = (size_t)(per_head ? H : 1) * (2 * clip + 1) * d;
   float *q = fill(qn, in), *k = fill(qn, in), *v = fill(qn, in);
   float *rk = fill(tn, in), *rv = fill(tn, in);
   size_t bytes[5] = {qn * 4, qn * 4, qn * 4, tn * 4, tn * 4};

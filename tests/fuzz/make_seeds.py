@@ -112,8 +112,13 @@ for op, arg in [(0, b"[1,2,3]"), (0, b"[]"), (0, b"[1.5, -1, 1e12, \"x\"]"), (1,
 for i, (H, d, n, clip, flags, spoil) in enumerate(
         [(1, 4, 5, 1, 0xC, 0), (2, 3, 12, 3, 0xF, 0), (4, 8, 9, 0, 0x5, 0),
          (1, 1, 1, 2, 0x8, 0), (2, 2, 0, 1, 0xC, 0), (3, 5, 7, 2, 0xE, 1 | 8),
-         (2, 4, 6, 1, 0xC, 2), (2, 2, 4, 1, 0x0, 3), (2, 2, 4, 1, 0x4, 4)]):
-    vals = bytes(R.randrange(256) for _ in range(3 * n * H * d + 2 * H * (2 * clip + 1) * d + 2))
+         (2, 4, 6, 1, 0xC, 2), (2, 2, 4, 1, 0x0, 3), (2, 2, 4, 1, 0x4, 4),
+         # flag bit 7: n = 13 + 1.5 n, clip = (spoil >> 1) % 71, values generated
+         (2, 8, 200, 0, 0x8D, 2 * 40), (1, 4, 100, 0, 0x8C, 2 * 3)]):
+    if flags & 0x80:  # the harness generates the values past the input's end
+        vals = bytes(random.Random(i).randrange(256) for _ in range(64))
+    else:
+        vals = bytes(R.randrange(256) for _ in range(3 * n * H * d + 2 * H * (2 * clip + 1) * d + 2))
     write("attention", f"structured_{i}",
           bytes([0, H - 1, d - 1, n, clip, flags, spoil]) + vals)
 
