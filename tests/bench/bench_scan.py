@@ -17,6 +17,7 @@ all the rounds) and BENCH_SCAN_ROUNDS (default 3) change the size.
 """
 import os
 import pathlib
+import resource
 import sqlite3
 import statistics
 import sys
@@ -57,6 +58,7 @@ def main():
     }
     names = list(variants)
     times = {k: [] for k in names}
+    cpu = {k: [] for k in names}
     check = {}
     # warm-up: weights cached, scratch faulted in
     db.execute("SELECT relattn_threads(2)")
@@ -66,25 +68,37 @@ def main():
         for k in order:
             threads, sql = variants[k]
             db.execute(f"SELECT relattn_threads({threads})")
+            ru = resource.getrusage(resource.RUSAGE_SELF)
             t = time.perf_counter()
             out = db.execute(sql).fetchall()
             times[k].append(time.perf_counter() - t)
+            ru2 = resource.getrusage(resource.RUSAGE_SELF)
+            cpu[k].append(ru2.ru_utime + ru2.ru_stime - ru.ru_utime - ru.ru_stime)
             check[k] = np.array([o[1] for o in out])
     ref = check[names[0]]
     for k in names:  # every variant computed the same scores
         assert np.abs(check[k] - ref).max() <= 1e-3 * 500, k
 
     med = {k: statistics.median(v) for k, v in times.items()}
+    mcpu = {k: statistics.median(v) for k, v in cpu.items()}
     print(f"relattn_scan: {ROWS} sequences of 50-500 tokens ({tokens} tokens), "
           f"d_model 256, 4 layers, d_ff 1024; {ROUNDS} interleaved rounds, medians")
-    print(f"{'variant':26s} {'rows/s':>9s} {'tokens/s':>10s} {'time s':>8s}")
+    # CPU time shows the work done whatever else the machine runs: cores
+    # used = CPU time / wall time; tokens per CPU second is the efficiency.
+    print(f"{'variant':26s} {'rows/s':>9s} {'tokens/s':>10s} {'time s':>8s} "
+          f"{'cpu s':>8s} {'cores':>6s} {'tok/cpu-s':>10s}")
     for k in names:
-        print(f"{k:26s} {ROWS / med[k]:9.1f} {tokens / med[k]:10.0f} {med[k]:8.2f}")
+        print(f"{k:26s} {ROWS / med[k]:9.1f} {tokens / med[k]:10.0f} {med[k]:8.2f} "
+              f"{mcpu[k]:8.2f} {mcpu[k] / med[k]:6.2f} {tokens / mcpu[k]:10.0f}")
     s1, s2 = med["relattn_scan, 1 thread"], med["relattn_scan, 2 threads"]
     f1 = med["scalar fn, 1 thread"]
     print(f"scan 2 threads vs 1 thread:   {s1 / s2:5.2f}x  (target >= 1.8)")
     print(f"scan 1 thread vs scalar fn:   {f1 / s1:5.2f}x  (target >= 1.0)")
     print(f"scalar fn 2 vs 1 thread:      {f1 / med['scalar fn, 2 threads']:5.2f}x")
+    c1, c2 = mcpu["relattn_scan, 1 thread"], mcpu["relattn_scan, 2 threads"]
+    print(f"scan CPU time 2 threads / 1:  {c2 / c1:5.2f}   (1.00: no work lost to "
+          "running two; the wall-time ratio needs two idle cores)")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":
