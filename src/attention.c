@@ -132,8 +132,8 @@ static void attn_task(void *ctx, int task, int worker) {
       const int width = a->causal && i0 + r1 - j0 < bk ? i0 + r1 - j0 : bk;
       if (width <= 0) continue; /* every key of the block is after these rows */
       relattn_sgemm(0, 1, r1 - r0, width, d, s, Q + (size_t)r0 * a->ldq,
-                    a->ldq, a->k + (size_t)j0 * a->ldk + (size_t)h * d, a->ldk, 0.0f,
-                    S + (size_t)r0 * BK, BK);
+                    a->ldq, a->k + (size_t)j0 * a->ldk + (size_t)h * d,
+                    a->ldk, 0.0f, S + (size_t)r0 * BK, BK);
       for (ii = r0; ii < r1; ii++) {
         const int i = i0 + ii;
         float *srow = S + (size_t)ii * BK;
@@ -165,8 +165,8 @@ static void attn_task(void *ctx, int task, int worker) {
         }
         if (b0 > 0) mx = vec->max(srow, b0) + cl;
         if (b1 > b0) {
-          const float mb_ = vec->max(srow + b0, b1 - b0);
-          mx = mb_ > mx ? mb_ : mx;
+          const float mband = vec->max(srow + b0, b1 - b0);
+          mx = mband > mx ? mband : mx;
         }
         if (cnt > b1) {
           const float mr = vec->max(srow + b1, cnt - b1) + cr;
