@@ -255,3 +255,20 @@ def test_layer_and_head_values(db, rng):
                           "WHERE layer = ?", (v,)).fetchone()[0] == maps * per_map, v
     assert db.execute("SELECT count(*) FROM relattn_attention_weights('m', 'abc') "
                       "WHERE head = 3.0 AND layer = 0").fetchone()[0] == per_map
+
+
+def test_memory_bound(db, rng):
+    cfg = ref.random_config(rng)
+    load(db, "m", cfg, ref.random_params(rng, cfg))
+    db.execute("SELECT relattn_max_memory(1048576)")
+    long = toks(random_tokens(rng, 3000, cfg))
+    for sql in ("SELECT relattn_score('m', ?)", "SELECT relattn_embed('m', ?)",
+                "SELECT * FROM relattn_logprobs('m', ?)"):
+        fn = sql.split("(")[0].split()[-1] if "FROM" not in sql else "relattn_logprobs"
+        with pytest.raises(Exception) as e:
+            db.execute(sql, (long,)).fetchall()
+        msg = str(e.value)
+        assert msg.startswith(f"{fn}: needs ") and msg.endswith(
+            " bytes, over the limit of 1048576 per call (relattn_max_memory)"), msg
+    # a short one still fits, and the connection works after the refusals
+    assert db.execute("SELECT relattn_score('m', ?)", (toks([1, 2, 3]),)).fetchone()[0] < 0
