@@ -136,6 +136,7 @@ typedef struct row {
   double rel_cpu, plain_cpu, naive_cpu; /* median CPU seconds, all threads */
   double gflops;
   size_t scratch, naive_bytes;
+  double diff; /* ||rel - naive|| / ||naive||: the two compute the same */
 } row;
 
 static row run_config(relattn_pool *pool, int n, int k, int causal, int rounds,
@@ -144,6 +145,7 @@ static row run_config(relattn_pool *pool, int n, int k, int causal, int rounds,
   unsigned seed = 12345u + (unsigned)n;
   float *q = rand_floats((size_t)n * w, &seed), *kk = rand_floats((size_t)n * w, &seed);
   float *v = rand_floats((size_t)n * w, &seed), *out = rand_floats((size_t)n * w, &seed);
+  float *out_naive = rand_floats((size_t)n * w, &seed);
   float *rk = rand_floats((size_t)R * DHEAD, &seed), *rv = rand_floats((size_t)R * DHEAD, &seed);
   float *scores[256] = {0}, *buckets[256] = {0};
   double t[3][64], c[3][64];
@@ -184,7 +186,9 @@ static row run_config(relattn_pool *pool, int n, int k, int causal, int rounds,
       c0 = cpu_now();
       t0 = now();
       if (variant == 2) {
+        a.out = out_naive;
         relattn_pool_run(pool, HEADS, naive_head, &nj);
+        a.out = out;
       } else if (relattn_attention(&a, pool, err, sizeof err) != RELATTN_OK) {
         fprintf(stderr, "bench: %s\n", err);
         exit(1);
@@ -201,6 +205,19 @@ static row run_config(relattn_pool *pool, int n, int k, int causal, int rounds,
   res.rel_cpu = median(c[0], rounds);
   res.plain_cpu = median(c[1], rounds);
   res.naive_cpu = with_naive ? median(c[2], rounds) : -1;
+  res.diff = -1;
+  if (with_naive) { /* out holds the last run of rel or plain: run rel */
+    double num = 0, den = 0;
+    size_t e;
+    a.rel_k = rk;
+    a.rel_v = rv;
+    relattn_attention(&a, pool, err, sizeof err);
+    for (e = 0; e < (size_t)n * w; e++) {
+      num += ((double)out[e] - out_naive[e]) * ((double)out[e] - out_naive[e]);
+      den += (double)out_naive[e] * out_naive[e];
+    }
+    res.diff = sqrt(num / den);
+  }
   res.gflops = (causal ? 2.0 * HEADS * (double)n * (n + 1) * DHEAD
                        : 4.0 * HEADS * (double)n * n * DHEAD) / res.rel_cpu *
                relattn_pool_size(pool) * 1e-9;
@@ -209,6 +226,7 @@ static row run_config(relattn_pool *pool, int n, int k, int causal, int rounds,
     relattn_free(buckets[i]);
   }
   relattn_free(q); relattn_free(kk); relattn_free(v); relattn_free(out);
+  relattn_free(out_naive);
   relattn_free(rk); relattn_free(rv);
   return res;
 }
@@ -225,6 +243,7 @@ int main(int argc, char **argv) {
   double rate_qk, rate_pv, rate_big, rate;
   size_t ni, ki;
   int causal, blas;
+  double max_diff = 0;
   time_t now_t = time(NULL);
 
   blas = relattn_blas_single();
@@ -261,6 +280,7 @@ int main(int argc, char **argv) {
     for (ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
       for (causal = 0; causal < 2; causal++) {
         row r = run_config(pool, n, ks[ki], causal, rounds, n <= 4096);
+        if (r.diff > max_diff) max_diff = r.diff;
         char naive_ms[32], ratio[32], nbytes[32];
         if (r.naive >= 0) {
           snprintf(naive_ms, sizeof naive_ms, "%9.1f", r.naive * 1e3);
@@ -278,6 +298,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
       }
   }
+  printf("# check: rel vs naive, largest relative difference %.2g\n", max_diff);
   relattn_blas_restore(blas);
   relattn_pool_free(pool);
   return 0;
