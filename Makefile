@@ -68,7 +68,7 @@ test: deps
 	@echo "== tests (normal build)"
 	@$(TEST_ENV) $(PYTHON) -m pytest -q tests || exit 1; \
 	 echo "== tests under ASan + UBSan + LeakSanitizer"; \
-	 $(ASAN_ENV) $(PYTHON) -m pytest -q tests
+	 $(ASAN_ENV) bash tests/run_sanitized.sh $(PYTHON) -m pytest -q tests
 
 TEST_ENV := RELATTN_SO=$(abspath $(SO)) RELATTN_UNIT=$(abspath $(BUILD)/unit)
 
@@ -92,7 +92,7 @@ asan-build:
 
 asan: deps
 	$(MAKE) asan-build
-	$(ASAN_ENV) $(PYTHON) -m pytest -q tests
+	$(ASAN_ENV) bash tests/run_sanitized.sh $(PYTHON) -m pytest -q tests
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c), built with clang into build-fuzz:
 # the extension's objects as for the loadable library, linked with the system
