@@ -31,8 +31,10 @@ DEB_PKGS ?= gcc make libc6-dev libsqlite3-dev sqlite3 libopenblas-dev \
             python3 python3-numpy python3-pytest
 DEB_BENCH ?= python3-torch
 DEB_ASAN ?= clang libclang-rt-14-dev
+# Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
+DEB_MODEL ?= python3-torch bible-kjv bible-kjv-text sqlite3-doc
 
-.PHONY: all deps deps-bench deps-fuzz test unit asan asan-build demo bench bench-attention bench-torch bench-forward bench-scan fuzz fuzz-build clean
+.PHONY: all deps deps-bench deps-fuzz deps-model test unit asan asan-build demo model bench bench-attention bench-torch bench-forward bench-scan fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -57,6 +59,14 @@ deps:
 
 deps-bench:
 	@DEB_PKGS="$(DEB_PKGS) $(DEB_BENCH)" sh tests/deps.sh
+
+deps-model:
+	@DEB_PKGS="$(DEB_PKGS) $(DEB_MODEL)" sh tests/deps.sh
+
+# Retrains the bundled model from scratch on one thread (about half an hour) and rewrites
+# models/tiny.* and sql/demo_corpus.sql. Not part of `make test`.
+model: deps-model
+	$(PYTHON) models/train.py
 
 # The normal build and the same suite under ASan + UBSan (LeakSanitizer
 # included). Both builds come first, so the last line printed is the summary
