@@ -63,6 +63,12 @@ deps-bench:
 deps-model:
 	@DEB_PKGS="$(DEB_PKGS) $(DEB_MODEL)" sh tests/deps.sh
 
+# The bundled model on the bundled corpus: a fresh demo.db, sql/demo.sql in the sqlite3 shell.
+demo: deps
+	$(MAKE) all
+	rm -f demo.db
+	sqlite3 demo.db < sql/demo.sql
+
 # Retrains the bundled model from scratch on one thread (about half an hour) and rewrites
 # models/tiny.* and sql/demo_corpus.sql. Not part of `make test`.
 model: deps-model
