@@ -78,13 +78,15 @@ model: deps-model
 # included). Both builds come first, so the last line printed is the summary
 # of the sanitized run; when the normal run fails, the sanitized one is
 # skipped and its summary is the last line. The status reflects both.
+# The sanitizer environment goes to the test command only (through env), not to
+# the wrapper's bash, whose own exit-time leaks LeakSanitizer would report.
 test: deps
 	$(MAKE) all unit
 	$(MAKE) asan-build
 	@echo "== tests (normal build)"
 	@$(TEST_ENV) $(PYTHON) -m pytest -q tests || exit 1; \
 	 echo "== tests under ASan + UBSan + LeakSanitizer"; \
-	 $(ASAN_ENV) bash tests/run_sanitized.sh $(PYTHON) -m pytest -q tests
+	 bash tests/run_sanitized.sh env $(ASAN_ENV) $(PYTHON) -m pytest -q tests
 
 TEST_ENV := RELATTN_SO=$(abspath $(SO)) RELATTN_UNIT=$(abspath $(BUILD)/unit)
 
@@ -108,7 +110,7 @@ asan-build:
 
 asan: deps
 	$(MAKE) asan-build
-	$(ASAN_ENV) bash tests/run_sanitized.sh $(PYTHON) -m pytest -q tests
+	bash tests/run_sanitized.sh env $(ASAN_ENV) $(PYTHON) -m pytest -q tests
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c), built with clang into build-fuzz:
 # the extension's objects as for the loadable library, linked with the system
