@@ -18,15 +18,19 @@
 ** cap on read-ahead). The connection's thread reads rows ahead into a ring of
 ** slots (bounded: memory stays flat on any corpus); relattn_threads() worker
 ** threads claim slots in order and run forward passes, each single-threaded
-** with its own one-thread relattn_pool holding its scratch. xNext waits only
+** with its own one-thread relattn_pool holding its scratch. A worker takes
+** consecutive rows up to BATCH_TOKENS into one relattn_forward_batch call, so
+** short sequences share the projection and FFN GEMMs (measured here: 13% less
+** CPU time on 10-40-token rows, 2% on 50-500; a larger budget gained little
+** more and would lengthen the wait for the row in turn). xNext waits only
 ** for the next slot in order, so rows come out in id order as soon as they
 ** are done. Only the columns the query reads are computed (colUsed): no
 ** forward pass for id / n_tokens alone, no LM head for embedding alone.
 **
 ** Cancellation: while waiting, xNext steps a trivial statement every 50 ms;
 ** after sqlite3_interrupt it fails with SQLITE_INTERRUPT, so the statement
-** ends within the rows in flight. xClose stops the workers, joins them (each
-** finishes at most the row it holds) and frees everything.
+** ends within the batches in flight. xClose stops the workers, joins them (each
+** finishes at most the batch it holds) and frees everything.
 **
 ** Progress (relattn_progress(1), or stderr is a terminal): rows done / total,
 ** tokens/s and ETA on stderr, a line per second (redrawn in place on a tty;
