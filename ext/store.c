@@ -1188,25 +1188,12 @@ void relattn_weights_func(sqlite3_context *ctx, int argc,
   const relattn_model *m;
   relattn_tensor_spec spec;
   const char *name;
-  char *zErr = NULL;
   int i;
   (void)argc;
-  if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
-    relattn_result_errorf(ctx, "%s: model must be a model name (TEXT)", fn);
-    return;
-  }
+  if (!(m = relattn_model_arg(ctx, argv[0], fn))) return;
   if (sqlite3_value_type(argv[1]) != SQLITE_TEXT) {
+    relattn_store_release(conn, m);
     relattn_result_errorf(ctx, "%s: tensor must be a tensor name (TEXT)", fn);
-    return;
-  }
-  m = relattn_store_acquire(conn, (const char *)sqlite3_value_text(argv[0]),
-                            fn, &zErr);
-  if (!m) {
-    if (zErr)
-      sqlite3_result_error(ctx, zErr, -1);
-    else
-      sqlite3_result_error_nomem(ctx);
-    sqlite3_free(zErr);
     return;
   }
   name = (const char *)sqlite3_value_text(argv[1]);

@@ -213,8 +213,8 @@ void relattn_tokens_json_func(sqlite3_context *ctx, int argc,
 
 /* ---- relattn_tokenize(model, text), relattn_detokenize(model, tokens) ----- */
 
-static const relattn_model *modelArg(sqlite3_context *ctx, sqlite3_value *v,
-                                     const char *fn) {
+const relattn_model *relattn_model_arg(sqlite3_context *ctx,
+                                      sqlite3_value *v, const char *fn) {
   relattn_conn *conn = sqlite3_user_data(ctx);
   const relattn_model *m;
   char *zErr = NULL;
@@ -246,7 +246,7 @@ void relattn_tokenize_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     relattn_result_errorf(ctx, "%s: text must be TEXT", fn);
     return;
   }
-  if (!(m = modelArg(ctx, argv[0], fn))) return;
+  if (!(m = relattn_model_arg(ctx, argv[0], fn))) return;
   ids = relattn_tokens_value(argv[1], m, fn, "text", &n, &zErr);
   relattn_store_release(conn, m);
   if (!ids) {
@@ -268,7 +268,7 @@ void relattn_detokenize_func(sqlite3_context *ctx, int argc,
   char *zErr, err[256];
   int n, rc;
   (void)argc;
-  if (!(m = modelArg(ctx, argv[0], fn))) return;
+  if (!(m = relattn_model_arg(ctx, argv[0], fn))) return;
   ids = relattn_tokens_value(argv[1], m, fn, "tokens", &n, &zErr);
   if (!ids) {
     relattn_store_release(conn, m);
