@@ -26,9 +26,10 @@ UNIT     := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT:tests/unit/%.c=$(BUILD)/unit/%)
 HEADERS  := $(wildcard src/*.h ext/*.h)
 
-# Debian packages the build, the tests and the demo need.
+# Debian packages the build, the tests and the demo need (g++: npm ci builds
+# better-sqlite3 from source for the Node client test, no prebuilt download here).
 DEB_PKGS ?= gcc make libc6-dev libsqlite3-dev sqlite3 libopenblas-dev \
-            python3 python3-numpy python3-pytest
+            python3 python3-numpy python3-pytest g++
 DEB_BENCH ?= python3-torch
 DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
