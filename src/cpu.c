@@ -5,10 +5,12 @@
 
 const char *relattn_simd_path(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
+  /* Every path but "scalar" implies AVX2 and FMA: callers rely on it. */
   __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    return "scalar";
   if (__builtin_cpu_supports("avx512f")) return "avx512";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return "avx2";
+  return "avx2";
 #endif
   return "scalar";
 }

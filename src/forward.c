@@ -180,10 +180,7 @@ __attribute__((target("avx2,fma"))) static size_t gelu_avx2(float *x,
 
 static int have_avx2(void) {
   static int known = -1; /* a benign race: every thread writes the same */
-  if (known < 0) {
-    __builtin_cpu_init();
-    known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }
+  if (known < 0) known = strcmp(relattn_simd_path(), "scalar") != 0;
   return known;
 }
 #endif

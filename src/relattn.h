@@ -39,7 +39,7 @@ int relattn_mul_ok(size_t a, size_t b, size_t *out);
 int relattn_add_ok(size_t a, size_t b, size_t *out);
 
 /* The vector path chosen at run time for our own loops: "avx512", "avx2"
-** or "scalar" (src/cpu.c). */
+** or "scalar" (src/cpu.c). Anything but "scalar" implies AVX2 and FMA. */
 const char *relattn_simd_path(void);
 
 /* ---- BLAS (src/blas.c: the one file that includes cblas.h) -------------- */
