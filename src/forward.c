@@ -9,9 +9,8 @@
 **   layer's rel_k / rel_v (causal for decoders); out = z Wo^T + bo.
 **   ffn:  act(h W1^T + b1) W2^T + b2, act = GELU (erf form) or ReLU.
 **
-** relattn_forward_batch packs several sequences row after row: the
-** row-wise work runs on all of them at once (bigger GEMMs for short
-** sequences), the attention per sequence.
+** relattn_forward_batch takes several sequences in one call (one set of
+** buffers, one round of tasks per step); each is computed exactly as if alone.
 **
 ** HOW IT WORKS
 ** Activations live in three buffers kept in the pool's scratch slot 1 across
@@ -23,6 +22,26 @@
 ** hidden rows or a block of logits, so no (n, d_ff) or (n, vocab) matrix is
 ** ever made. The attention itself is the kernel's (src/attention.c), which
 ** runs its own (head, query block) tasks on the same pool.
+**
+** DETERMINISM
+** A row's result is a function of its sequence and the model alone: the same
+** bits whatever the thread count, whichever worker runs a task, and whatever
+** other sequences share the call (relattn_scan packs rows; relattn_score runs
+** one sequence on the connection's threads). OpenBLAS does not promise that a
+** row of a product is independent of the other rows: which kernel runs and in
+** what order it sums depends on the whole shape (M, N, K): its SkylakeX
+** build, for one, sends small products (M N K up to about 10^6) to another
+** kernel than large ones, and edge tiles go through narrower kernels. So
+** the rule here is by construction, not by what one kernel set happens to do:
+** every product over rows is one block of one sequence, blocks start at the
+** sequence's first row and have row_block(n) rows (the last one fewer), a
+** function of that sequence's length alone; the tasks are the list of those
+** blocks, which does not depend on the pool's size; each task writes only its
+** own rows. The attention kernel follows the same rule per sequence (its
+** grid depends on n alone), and every reduction (LayerNorm, log-softmax, the
+** embedding's mean) is a fixed loop over one row or one sequence. Packing
+** therefore no longer makes short sequences' GEMMs bigger; what a batch still
+** shares is the buffers and one round of tasks per step.
 ** Only the outputs asked for are computed: the LM head only for log-probs,
 ** and for an attention map alone only the layers up to the map's.
 */
@@ -32,13 +51,28 @@
 #include <string.h>
 
 /* Rows per task: sgemm gets ~20% faster from 64 rows to 256 (packing is
-** amortized), but each worker should get two tasks or more. */
+** amortized), but a long sequence should give several tasks. The size
+** depends on the sequence's length alone (see DETERMINISM above): about an
+** eighth of it, 64 to 256. */
 #define ROWS_MIN 64
 #define ROWS_MAX 256
+#define ROWS_SPLIT 8
 #define SLOT_ACTS 1            /* worker 0: x, h, qkv */
 #define SLOT_ROWS 2            /* every worker: one block's hidden/logits */
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* Rows per block of a sequence of n rows. */
+static int row_block(int n) {
+  int rows = (n / ROWS_SPLIT + 15) & ~15;
+  return rows < ROWS_MIN ? ROWS_MIN : (rows > ROWS_MAX ? ROWS_MAX : rows);
+}
+
+/* Upper bound on the blocks of count sequences of n rows in all: each
+** sequence has at most n_s / ROWS_MIN + 1. */
+static size_t max_blocks(int n, int count) {
+  return (size_t)n / ROWS_MIN + (size_t)count;
+}
 
 /* Floats in one worker's block buffer. */
 static size_t rows_floats(const relattn_config *c) {
@@ -53,10 +87,10 @@ static size_t acts_floats(const relattn_config *c, int n, int count) {
   if (n < 1 || count < 1 ||
       !relattn_mul_ok((size_t)n, (size_t)c->d_model, &nd))
     return 0;
-  /* x, h: (n, d); qkv: (n, 3d); seq_of_row: (n); start: (count) */
+  /* x, h: (n, d); qkv: (n, 3d); start: (count); blocks: (max_blocks, 3) */
   if (!relattn_mul_ok(round16(nd), 5, &total) ||
-      !relattn_add_ok(total, round16((size_t)n), &total) ||
-      !relattn_add_ok(total, round16((size_t)count), &total))
+      !relattn_add_ok(total, round16((size_t)count), &total) ||
+      !relattn_add_ok(total, round16(3 * max_blocks(n, count)), &total))
     return 0;
   return total;
 }
@@ -209,20 +243,19 @@ typedef struct fwd_ctx {
   relattn_pool *pool;
   const relattn_layer *layer;
   int n, d;              /* n: rows of all sequences */
-  int rows;              /* rows per task */
   float *x;              /* (n, d) residual stream */
   float *h;              /* (n, d) normed input, then attention output */
   float *qkv;            /* (n, 3d) */
-  int32_t *seq_of_row;   /* (n) which sequence a row belongs to */
   int *start;            /* (count) first row of each sequence */
+  int32_t *blocks;       /* (n_blocks, 3): sequence, first row, rows */
+  int n_blocks;
   int failed;            /* a worker's scratch could not be had */
 } fwd_ctx;
 
+/* The rows of task (block) number task: sets *r0, returns the count. */
 static int block_rows(const fwd_ctx *c, int task, int *r0) {
-  int end;
-  *r0 = task * c->rows;
-  end = *r0 + c->rows < c->n ? *r0 + c->rows : c->n;
-  return end - *r0;
+  *r0 = c->blocks[3 * task + 1];
+  return c->blocks[3 * task + 2];
 }
 
 /* Attention input of one block: (pre) h = LN1(x), then q, k, v. */
@@ -307,7 +340,7 @@ static void head_task(void *ctxp, int task, int worker) {
                 c->m->lm_head, c->d, 0.0f, logits, V);
   for (r = 0; r < rows; r++) {
     const float *z = logits + (size_t)r * V;
-    int s = c->seq_of_row[r0 + r], i = r0 + r - c->start[s], arg = 0;
+    int s = c->blocks[3 * task], i = r0 + r - c->start[s], arg = 0;
     relattn_fwd *f = &c->f[s];
     float mx = z[0], lse;
     double sum = 0;
@@ -381,6 +414,7 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
   const relattn_config *cfg;
   fwd_ctx c;
   int want_head = 0, want_final = 0, n_layers = 0, n_blocks, i, s, l, rc;
+  int b, rows;
   float *acts;
   size_t nd, total = 0;
 
@@ -424,20 +458,23 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
   c.x = acts;
   c.h = acts + round16(nd);
   c.qkv = c.h + round16(nd);
-  c.seq_of_row = (int32_t *)(c.qkv + round16(3 * nd));
-  c.start = (int *)(c.seq_of_row + round16(total));
-  c.rows = (c.n / (2 * relattn_pool_size(pool)) + 15) & ~15;
-  c.rows = c.rows < ROWS_MIN ? ROWS_MIN : (c.rows > ROWS_MAX ? ROWS_MAX : c.rows);
-  n_blocks = (c.n + c.rows - 1) / c.rows;
+  c.start = (int *)(c.qkv + round16(3 * nd));
+  c.blocks = (int32_t *)(c.start + round16((size_t)count));
 
-  for (s = 0, total = 0; s < count; s++) {
+  /* Blocks aligned to each sequence's start, sized by its length alone. */
+  for (s = 0, total = 0, n_blocks = 0; s < count; s++) {
     c.start[s] = (int)total;
-    for (i = 0; i < f[s].n; i++, total++) {
-      c.seq_of_row[total] = s;
+    rows = row_block(f[s].n);
+    for (b = 0; b < f[s].n; b += rows, n_blocks++) {
+      c.blocks[3 * n_blocks] = s;
+      c.blocks[3 * n_blocks + 1] = (int)total + b;
+      c.blocks[3 * n_blocks + 2] = f[s].n - b < rows ? f[s].n - b : rows;
+    }
+    for (i = 0; i < f[s].n; i++, total++)
       memcpy(c.x + total * c.d, m->tok_emb + (size_t)f[s].tokens[i] * c.d,
              sizeof(float) * c.d);
-    }
   }
+  c.n_blocks = n_blocks;
 
   for (l = 0; l < n_layers && !c.failed; l++) {
     /* with maps alone, the last layer run only needs its q and k */

@@ -304,9 +304,9 @@ typedef struct relattn_fwd {
 ** another pool, pass that worker's own serial pool (relattn_pool_new(1)). */
 int relattn_forward(const relattn_model *m, relattn_fwd *f, relattn_pool *pool,
                     char *err, size_t errlen);
-/* Several sequences in one pass, packed row after row (the row-wise GEMMs
-** see all rows at once: faster for short sequences); each request as for
-** relattn_forward. */
+/* Several sequences in one call, each request as for relattn_forward. Each
+** sequence's results are bitwise what relattn_forward gives it alone, on a
+** pool of any size (src/forward.c, DETERMINISM). */
 int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
                           relattn_pool *pool, char *err, size_t errlen);
 /* Bytes of scratch relattn_forward needs for n tokens (0 with an overflow),

@@ -1,0 +1,177 @@
+"""Results are a function of the inputs alone: the same bits on every run,
+for every relattn_threads() value, however fast relattn_scan is read (and so
+however it packs rows into forward passes), and the scan the same bits as
+the scalar functions. Within one OpenBLAS kernel set this is exact equality,
+never a tolerance (across kernel sets see test_kernel_sets.py).
+
+The rows mix short sequences (packed several to a pass by the scan) with long
+ones (several row blocks and attention query blocks each), so both the
+packing and the split of a sequence into tasks are exercised."""
+import ctypes
+import time
+
+import numpy as np
+import pytest
+
+import modelgen
+from conftest import connect
+
+THREADS = (1, 2, 4, 8)
+
+
+def corpus(db, rng, short=60, long=6):
+    """docs(id, body): token BLOBs of 1-40 and 130-600 tokens, shuffled."""
+    lens = [int(n) for n in rng.integers(1, 41, short)]
+    lens += [int(n) for n in rng.integers(130, 601, long)]
+    rng.shuffle(lens)
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
+    db.executemany("INSERT INTO docs(body) VALUES (?)",
+                   [(rng.integers(0, 256, n).astype("<i4").tobytes(),) for n in lens])
+    return lens
+
+
+def model(db, rng, **kw):
+    # Big enough that OpenBLAS takes both its small-matrix and its blocked
+    # paths (M N K around 10^6 and over).
+    cfg = modelgen.config(d_model=64, n_heads=4, d_ff=256, n_layers=2, clip=8, **kw)
+    modelgen.load(db, "m", cfg, rng)
+    return cfg
+
+
+def scalar(db):
+    return db.execute(
+        "SELECT id, relattn_score('m', body), relattn_perplexity('m', body), "
+        "relattn_embed('m', body) FROM docs ORDER BY id").fetchall()
+
+
+def scan_fast(db):
+    return db.execute("SELECT id, score, perplexity, embedding FROM temp.job").fetchall()
+
+
+def scan_slow(db):
+    # A few rows, a pause (the workers run ahead of the reader), the rest.
+    cur = db.execute("SELECT id, score, perplexity, embedding FROM temp.job")
+    head = cur.fetchmany(3)
+    time.sleep(0.2)
+    mid = cur.fetchmany(7)
+    time.sleep(0.1)
+    return head + mid + cur.fetchall()
+
+
+def first_difference(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"row {i}: {x[:3]} != {y[:3]}"
+    return f"lengths {len(a)} != {len(b)}" if len(a) != len(b) else None
+
+
+def test_scalar_functions_same_bits_for_any_thread_count(db, rng):
+    model(db, rng)
+    corpus(db, rng)
+    ref = None
+    for t in THREADS + (1,):
+        db.execute("SELECT relattn_threads(?)", (t,))
+        got = scalar(db)
+        assert all(r[1] is not None and np.isfinite(r[1]) for r in got)
+        if ref is None:
+            ref = got
+        assert got == ref, f"threads={t}: {first_difference(got, ref)}"
+
+
+def test_table_functions_same_bits_for_any_thread_count(db, rng):
+    model(db, rng)
+    # 393 tokens + BOS: 6 blocks of 64 rows and a tail of 10 when a sequence
+    # is split by thread count (small tails take OpenBLAS's small-matrix path).
+    body = rng.integers(0, 256, 393).astype("<i4").tobytes()
+    ref = None
+    for t in THREADS + (1,):
+        db.execute("SELECT relattn_threads(?)", (t,))
+        lp = db.execute("SELECT * FROM relattn_logprobs('m', ?)", (body,)).fetchall()
+        aw = db.execute("SELECT * FROM relattn_attention_weights('m', ?) "
+                        "WHERE layer = 1 AND head = 2", (body,)).fetchall()
+        assert len(lp) == 393 and len(aw) == 394 * 395 // 2
+        if ref is None:
+            ref = (lp, aw)
+        assert lp == ref[0], f"logprobs, threads={t}: {first_difference(lp, ref[0])}"
+        assert aw == ref[1], f"attention_weights, threads={t}"
+
+
+def test_scan_same_bits_as_scalar_any_threads_and_pace(db, rng):
+    model(db, rng)
+    corpus(db, rng)
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', "
+               "source='docs', tokens='body')")
+    db.execute("SELECT relattn_threads(1)")
+    ref = scalar(db)
+    for t in THREADS:
+        db.execute("SELECT relattn_threads(?)", (t,))
+        for read in (scan_fast, scan_slow):
+            got = read(db)
+            assert got == ref, f"threads={t} {read.__name__}: {first_difference(got, ref)}"
+
+
+def test_scan_same_bits_for_embedding_alone_and_encoder(db, rng):
+    # Without the LM head (embedding only) and for an encoder (no mask): the
+    # same rule, other code paths.
+    model(db, rng, arch="encoder", bos=None)
+    corpus(db, rng, short=30, long=3)
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', "
+               "source='docs', tokens='body')")
+    db.execute("SELECT relattn_threads(1)")
+    ref = db.execute("SELECT id, relattn_embed('m', body) FROM docs ORDER BY id").fetchall()
+    for t in (2, 8):
+        db.execute("SELECT relattn_threads(?)", (t,))
+        got = db.execute("SELECT id, embedding FROM temp.job").fetchall()
+        assert got == ref, f"threads={t}: {first_difference(got, ref)}"
+        got = db.execute("SELECT id, relattn_embed('m', body) FROM docs ORDER BY id").fetchall()
+        assert got == ref, f"scalar, threads={t}: {first_difference(got, ref)}"
+
+
+def test_same_bits_across_connections(tmp_path, rng):
+    # A second connection (fresh cache, fresh pool, fresh scratch) gives the
+    # same bits as the first: nothing carries over from earlier calls.
+    path = str(tmp_path / "d.db")
+    db = connect(path)
+    model(db, rng)
+    corpus(db, rng, short=20, long=2)
+    db.commit()
+    db.execute("SELECT relattn_threads(2)")
+    a = scalar(db)
+    db.close()
+    db = connect(path)
+    db.execute("SELECT relattn_threads(3)")
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', "
+               "source='docs', tokens='body')")
+    b = scan_slow(db)
+    c = scalar(db)
+    db.close()
+    assert a == b == c
+
+
+def test_openblas_threads_restored_around_scan(db, rng):
+    # OpenBLAS's thread count is process-wide and may belong to the host
+    # (numpy here): a scan sets it to 1 while it runs and puts the host's
+    # value back when it ends, read here while the scan is open and after.
+    blas = ctypes.CDLL("libopenblas.so.0")
+    before = blas.openblas_get_num_threads()
+    model(db, rng)
+    corpus(db, rng, short=20, long=0)
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', "
+               "source='docs', tokens='body')")
+    try:
+        blas.openblas_set_num_threads(2)
+        cur = db.execute("SELECT id, score FROM temp.job")
+        assert len(cur.fetchmany(5)) == 5
+        assert blas.openblas_get_num_threads() == 1        # while open
+        rest = cur.fetchall()
+        assert len(rest) == 15
+        assert blas.openblas_get_num_threads() == 2        # after it ends
+        cur = db.execute("SELECT id, score FROM temp.job")
+        cur.fetchmany(2)
+        assert blas.openblas_get_num_threads() == 1
+        cur.close()                                        # closed early
+        del cur
+        db.execute("SELECT 1").fetchall()
+        assert blas.openblas_get_num_threads() == 2
+    finally:
+        blas.openblas_set_num_threads(before)
