@@ -7,6 +7,8 @@
 #   make bench      ratios: relative vs plain attention, SQL overhead, scaling
 #   make fuzz       libFuzzer targets, bounded time each
 #   make deps       install missing Debian packages (apt-get only when needed)
+#   make install    relattn.so, the Python module, the bundled model and SQL scripts
+#                   under PREFIX (default /usr/local; DESTDIR honoured); make uninstall
 
 CC      ?= cc
 PYTHON  ?= /usr/bin/python3
@@ -35,7 +37,7 @@ DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
 DEB_MODEL ?= python3-torch bible-kjv bible-kjv-text sqlite3-doc
 
-.PHONY: all deps deps-bench deps-fuzz deps-model test unit asan asan-build demo model bench bench-attention bench-torch bench-forward bench-scan fuzz fuzz-build clean
+.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model test unit asan asan-build demo model bench bench-attention bench-torch bench-forward bench-scan fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -161,6 +163,39 @@ bench-torch: all
 
 bench: deps-bench
 	$(MAKE) bench-attention bench-torch bench-forward bench-scan
+
+# Install: the library where `.load relattn` finds it by bare name. The loader
+# searches LIBDIR without any setting when it is one of its own directories
+# (PREFIX=/usr: /usr/lib/<multiarch>); under /usr/local, LD_LIBRARY_PATH names
+# it (README, "Install"). The Python module is told where the library is.
+PREFIX     ?= /usr/local
+MULTIARCH  := $(shell $(CC) -print-multiarch 2>/dev/null)
+LIBDIR     ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/$(MULTIARCH),$(PREFIX)/lib)
+DATADIR    ?= $(PREFIX)/share
+PYVER      := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYTHONDIR  ?= $(PREFIX)/lib/python$(PYVER)/dist-packages
+INSTALLED  := $(LIBDIR)/relattn.so $(PYTHONDIR)/relattn/__init__.py \
+              $(DATADIR)/relattn/tiny.safetensors $(DATADIR)/relattn/schema.sql \
+              $(DATADIR)/relattn/score_corpus.sql $(DATADIR)/doc/relattn/README.md
+
+install: $(SO)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PYTHONDIR)/relattn \
+	  $(DESTDIR)$(DATADIR)/relattn $(DESTDIR)$(DATADIR)/doc/relattn
+	install -m 755 $(SO) $(DESTDIR)$(LIBDIR)/relattn.so
+	sed 's|^_LIBDIR = None$$|_LIBDIR = "$(LIBDIR)"|' python/relattn/__init__.py \
+	  > $(DESTDIR)$(PYTHONDIR)/relattn/__init__.py
+	install -m 644 models/tiny.safetensors sql/schema.sql sql/score_corpus.sql \
+	  $(DESTDIR)$(DATADIR)/relattn/
+	install -m 644 README.md $(DESTDIR)$(DATADIR)/doc/relattn/
+	@echo "installed $(DESTDIR)$(LIBDIR)/relattn.so"
+	@case "$(LIBDIR)" in /lib/$(MULTIARCH)|/usr/lib/$(MULTIARCH)|/lib|/usr/lib) ;; \
+	  *) echo "for .load relattn from any directory: export LD_LIBRARY_PATH=$(LIBDIR)";; esac
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	rm -rf $(DESTDIR)$(PYTHONDIR)/relattn/__pycache__
+	-rmdir $(DESTDIR)$(PYTHONDIR)/relattn $(DESTDIR)$(DATADIR)/relattn \
+	  $(DESTDIR)$(DATADIR)/doc/relattn 2>/dev/null
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz $(SO) demo.db
