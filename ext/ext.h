@@ -36,6 +36,8 @@ typedef struct relattn_conn {
 /* The connection's pool with its current thread count; NULL when out of memory. */
 relattn_pool *relattn_conn_pool(relattn_conn *conn);
 
+/* ---- ext/util.c: the shared helpers -------------------------------------- */
+
 /* Checks the memory a call is about to allocate (computed with overflow
 ** checks; SIZE_MAX when the computation overflowed) against
 ** relattn_max_memory(). Returns NULL when it fits, else an sqlite3_malloc'd
@@ -46,9 +48,62 @@ char *relattn_memory_check(relattn_conn *conn, const char *fn, size_t need);
 int relattn_memory_ok(sqlite3_context *ctx, relattn_conn *conn,
                       const char *fn, size_t need);
 
+/* Errors. Every message handed to SQLite goes through one of these, which
+** make it valid UTF-8 (clients decode it: Python raises UnicodeDecodeError
+** instead of sqlite3.Error on bytes that are not). */
+/* Sets msg (sqlite3_malloc'd, taken; NULL: out of memory) with code
+** (SQLITE_ERROR, SQLITE_TOOBIG, SQLITE_INTERRUPT, ...). */
+void relattn_result_error(sqlite3_context *ctx, int code, char *msg);
 /* sqlite3_result_error with a printf-style message. */
 void relattn_result_errorf(sqlite3_context *ctx, const char *fmt, ...);
 /* Maps a src/ status to an SQL error code and sets the message. */
 void relattn_result_status(sqlite3_context *ctx, int status, const char *msg);
+/* A virtual table's zErrMsg (the old one freed, msg taken); returns code,
+** or SQLITE_NOMEM when msg is NULL. */
+int relattn_vtab_error(sqlite3_vtab *vtab, int code, char *msg);
+/* The SQLite code for a src/ status (RELATTN_ERR_TOOBIG: SQLITE_TOOBIG, ...). */
+int relattn_status_code(int status);
+/* The message for a statement of ours that failed with rc (sqlite3_malloc'd):
+** "<fn>: interrupted" for SQLITE_INTERRUPT, else "<fn>: <sqlite3_errmsg>". */
+char *relattn_sql_errmsg(sqlite3 *db, const char *fn, int rc);
+
+/* Input bytes quoted in a message: valid UTF-8 as is, each control character
+** and each byte outside valid UTF-8 as \xNN, cut on a character boundary
+** with "..." past RELATTN_ECHO_BUF - 1 bytes. n < 0: up to the NUL. Returns
+** buf, so it goes straight into a printf argument list. */
+#define RELATTN_ECHO_BUF 100
+const char *relattn_echo(char buf[RELATTN_ECHO_BUF], const void *p, int n);
+/* The same into a buffer of cap >= 4 bytes (a message kept in a fixed
+** buffer: cut on a character boundary, never in the middle of one). */
+const char *relattn_echo_into(char *buf, size_t cap, const void *p, int n);
+
+/* One wording for a bad or unknown model name (sqlite3_malloc'd). */
+char *relattn_bad_model_msg(const char *fn);
+char *relattn_no_model_msg(const char *fn, const char *name);
+/* The index of the first tensor config c needs that is not among names
+** (n_names of them, NULL entries ignored), -1 when none is missing, -2 when
+** out of memory. Costs O(n_names) memory whatever the config asks for.
+** relattn_missing_tensor_msg words it: "<what>: tensor 'x' is missing ...". */
+int relattn_missing_tensor(const relattn_config *c, const char *const *names,
+                           int n_names);
+char *relattn_missing_tensor_msg(const relattn_config *c, int i,
+                                 const char *what);
+
+/* A token argument as a model's input, the rules of every function that runs
+** a model in one place: NULL gives SQLITE_OK with n = 0 (the caller answers
+** NULL); more than relattn_max_tokens() tokens is refused before decoding
+** (SQLITE_TOOBIG); an empty sequence, an id outside the vocabulary (with a
+** hint when a BLOB holds text) and a sequence that starts with bos (the
+** model puts bos in front itself) are refused; then bos goes in front when
+** the tokenizer has one. The caller frees in->ids with sqlite3_free. */
+typedef struct relattn_input {
+  int32_t *ids;  /* (n): [bos] + the sequence */
+  int n;         /* model input length; 0 for a NULL argument */
+  int n_seq;     /* the sequence's own tokens */
+  int bos;       /* 1 when ids[0] is bos */
+} relattn_input;
+int relattn_model_input(relattn_conn *conn, const relattn_model *m,
+                        sqlite3_value *v, const char *fn, const char *arg,
+                        relattn_input *in, char **pzErr);
 
 #endif /* RELATTN_EXT_H */

@@ -23,13 +23,13 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
                                            char **pzErr);
 void relattn_store_release(relattn_conn *conn, const relattn_model *m);
 
-/* ext/tokens.c: the model named by argument v (TEXT), acquired; NULL with
+/* ext/util.c: the model named by argument v (TEXT), acquired; NULL with
 ** the SQL error set ("<fn>: model must be a model name (TEXT)", unknown
 ** model, ...). Release with relattn_store_release. */
 const relattn_model *relattn_model_arg(sqlite3_context *ctx, sqlite3_value *v,
                                        const char *fn);
 
-/* ext/tokens.c: a token-sequence argument as int32 ids: a BLOB of
+/* ext/util.c: a token-sequence argument as int32 ids: a BLOB of
 ** little-endian int32, or TEXT run through m's tokenizer (TEXT needs m). Does
 ** not add BOS. With m, checks every id < vocab_size. Returns an
 ** sqlite3_malloc'd array (n may be 0) or NULL with *pzErr set, naming fn and

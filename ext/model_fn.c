@@ -50,19 +50,20 @@ static void callEnd(model_call *mc) {
   memset(mc, 0, sizeof *mc);
 }
 
-/* Loads the model and decodes tokens into mc. Returns SQLITE_OK, or an error
-** code with *pzErr set (sqlite3_malloc'd). A NULL tokens argument gives
+/* Loads the model and decodes tokens into mc (relattn_model_input: the
+** rules every model function shares). Returns SQLITE_OK, or an error code
+** with *pzErr set (sqlite3_malloc'd). A NULL tokens argument gives
 ** SQLITE_OK with mc->n == 0: the caller answers NULL. */
 static int callBegin(relattn_conn *conn, const char *fn, sqlite3_value *model,
                      sqlite3_value *tokens, int scores, model_call *mc,
                      char **pzErr) {
-  int32_t *seq;
-  int n_seq = 0;
+  relattn_input in;
+  int rc;
   memset(mc, 0, sizeof *mc);
   mc->conn = conn;
   *pzErr = NULL;
   if (sqlite3_value_type(model) != SQLITE_TEXT) {
-    *pzErr = sqlite3_mprintf("%s: model must be TEXT, the name of a model", fn);
+    *pzErr = relattn_bad_model_msg(fn);
     return SQLITE_ERROR;
   }
   if (sqlite3_value_type(tokens) == SQLITE_NULL) return SQLITE_OK;
@@ -73,61 +74,22 @@ static int callBegin(relattn_conn *conn, const char *fn, sqlite3_value *model,
     return SQLITE_ERROR;
   }
   if (scores && mc->m->cfg.arch != RELATTN_DECODER) {
+    char e[RELATTN_ECHO_BUF];
     *pzErr = sqlite3_mprintf(
         "%s: model '%s' is an encoder; only decoder models give "
         "next-token probabilities",
-        fn, (const char *)sqlite3_value_text(model));
+        fn, relattn_echo(e, sqlite3_value_text(model), -1));
     callEnd(mc);
     return SQLITE_ERROR;
   }
-  {
-    /* The limit before decoding, which allocates 4 bytes a token: a BLOB
-    ** holds bytes/4 ids, and the byte tokenizer gives one id per byte. */
-    sqlite3_int64 bytes = sqlite3_value_bytes(tokens), count = -1;
-    if (sqlite3_value_type(tokens) == SQLITE_BLOB && bytes % 4 == 0)
-      count = bytes / 4;
-    else if (sqlite3_value_type(tokens) == SQLITE_TEXT)
-      count = bytes;
-    if (count > conn->max_tokens) {
-      *pzErr = sqlite3_mprintf("%s: tokens has %lld tokens, over "
-                               "relattn_max_tokens() = %d",
-                               fn, count, conn->max_tokens);
-      callEnd(mc);
-      return SQLITE_TOOBIG;
-    }
-  }
-  seq = relattn_tokens_value(tokens, mc->m, fn, "tokens", &n_seq, pzErr);
-  if (!seq) {
-    if (!*pzErr) *pzErr = sqlite3_mprintf("%s: out of memory", fn);
+  rc = relattn_model_input(conn, mc->m, tokens, fn, "tokens", &in, pzErr);
+  if (rc != SQLITE_OK) {
     callEnd(mc);
-    return SQLITE_ERROR;
+    return rc;
   }
-  if (n_seq == 0 || n_seq > conn->max_tokens) {
-    *pzErr = n_seq == 0
-                 ? sqlite3_mprintf("%s: tokens is empty", fn)
-                 : sqlite3_mprintf("%s: tokens has %d tokens, over "
-                                   "relattn_max_tokens() = %d",
-                                   fn, n_seq, conn->max_tokens);
-    sqlite3_free(seq);
-    callEnd(mc);
-    return n_seq == 0 ? SQLITE_ERROR : SQLITE_TOOBIG;
-  }
-  mc->bos = mc->m->cfg.bos >= 0;
-  if (!mc->bos) {
-    mc->input = seq;
-    mc->n = n_seq;
-    return SQLITE_OK;
-  }
-  mc->input = sqlite3_malloc64(sizeof(int32_t) * ((sqlite3_uint64)n_seq + 1));
-  if (!mc->input) {
-    sqlite3_free(seq);
-    callEnd(mc);
-    return SQLITE_NOMEM;
-  }
-  mc->input[0] = mc->m->cfg.bos;
-  memcpy(mc->input + 1, seq, sizeof(int32_t) * (size_t)n_seq);
-  sqlite3_free(seq);
-  mc->n = n_seq + 1;
+  mc->input = in.ids;
+  mc->n = in.n;
+  mc->bos = in.bos;
   return SQLITE_OK;
 }
 
@@ -163,24 +125,14 @@ static int callRun(model_call *mc, const char *fn, relattn_fwd *f,
     relattn_pool_trim(pool, KEEP_SCRATCH);
   if (rc == RELATTN_OK) return SQLITE_OK;
   *pzErr = sqlite3_mprintf("%s: %s", fn, err);
-  switch (rc) {
-    case RELATTN_ERR_NOMEM: return SQLITE_NOMEM;
-    case RELATTN_ERR_TOOBIG: return SQLITE_TOOBIG;
-    case RELATTN_ERR_INTERRUPT: return SQLITE_INTERRUPT;
-    default: return SQLITE_ERROR;
-  }
+  return relattn_status_code(rc);
 }
 
 static void resultError(sqlite3_context *ctx, int rc, char *zErr) {
-  if (zErr) {
-    sqlite3_result_error(ctx, zErr, -1);
-    sqlite3_free(zErr);
-    if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
-  } else if (rc == SQLITE_NOMEM) {
-    sqlite3_result_error_nomem(ctx);
-  } else {
+  if (zErr || rc == SQLITE_NOMEM)
+    relattn_result_error(ctx, rc, zErr);
+  else
     sqlite3_result_error_code(ctx, rc);
-  }
 }
 
 /* ---- relattn_score, relattn_perplexity ------------------------------------ */
@@ -337,8 +289,7 @@ static int fnDisconnect(sqlite3_vtab *pVtab) {
 }
 
 static void vtabError(sqlite3_vtab *pVtab, char *zErr) {
-  sqlite3_free(pVtab->zErrMsg);
-  pVtab->zErrMsg = zErr;
+  relattn_vtab_error(pVtab, SQLITE_ERROR, zErr);
 }
 
 /* Finds the usable = constraints on the given columns, in order, and hands

@@ -10,7 +10,6 @@
 ** Every SQL function is one row of the table below, registered in a loop; a
 ** failure names the function. All rows share one relattn_conn (ext.h).
 */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,56 +17,6 @@
 #include "functions.h"
 
 SQLITE_EXTENSION_INIT1
-
-void relattn_result_errorf(sqlite3_context *ctx, const char *fmt, ...) {
-  va_list ap;
-  char *msg;
-  va_start(ap, fmt);
-  msg = sqlite3_vmprintf(fmt, ap);
-  va_end(ap);
-  if (!msg) {
-    sqlite3_result_error_nomem(ctx);
-    return;
-  }
-  sqlite3_result_error(ctx, msg, -1);
-  sqlite3_free(msg);
-}
-
-void relattn_result_status(sqlite3_context *ctx, int status, const char *msg) {
-  switch (status) {
-    case RELATTN_OK: return;
-    case RELATTN_ERR_NOMEM: sqlite3_result_error_nomem(ctx); return;
-    case RELATTN_ERR_TOOBIG:
-      sqlite3_result_error(ctx, msg, -1);
-      sqlite3_result_error_code(ctx, SQLITE_TOOBIG);
-      return;
-    case RELATTN_ERR_INTERRUPT:
-      sqlite3_result_error(ctx, msg, -1);
-      sqlite3_result_error_code(ctx, SQLITE_INTERRUPT);
-      return;
-    default: sqlite3_result_error(ctx, msg, -1); return;
-  }
-}
-
-char *relattn_memory_check(relattn_conn *conn, const char *fn, size_t need) {
-  if (need == SIZE_MAX)
-    return sqlite3_mprintf("%s: the input's size overflows a memory size", fn);
-  if ((sqlite3_uint64)need <= (sqlite3_uint64)conn->max_memory) return NULL;
-  return sqlite3_mprintf(
-      "%s: needs %llu bytes, over the limit of %lld per call "
-      "(relattn_max_memory)",
-      fn, (unsigned long long)need, conn->max_memory);
-}
-
-int relattn_memory_ok(sqlite3_context *ctx, relattn_conn *conn,
-                      const char *fn, size_t need) {
-  char *msg = relattn_memory_check(conn, fn, need);
-  if (!msg) return 1;
-  sqlite3_result_error(ctx, msg, -1);
-  sqlite3_result_error_code(ctx, SQLITE_TOOBIG);
-  sqlite3_free(msg);
-  return 0;
-}
 
 relattn_pool *relattn_conn_pool(relattn_conn *conn) {
   if (conn->pool && relattn_pool_size(conn->pool) != conn->n_threads) {

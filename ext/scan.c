@@ -594,11 +594,11 @@ static int scanClose(sqlite3_vtab_cursor *p) {
 
 static int scanError(scan_cursor *cur, int rc, const char *fmt, ...) {
   va_list ap;
-  sqlite3_free(cur->vt->base.zErrMsg);
+  char *msg;
   va_start(ap, fmt);
-  cur->vt->base.zErrMsg = sqlite3_vmprintf(fmt, ap);
+  msg = sqlite3_vmprintf(fmt, ap);
   va_end(ap);
-  return rc;
+  return relattn_vtab_error(&cur->vt->base, rc, msg);
 }
 
 /* Reads source rows into the ring while there is room. Token errors are
@@ -654,55 +654,36 @@ static int scanFill(scan_cursor *cur) {
                            : "not an integer");
     } else if (cur->read_tokens &&
                sqlite3_column_type(cur->src, 1) != SQLITE_NULL) {
+      /* the rules of every model function: relattn_model_input */
       char *arg = sqlite3_mprintf("%s of id %lld", cur->vt->tokens, s->id);
       char *zErr = NULL;
-      int n = 0, bos = m->cfg.bos >= 0;
-      int32_t *t = arg ? relattn_tokens_value(sqlite3_column_value(cur->src, 1),
-                                              m, "relattn_scan", arg, &n, &zErr)
-                       : NULL;
+      relattn_input in;
+      int rc = arg ? relattn_model_input(cur->vt->conn, m,
+                                         sqlite3_column_value(cur->src, 1),
+                                         "relattn_scan", arg, &in, &zErr)
+                   : SQLITE_NOMEM;
       sqlite3_free(arg);
-      if (!t) {
-        s->status = zErr ? RELATTN_ERR_ARG : RELATTN_ERR_NOMEM;
-        sqlite3_snprintf(ERR_LEN, s->err, "%s",
-                         zErr ? zErr : "relattn_scan: out of memory");
+      if (rc == SQLITE_OK && cur->want &&
+          (zErr = relattn_memory_check(cur->vt->conn, "relattn_scan",
+                                       scanRowBytes(cur, m, in.n))) != NULL) {
+        char *why = zErr;
+        zErr = sqlite3_mprintf("relattn_scan: %s of id %lld%s",
+                               cur->vt->tokens, s->id, why + 12);
+        sqlite3_free(why);
+        sqlite3_free(in.ids);
+        rc = SQLITE_TOOBIG;
+      }
+      if (rc != SQLITE_OK) {
+        s->status = rc == SQLITE_TOOBIG   ? RELATTN_ERR_TOOBIG
+                    : rc == SQLITE_NOMEM ? RELATTN_ERR_NOMEM
+                                         : RELATTN_ERR_ARG;
+        relattn_echo_into(s->err, ERR_LEN,
+                          zErr ? zErr : "relattn_scan: out of memory", -1);
         sqlite3_free(zErr);
-      } else if (n == 0) {
-        s->status = RELATTN_ERR_ARG;
-        sqlite3_snprintf(ERR_LEN, s->err,
-                         "relattn_scan: %s of id %lld is empty",
-                         cur->vt->tokens, s->id);
-        sqlite3_free(t);
-      } else if (n > cur->vt->conn->max_tokens) {
-        s->status = RELATTN_ERR_TOOBIG;
-        sqlite3_snprintf(ERR_LEN, s->err,
-                         "relattn_scan: %s of id %lld has %d tokens, over "
-                         "relattn_max_tokens() = %d",
-                         cur->vt->tokens, s->id, n, cur->vt->conn->max_tokens);
-        sqlite3_free(t);
-      } else if ((zErr = relattn_memory_check(cur->vt->conn, "relattn_scan",
-                                              scanRowBytes(cur, m, n + bos))) !=
-                     NULL &&
-                 cur->want) {
-        s->status = RELATTN_ERR_TOOBIG;
-        sqlite3_snprintf(ERR_LEN, s->err, "relattn_scan: %s of id %lld%s",
-                         cur->vt->tokens, s->id, zErr + 12);
-        sqlite3_free(zErr);
-        sqlite3_free(t);
       } else {
-        sqlite3_free(zErr);
-        if (bos) {
-          int32_t *with = sqlite3_realloc64(t, sizeof(int32_t) * ((size_t)n + 1));
-          if (!with) {
-            sqlite3_free(t);
-            return SQLITE_NOMEM;
-          }
-          memmove(with + 1, with, sizeof(int32_t) * (size_t)n);
-          with[0] = m->cfg.bos;
-          t = with;
-        }
-        s->tokens = t;
-        s->n_tokens = n;
-        s->n = n + bos;
+        s->tokens = in.ids;
+        s->n_tokens = in.n_seq;
+        s->n = in.n;
       }
     }
     if (cur->to_read > 0) cur->to_read--;
@@ -798,10 +779,7 @@ static int scanAdvance(scan_cursor *cur) {
     pthread_mutex_unlock(&cur->mu);
   }
   if (s->status != RELATTN_OK) {
-    int code = s->status == RELATTN_ERR_NOMEM ? SQLITE_NOMEM
-               : s->status == RELATTN_ERR_TOOBIG ? SQLITE_TOOBIG
-               : s->status == RELATTN_ERR_INTERRUPT ? SQLITE_INTERRUPT
-                                                    : SQLITE_ERROR;
+    int code = relattn_status_code(s->status);
     if (strncmp(s->err, "relattn_scan:", 13) == 0)
       return scanError(cur, code, "%s", s->err);
     return scanError(cur, code, "relattn_scan: id %lld: %s", s->id, s->err);
@@ -873,11 +851,7 @@ static int scanFilter(sqlite3_vtab_cursor *p, int idxNum, const char *idxStr,
   cur->read_tokens = cur->want || (idxNum & WANT_TOKENS);
 
   cur->model = relattn_store_acquire(conn, vt->model, "relattn_scan", &zErr);
-  if (!cur->model) {
-    sqlite3_free(vt->base.zErrMsg);
-    vt->base.zErrMsg = zErr;
-    return SQLITE_ERROR;
-  }
+  if (!cur->model) return relattn_vtab_error(&vt->base, SQLITE_ERROR, zErr);
   if ((cur->want & WANT_SCORE) && cur->model->cfg.arch != RELATTN_DECODER)
     return scanError(cur, SQLITE_ERROR,
                      "relattn_scan: model '%s' is an encoder; only decoder "

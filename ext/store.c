@@ -488,7 +488,7 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
 
   *pzErr = NULL;
   if (!name) {
-    *pzErr = sqlite3_mprintf("%s: model must be a model name (TEXT)", fn);
+    *pzErr = relattn_bad_model_msg(fn);
     return NULL;
   }
   if (sqlite3_prepare_v2(db,
@@ -498,7 +498,7 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
                          -1, &st, NULL) != SQLITE_OK) {
     /* no tables yet: nothing was ever imported here */
     if (strstr(sqlite3_errmsg(db), "no such table"))
-      *pzErr = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+      *pzErr = relattn_no_model_msg(fn, name);
     else
       *pzErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
     sqlite3_finalize(st);
@@ -510,7 +510,7 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
   rc = sqlite3_step(st);
   if (rc != SQLITE_ROW) {
     if (rc == SQLITE_DONE) {
-      *pzErr = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+      *pzErr = relattn_no_model_msg(fn, name);
       if (old) entryDrop(conn, old); /* deleted: free its memory now */
     } else {
       *pzErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
@@ -1036,13 +1036,7 @@ nomem:
   sqlite3_result_error_nomem(ctx);
   return;
 fail:
-  if (zErr) {
-    sqlite3_result_error(ctx, zErr, -1);
-    if (fail_code != SQLITE_ERROR) sqlite3_result_error_code(ctx, fail_code);
-  } else {
-    sqlite3_result_error_nomem(ctx);
-  }
-  sqlite3_free(zErr);
+  relattn_result_error(ctx, fail_code, zErr); /* NULL: out of memory */
   sqlite3_free(order);
   importFree(&s);
 }
@@ -1065,7 +1059,7 @@ void relattn_export_func(sqlite3_context *ctx, int argc,
   (void)argc;
 
   if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
-    relattn_result_errorf(ctx, "%s: model must be a model name (TEXT)", fn);
+    relattn_result_error(ctx, SQLITE_ERROR, relattn_bad_model_msg(fn));
     return;
   }
   model = (const char *)sqlite3_value_text(argv[0]);
@@ -1075,7 +1069,7 @@ void relattn_export_func(sqlite3_context *ctx, int argc,
                           -1, &st, NULL);
   if (rc != SQLITE_OK) {
     if (strstr(sqlite3_errmsg(db), "no such table"))
-      relattn_result_errorf(ctx, "%s: no model named '%s'", fn, model);
+      relattn_result_error(ctx, SQLITE_ERROR, relattn_no_model_msg(fn, model));
     else
       relattn_result_errorf(ctx, "%s: %s", fn, sqlite3_errmsg(db));
     sqlite3_finalize(st);
@@ -1085,7 +1079,7 @@ void relattn_export_func(sqlite3_context *ctx, int argc,
   rc = sqlite3_step(st);
   if (rc != SQLITE_ROW) {
     if (rc == SQLITE_DONE)
-      relattn_result_errorf(ctx, "%s: no model named '%s'", fn, model);
+      relattn_result_error(ctx, SQLITE_ERROR, relattn_no_model_msg(fn, model));
     else
       relattn_result_errorf(ctx, "%s: %s", fn, sqlite3_errmsg(db));
     sqlite3_finalize(st);

@@ -16,76 +16,6 @@
 
 SQLITE_EXTENSION_INIT3
 
-int32_t *relattn_tokens_value(sqlite3_value *v, const relattn_model *m,
-                              const char *fn, const char *arg, int *n_out,
-                              char **pzErr) {
-  int32_t *ids;
-  size_t n, i;
-  *pzErr = NULL;
-  *n_out = 0;
-  switch (sqlite3_value_type(v)) {
-    case SQLITE_BLOB: {
-      size_t bytes = (size_t)sqlite3_value_bytes(v);
-      if (bytes % 4) {
-        *pzErr = sqlite3_mprintf("%s: %s has %llu bytes, not a multiple of 4",
-                                 fn, arg, (sqlite3_uint64)bytes);
-        return NULL;
-      }
-      n = bytes / 4;
-      ids = sqlite3_malloc64(bytes ? bytes : 1);
-      if (!ids) goto nomem;
-      if (bytes) memcpy(ids, sqlite3_value_blob(v), bytes); /* unaligned */
-      break;
-    }
-    case SQLITE_TEXT: {
-      const unsigned char *text;
-      if (!m) {
-        *pzErr = sqlite3_mprintf("%s: %s is TEXT, but there is no model to "
-                                 "tokenize it: pass a token BLOB, e.g. "
-                                 "relattn_tokens('[1,2,3]')", fn, arg);
-        return NULL;
-      }
-      text = sqlite3_value_text(v);
-      n = (size_t)sqlite3_value_bytes(v);
-      ids = sqlite3_malloc64(n ? (sqlite3_uint64)n * 4 : 1);
-      if (!ids || (n && !text)) {
-        sqlite3_free(ids);
-        goto nomem;
-      }
-      relattn_tokenize_bytes(text, n, ids);
-      break;
-    }
-    case SQLITE_NULL:
-      *pzErr = sqlite3_mprintf("%s: %s is NULL", fn, arg);
-      return NULL;
-    default:
-      *pzErr = sqlite3_mprintf("%s: %s must be a token BLOB (int32 ids) or "
-                               "TEXT", fn, arg);
-      return NULL;
-  }
-  if (n > 0x7fffffff) {
-    sqlite3_free(ids);
-    *pzErr = sqlite3_mprintf("%s: %s has more than 2^31 tokens", fn, arg);
-    return NULL;
-  }
-  if (m) {
-    for (i = 0; i < n; i++)
-      if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size) {
-        *pzErr = sqlite3_mprintf("%s: %s has token %d at position %llu, "
-                                 "outside the model's vocabulary [0, %d)",
-                                 fn, arg, (int)ids[i], (sqlite3_uint64)i,
-                                 m->cfg.vocab_size);
-        sqlite3_free(ids);
-        return NULL;
-      }
-  }
-  *n_out = (int)n;
-  return ids;
-nomem:
-  *pzErr = sqlite3_mprintf("%s: out of memory reading %s", fn, arg);
-  return NULL;
-}
-
 /* A BLOB result of n ids, within SQLite's length limit. Takes ids. */
 static void resultTokens(sqlite3_context *ctx, const char *fn, int32_t *ids,
                          size_t n) {
@@ -187,8 +117,7 @@ void relattn_tokens_json_func(sqlite3_context *ctx, int argc,
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return;
   ids = relattn_tokens_value(argv[0], NULL, fn, "tokens", &n, &zErr);
   if (!ids) {
-    sqlite3_result_error(ctx, zErr ? zErr : "out of memory", -1);
-    sqlite3_free(zErr);
+    relattn_result_error(ctx, SQLITE_ERROR, zErr);
     return;
   }
   s = sqlite3_str_new(sqlite3_context_db_handle(ctx));
@@ -213,27 +142,6 @@ void relattn_tokens_json_func(sqlite3_context *ctx, int argc,
 
 /* ---- relattn_tokenize(model, text), relattn_detokenize(model, tokens) ----- */
 
-const relattn_model *relattn_model_arg(sqlite3_context *ctx,
-                                      sqlite3_value *v, const char *fn) {
-  relattn_conn *conn = sqlite3_user_data(ctx);
-  const relattn_model *m;
-  char *zErr = NULL;
-  if (sqlite3_value_type(v) != SQLITE_TEXT) {
-    relattn_result_errorf(ctx, "%s: model must be a model name (TEXT)", fn);
-    return NULL;
-  }
-  m = relattn_store_acquire(conn, (const char *)sqlite3_value_text(v), fn,
-                            &zErr);
-  if (!m) {
-    if (zErr)
-      sqlite3_result_error(ctx, zErr, -1);
-    else
-      sqlite3_result_error_nomem(ctx);
-    sqlite3_free(zErr);
-  }
-  return m;
-}
-
 void relattn_tokenize_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   static const char fn[] = "relattn_tokenize";
   relattn_conn *conn = sqlite3_user_data(ctx);
@@ -250,8 +158,7 @@ void relattn_tokenize_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
   ids = relattn_tokens_value(argv[1], m, fn, "text", &n, &zErr);
   relattn_store_release(conn, m);
   if (!ids) {
-    sqlite3_result_error(ctx, zErr ? zErr : "out of memory", -1);
-    sqlite3_free(zErr);
+    relattn_result_error(ctx, SQLITE_ERROR, zErr);
     return;
   }
   resultTokens(ctx, fn, ids, (size_t)n);
@@ -272,8 +179,7 @@ void relattn_detokenize_func(sqlite3_context *ctx, int argc,
   ids = relattn_tokens_value(argv[1], m, fn, "tokens", &n, &zErr);
   if (!ids) {
     relattn_store_release(conn, m);
-    sqlite3_result_error(ctx, zErr ? zErr : "out of memory", -1);
-    sqlite3_free(zErr);
+    relattn_result_error(ctx, SQLITE_ERROR, zErr);
     return;
   }
   text = sqlite3_malloc64((sqlite3_uint64)n + 1);
@@ -430,18 +336,15 @@ static int eachFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   c->ids = NULL;
   c->n = c->pos = 0;
   if (idxNum != 1 || argc < 1) {
-    sqlite3_free(cur->pVtab->zErrMsg);
-    cur->pVtab->zErrMsg =
-        sqlite3_mprintf("relattn_tokens_each: the tokens argument is missing");
-    return SQLITE_ERROR;
+    return relattn_vtab_error(
+        cur->pVtab, SQLITE_ERROR,
+        sqlite3_mprintf("relattn_tokens_each: the tokens argument is missing"));
   }
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return SQLITE_OK; /* no rows */
   c->ids = relattn_tokens_value(argv[0], NULL, "relattn_tokens_each", "tokens",
                                 &c->n, &zErr);
   if (!c->ids) {
-    sqlite3_free(cur->pVtab->zErrMsg);
-    cur->pVtab->zErrMsg = zErr;
-    return zErr ? SQLITE_ERROR : SQLITE_NOMEM;
+    return relattn_vtab_error(cur->pVtab, SQLITE_ERROR, zErr);
   }
   return SQLITE_OK;
 }

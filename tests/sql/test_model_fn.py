@@ -26,8 +26,12 @@ def load(db, name, cfg, params):
 
 
 def random_tokens(rng, n, cfg):
-    # ordinary ids (bytes); BOS/EOS/PAD ids are valid input too
-    return [int(t) for t in rng.integers(0, cfg["vocab_size"], n)]
+    # ordinary ids (bytes); BOS/EOS/PAD ids are valid input too, except BOS
+    # first: the functions put it in front themselves and refuse a second
+    t = [int(t) for t in rng.integers(0, cfg["vocab_size"], n)]
+    while cfg["tokenizer"].get("bos") is not None and t[0] == cfg["tokenizer"]["bos"]:
+        t[0] = int(rng.integers(0, cfg["vocab_size"]))
+    return t
 
 
 # Each axis of DESIGN §4 takes each value at least once; n covers 1 .. 600.
@@ -196,7 +200,7 @@ def test_errors(db, rng):
         assert err(f"SELECT {fn}('m', ?)", b"") == f"{fn}: tokens is empty"
         assert err(f"SELECT {fn}('m', '')") == f"{fn}: tokens is empty"
         assert err(f"SELECT {fn}(1, ?)", toks([1])) == \
-            f"{fn}: model must be TEXT, the name of a model"
+            f"{fn}: model must be a model name (TEXT)"
         assert db.execute(f"SELECT {fn}('m', NULL)").fetchone()[0] is None
         assert err(f"SELECT {fn}('m', ?)", toks([1, 260, 2])) == (
             f"{fn}: tokens has token 260 at position 1, outside the model's "

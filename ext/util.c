@@ -1,0 +1,410 @@
+/*
+** util.c: the helpers every SQL function shares, so each rule is written once.
+**
+**   errors      relattn_result_errorf / relattn_result_error / relattn_vtab_error
+**               set a message (always valid UTF-8) and a code;
+**               relattn_status_code maps a src/ status to an SQLite code;
+**               relattn_sql_errmsg words a failed statement of ours
+**               ("<fn>: interrupted" after sqlite3_interrupt).
+**   echo        relattn_echo: input bytes quoted in a message, escaped and cut.
+**   models      relattn_model_arg: a model-name argument, acquired;
+**               relattn_missing_tensor: the first tensor a config lacks.
+**   tokens      relattn_tokens_value: a token argument as int32 ids;
+**               relattn_model_input: a token argument as a model's input.
+**   memory      relattn_memory_check / relattn_memory_ok: relattn_max_memory().
+**
+** Example (what a model function does with them):
+**   const relattn_model *m = relattn_model_arg(ctx, argv[0], fn);
+**   rc = relattn_model_input(conn, m, argv[1], fn, "tokens", &in, &zErr);
+*/
+#include "ext.h"
+#include "functions.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+SQLITE_EXTENSION_INIT3
+
+/* ---- UTF-8 --------------------------------------------------------------- */
+
+/* Length of the valid UTF-8 character at p (at most n bytes), or 0 when the
+** bytes there are not one: overlong forms, surrogates and code points past
+** U+10FFFF are not (RFC 3629, sec. 4). */
+static int utf8Char(const unsigned char *p, size_t n) {
+  unsigned c = p[0];
+  int len, i;
+  unsigned cp;
+  if (c < 0x80) return 1;
+  if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07;
+  else return 0;
+  if ((size_t)len > n) return 0;
+  for (i = 1; i < len; i++) {
+    if ((p[i] & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (p[i] & 0x3f);
+  }
+  if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+      (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+    return 0;
+  return len;
+}
+
+/* Appends p[0..n) to out (capacity cap, NUL included) escaped: a control
+** character or a byte outside valid UTF-8 as \xNN, the rest as is. With
+** limit, stops where the next character would not leave room for "..." and
+** writes "..." instead. Returns the length written. */
+static size_t escapeInto(char *out, size_t cap, const unsigned char *p,
+                         size_t n, int limit) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t o = 0, i = 0, cut = 0;
+  int have_cut = 0;
+  while (i < n) {
+    int len = utf8Char(p + i, n - i);
+    size_t w = len == 1 && (p[i] < 0x20 || p[i] == 0x7f) ? 4
+               : len ? (size_t)len : 4;
+    if (limit && !have_cut && o + w + 3 >= cap) {
+      cut = o; /* the last place "..." still fits */
+      have_cut = 1;
+    }
+    if (o + w >= cap) {
+      if (limit) {
+        memcpy(out + cut, "...", 3);
+        o = cut + 3;
+      }
+      break;
+    }
+    if (w == 4) {
+      out[o++] = '\\', out[o++] = 'x';
+      out[o++] = hex[p[i] >> 4], out[o++] = hex[p[i] & 15];
+      i++;
+    } else {
+      memcpy(out + o, p + i, w);
+      o += w, i += w;
+    }
+  }
+  out[o] = 0;
+  return o;
+}
+
+const char *relattn_echo_into(char *buf, size_t cap, const void *p, int n) {
+  if (!p) p = "";
+  escapeInto(buf, cap, p, n < 0 ? strlen(p) : (size_t)n, 1);
+  return buf;
+}
+
+const char *relattn_echo(char buf[RELATTN_ECHO_BUF], const void *p, int n) {
+  return relattn_echo_into(buf, RELATTN_ECHO_BUF, p, n);
+}
+
+/* msg (sqlite3_malloc'd, taken) as valid UTF-8: itself when it already is,
+** else an escaped copy (the original freed). NULL stays NULL. */
+static char *utf8Message(char *msg) {
+  const unsigned char *p = (const unsigned char *)msg;
+  size_t n, i, cap;
+  char *fixed;
+  if (!msg) return NULL;
+  n = strlen(msg);
+  for (i = 0; i < n;) {
+    int len = utf8Char(p + i, n - i);
+    if (!len) break;
+    i += (size_t)len;
+  }
+  if (i == n) return msg;
+  cap = 4 * n + 1;
+  fixed = sqlite3_malloc64(cap);
+  if (fixed) {
+    /* controls kept here: a message of ours may hold none but \n */
+    size_t o = 0;
+    for (i = 0; i < n;) {
+      int len = utf8Char(p + i, n - i);
+      if (len) {
+        memcpy(fixed + o, p + i, (size_t)len);
+        o += (size_t)len, i += (size_t)len;
+      } else {
+        o += escapeInto(fixed + o, cap - o, p + i, 1, 0);
+        i++;
+      }
+    }
+    fixed[o] = 0;
+  }
+  sqlite3_free(msg);
+  return fixed;
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+int relattn_status_code(int status) {
+  switch (status) {
+    case RELATTN_OK: return SQLITE_OK;
+    case RELATTN_ERR_NOMEM: return SQLITE_NOMEM;
+    case RELATTN_ERR_TOOBIG: return SQLITE_TOOBIG;
+    case RELATTN_ERR_INTERRUPT: return SQLITE_INTERRUPT;
+    default: return SQLITE_ERROR;
+  }
+}
+
+void relattn_result_error(sqlite3_context *ctx, int code, char *msg) {
+  msg = utf8Message(msg);
+  if (!msg || code == SQLITE_NOMEM) {
+    sqlite3_free(msg);
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  sqlite3_result_error(ctx, msg, -1);
+  if (code != SQLITE_ERROR && code != SQLITE_OK)
+    sqlite3_result_error_code(ctx, code);
+  sqlite3_free(msg);
+}
+
+void relattn_result_errorf(sqlite3_context *ctx, const char *fmt, ...) {
+  va_list ap;
+  char *msg;
+  va_start(ap, fmt);
+  msg = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  relattn_result_error(ctx, SQLITE_ERROR, msg);
+}
+
+void relattn_result_status(sqlite3_context *ctx, int status, const char *msg) {
+  if (status == RELATTN_OK) return;
+  relattn_result_error(ctx, relattn_status_code(status),
+                       sqlite3_mprintf("%s", msg));
+}
+
+int relattn_vtab_error(sqlite3_vtab *vtab, int code, char *msg) {
+  sqlite3_free(vtab->zErrMsg);
+  vtab->zErrMsg = utf8Message(msg);
+  return vtab->zErrMsg || code != SQLITE_ERROR ? code : SQLITE_NOMEM;
+}
+
+char *relattn_sql_errmsg(sqlite3 *db, const char *fn, int rc) {
+  if (rc == SQLITE_INTERRUPT) return sqlite3_mprintf("%s: interrupted", fn);
+  return sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+}
+
+/* ---- memory -------------------------------------------------------------- */
+
+char *relattn_memory_check(relattn_conn *conn, const char *fn, size_t need) {
+  if (need == SIZE_MAX)
+    return sqlite3_mprintf("%s: the input's size overflows a memory size", fn);
+  if ((sqlite3_uint64)need <= (sqlite3_uint64)conn->max_memory) return NULL;
+  return sqlite3_mprintf(
+      "%s: needs %llu bytes, over the limit of %lld per call "
+      "(relattn_max_memory)",
+      fn, (unsigned long long)need, conn->max_memory);
+}
+
+int relattn_memory_ok(sqlite3_context *ctx, relattn_conn *conn,
+                      const char *fn, size_t need) {
+  char *msg = relattn_memory_check(conn, fn, need);
+  if (!msg) return 1;
+  relattn_result_error(ctx, SQLITE_TOOBIG, msg);
+  return 0;
+}
+
+/* ---- models -------------------------------------------------------------- */
+
+char *relattn_bad_model_msg(const char *fn) {
+  return sqlite3_mprintf("%s: model must be a model name (TEXT)", fn);
+}
+
+char *relattn_no_model_msg(const char *fn, const char *name) {
+  char e[RELATTN_ECHO_BUF];
+  return sqlite3_mprintf("%s: no model named '%s'", fn,
+                         relattn_echo(e, name, -1));
+}
+
+const relattn_model *relattn_model_arg(sqlite3_context *ctx, sqlite3_value *v,
+                                       const char *fn) {
+  relattn_conn *conn = sqlite3_user_data(ctx);
+  const relattn_model *m;
+  char *zErr = NULL;
+  if (sqlite3_value_type(v) != SQLITE_TEXT) {
+    relattn_result_error(ctx, SQLITE_ERROR, relattn_bad_model_msg(fn));
+    return NULL;
+  }
+  m = relattn_store_acquire(conn, (const char *)sqlite3_value_text(v), fn,
+                            &zErr);
+  if (!m) relattn_result_error(ctx, SQLITE_ERROR, zErr);
+  return m;
+}
+
+int relattn_missing_tensor(const relattn_config *c, const char *const *names,
+                           int n_names) {
+  int n = relattn_model_n_tensors(c), i;
+  unsigned char *seen;
+  if (n_names >= n) {
+    /* enough rows: each spec is looked up by name */
+    for (i = 0; i < n; i++) {
+      relattn_tensor_spec spec;
+      int k;
+      relattn_model_spec(c, i, &spec);
+      for (k = 0; k < n_names; k++)
+        if (names[k] && strcmp(names[k], spec.name) == 0) break;
+      if (k == n_names) return i;
+    }
+    return -1;
+  }
+  /* Fewer names than tensors: one is missing, among the first n_names + 1
+  ** specs (n_layers alone may ask for hundreds of millions: look no
+  ** further). */
+  seen = sqlite3_malloc64((sqlite3_uint64)n_names + 1);
+  if (!seen) return -2;
+  memset(seen, 0, (size_t)n_names + 1);
+  for (i = 0; i < n_names; i++) {
+    int k = names[i] ? relattn_model_index(c, names[i]) : -1;
+    if (k >= 0 && k <= n_names) seen[k] = 1;
+  }
+  for (i = 0; seen[i]; i++) {
+  }
+  sqlite3_free(seen);
+  return i;
+}
+
+char *relattn_missing_tensor_msg(const relattn_config *c, int i,
+                                 const char *what) {
+  relattn_tensor_spec spec;
+  relattn_model_spec(c, i, &spec);
+  return sqlite3_mprintf("%s: tensor '%s' is missing (the config needs it)",
+                         what, spec.name);
+}
+
+/* ---- tokens -------------------------------------------------------------- */
+
+/* Decodes v into ids with lead free slots in front. See relattn_tokens_value. */
+static int32_t *decodeTokens(sqlite3_value *v, const relattn_model *m,
+                             const char *fn, const char *arg, int lead,
+                             int *n_out, int *oom, char **pzErr) {
+  int32_t *ids;
+  size_t n, i;
+  *pzErr = NULL;
+  *n_out = 0;
+  switch (sqlite3_value_type(v)) {
+    case SQLITE_BLOB: {
+      size_t bytes = (size_t)sqlite3_value_bytes(v);
+      if (bytes % 4) {
+        *pzErr = sqlite3_mprintf("%s: %s has %llu bytes, not a multiple of 4",
+                                 fn, arg, (sqlite3_uint64)bytes);
+        return NULL;
+      }
+      n = bytes / 4;
+      ids = sqlite3_malloc64((sqlite3_uint64)bytes + 4 * (size_t)lead + 1);
+      if (!ids) goto nomem;
+      if (bytes) memcpy(ids + lead, sqlite3_value_blob(v), bytes); /* unaligned */
+      break;
+    }
+    case SQLITE_TEXT: {
+      const unsigned char *text;
+      if (!m) {
+        *pzErr = sqlite3_mprintf("%s: %s is TEXT, but there is no model to "
+                                 "tokenize it: pass a token BLOB, e.g. "
+                                 "relattn_tokens('[1,2,3]')", fn, arg);
+        return NULL;
+      }
+      text = sqlite3_value_text(v);
+      n = (size_t)sqlite3_value_bytes(v);
+      ids = sqlite3_malloc64(((sqlite3_uint64)n + (size_t)lead) * 4 + 1);
+      if (!ids || (n && !text)) {
+        sqlite3_free(ids);
+        goto nomem;
+      }
+      relattn_tokenize_bytes(text, n, ids + lead);
+      break;
+    }
+    case SQLITE_NULL:
+      *pzErr = sqlite3_mprintf("%s: %s is NULL", fn, arg);
+      return NULL;
+    default:
+      *pzErr = sqlite3_mprintf("%s: %s must be a token BLOB (int32 ids) or "
+                               "TEXT", fn, arg);
+      return NULL;
+  }
+  if (n > 0x7fffffff - (size_t)lead) {
+    sqlite3_free(ids);
+    *pzErr = sqlite3_mprintf("%s: %s has more than 2^31 tokens", fn, arg);
+    return NULL;
+  }
+  if (m) {
+    for (i = 0; i < n; i++) {
+      uint32_t u = (uint32_t)ids[lead + i];
+      int textlike = 1, b;
+      if (ids[lead + i] >= 0 && ids[lead + i] < m->cfg.vocab_size) continue;
+      /* Four bytes of text read as one id ("DESC" gives 1129530692): no
+      ** byte is a control character or one that UTF-8 never uses. */
+      for (b = 0; b < 4; b++, u >>= 8) {
+        unsigned c = u & 0xff;
+        if (c < 0x20 || c == 0x7f || c == 0xc0 || c == 0xc1 || c >= 0xf5)
+          textlike = 0;
+      }
+      *pzErr = sqlite3_mprintf(
+          "%s: %s has token %d at position %llu, outside the model's "
+          "vocabulary [0, %d)%s",
+          fn, arg, (int)ids[lead + i], (sqlite3_uint64)i, m->cfg.vocab_size,
+          sqlite3_value_type(v) == SQLITE_BLOB && textlike
+              ? "; if the BLOB holds text, pass CAST(... AS TEXT) to "
+                "tokenize it"
+              : "");
+      sqlite3_free(ids);
+      return NULL;
+    }
+  }
+  *n_out = (int)n;
+  return ids;
+nomem:
+  *oom = 1;
+  *pzErr = sqlite3_mprintf("%s: out of memory reading %s", fn, arg);
+  return NULL;
+}
+
+int32_t *relattn_tokens_value(sqlite3_value *v, const relattn_model *m,
+                              const char *fn, const char *arg, int *n_out,
+                              char **pzErr) {
+  int oom = 0;
+  return decodeTokens(v, m, fn, arg, 0, n_out, &oom, pzErr);
+}
+
+int relattn_model_input(relattn_conn *conn, const relattn_model *m,
+                        sqlite3_value *v, const char *fn, const char *arg,
+                        relattn_input *in, char **pzErr) {
+  sqlite3_int64 bytes = sqlite3_value_bytes(v), count = -1;
+  int bos = m->cfg.bos >= 0, n = 0, oom = 0;
+  memset(in, 0, sizeof *in);
+  *pzErr = NULL;
+  if (sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
+  /* The limit before decoding, which allocates 4 bytes a token: a BLOB
+  ** holds bytes/4 ids, and the byte tokenizer gives one id per byte. */
+  if (sqlite3_value_type(v) == SQLITE_BLOB && bytes % 4 == 0)
+    count = bytes / 4;
+  else if (sqlite3_value_type(v) == SQLITE_TEXT)
+    count = bytes;
+  if (count > conn->max_tokens) {
+    *pzErr = sqlite3_mprintf("%s: %s has %lld tokens, over "
+                             "relattn_max_tokens() = %d",
+                             fn, arg, count, conn->max_tokens);
+    return SQLITE_TOOBIG;
+  }
+  in->ids = decodeTokens(v, m, fn, arg, bos, &n, &oom, pzErr);
+  if (!in->ids) return oom || !*pzErr ? SQLITE_NOMEM : SQLITE_ERROR;
+  if (n == 0) {
+    *pzErr = sqlite3_mprintf("%s: %s is empty", fn, arg);
+    sqlite3_free(in->ids);
+    in->ids = NULL;
+    return SQLITE_ERROR;
+  }
+  /* A sequence never holds bos (the functions put it in front): one that
+  ** starts with it would silently get two. */
+  if (bos && in->ids[1] == m->cfg.bos) {
+    *pzErr = sqlite3_mprintf("%s: %s starts with bos (%d); leave it out: "
+                             "the model puts bos in front itself",
+                             fn, arg, m->cfg.bos);
+    sqlite3_free(in->ids);
+    in->ids = NULL;
+    return SQLITE_ERROR;
+  }
+  if (bos) in->ids[0] = m->cfg.bos;
+  in->n_seq = n;
+  in->n = n + bos;
+  in->bos = bos;
+  return SQLITE_OK;
+}
