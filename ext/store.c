@@ -413,8 +413,7 @@ static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
   if (seen_count < n) {
     for (i = 0; i < n && seen[i]; i++) {
     }
-    relattn_model_spec(c, i, &spec);
-    *pzErr = sqlite3_mprintf("%s: tensor '%s' is missing", what, spec.name);
+    *pzErr = relattn_missing_tensor_msg(c, i, what);
     rc = SQLITE_ERROR;
   }
   sqlite3_finalize(st);
@@ -433,10 +432,9 @@ fail:
 static int checkSize(relattn_conn *conn, relattn_cache_entry *e,
                      const char *what, char **pzErr) {
   const relattn_config *c = &e->model.cfg;
-  int n = relattn_model_n_tensors(c), have = 0, i;
-  unsigned char *seen;
+  int n = relattn_model_n_tensors(c), have = 0, i, k;
+  char **names;
   sqlite3_stmt *st;
-  relattn_tensor_spec spec;
   size_t bytes;
   char err[256];
 
@@ -446,24 +444,22 @@ static int checkSize(relattn_conn *conn, relattn_cache_entry *e,
   sqlite3_bind_text(st, 1, e->name, -1, SQLITE_STATIC);
   while (sqlite3_step(st) == SQLITE_ROW) have++;
   if (have < n) {
-    seen = sqlite3_malloc64((sqlite3_uint64)have + 1);
-    if (!seen) {
+    /* fewer rows than tensors: name the first missing one */
+    names = sqlite3_malloc64(sizeof *names * ((sqlite3_uint64)have + 1));
+    if (!names) {
       sqlite3_finalize(st);
       return SQLITE_NOMEM;
     }
-    memset(seen, 0, (size_t)have + 1);
+    memset(names, 0, sizeof *names * ((size_t)have + 1));
     sqlite3_reset(st);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      const char *name = (const char *)sqlite3_column_text(st, 0);
-      int k = relattn_model_index(c, name ? name : "");
-      if (k >= 0 && k <= have) seen[k] = 1;
-    }
-    for (i = 0; seen[i]; i++) {
-    }
-    sqlite3_free(seen);
+    for (i = 0; i < have && sqlite3_step(st) == SQLITE_ROW; i++)
+      names[i] = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
-    relattn_model_spec(c, i, &spec);
-    *pzErr = sqlite3_mprintf("%s: tensor '%s' is missing", what, spec.name);
+    i = relattn_missing_tensor(c, (const char *const *)names, have);
+    for (k = 0; k < have; k++) sqlite3_free(names[k]);
+    sqlite3_free(names);
+    if (i == -2) return SQLITE_NOMEM;
+    *pzErr = relattn_missing_tensor_msg(c, i, what);
     return SQLITE_ERROR;
   }
   sqlite3_finalize(st);
@@ -923,22 +919,14 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   n_need = relattn_model_n_tensors(&cfg);
   if (n_need > s.n) {
     /* Before any work sized by the config (n_layers alone may ask for
-    ** hundreds of millions of tensors): the file lacks one. Name the first
-    ** missing, which is among the first s.n + 1. */
-    unsigned char *have = sqlite3_malloc64((sqlite3_uint64)s.n + 1);
-    relattn_tensor_spec spec;
-    if (!have) goto nomem;
-    memset(have, 0, (size_t)s.n + 1);
-    for (i = 0; i < s.n; i++) {
-      int k = relattn_model_index(&cfg, s.t[i].name);
-      if (k >= 0 && k <= s.n) have[k] = 1;
-    }
-    for (i = 0; have[i]; i++) {
-    }
-    sqlite3_free(have);
-    relattn_model_spec(&cfg, i, &spec);
-    zErr = sqlite3_mprintf("%s: tensor '%s' is missing (the config needs "
-                           "it)", fn, spec.name);
+    ** hundreds of millions of tensors): the file lacks one. */
+    const char **names = sqlite3_malloc64(sizeof *names * ((sqlite3_uint64)s.n + 1));
+    if (!names) goto nomem;
+    for (i = 0; i < s.n; i++) names[i] = s.t[i].name;
+    i = relattn_missing_tensor(&cfg, names, s.n);
+    sqlite3_free(names);
+    if (i == -2) goto nomem;
+    zErr = relattn_missing_tensor_msg(&cfg, i, fn);
     goto fail;
   }
   {
@@ -989,10 +977,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   }
   for (i = 0; i < n_need; i++)
     if (order[i] < 0) {
-      relattn_tensor_spec spec;
-      relattn_model_spec(&cfg, i, &spec);
-      zErr = sqlite3_mprintf("%s: tensor '%s' is missing (the config needs "
-                             "it)", fn, spec.name);
+      zErr = relattn_missing_tensor_msg(&cfg, i, fn);
       goto fail;
     }
 

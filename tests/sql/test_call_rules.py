@@ -178,3 +178,24 @@ def test_scan_error_cut_on_a_character_boundary(db, rng):
     msg = err(db, "SELECT score FROM temp.job")[0]
     assert msg.startswith("relattn_scan: " + "é" * 100)
     assert msg.endswith("é...")
+
+
+def test_missing_tensor_one_wording(db, rng):
+    """Import, a stored model with a row deleted and one with many rows
+    deleted (fewer rows than tensors) name the missing tensor alike."""
+    cfg = modelgen.config()
+    weights = modelgen.tensors(cfg, rng)
+    del weights["ln_f.bias"]
+    with pytest.raises(Exception) as e:
+        db.execute("SELECT relattn_import('x', ?)",
+                   (modelgen.safetensors(cfg, weights=weights),))
+    assert str(e.value) == \
+        "relattn_import: tensor 'ln_f.bias' is missing (the config needs it)"
+    modelgen.load(db, "m", cfg, rng)
+    db.execute("DELETE FROM relattn_tensor WHERE name = 'ln_f.bias'")
+    assert err(db, "SELECT relattn_score('m', 'ab')")[0] == \
+        "relattn_score: model 'm': tensor 'ln_f.bias' is missing (the config needs it)"
+    db.execute("DELETE FROM relattn_tensor WHERE name LIKE 'layers.1.%'")
+    assert err(db, "SELECT relattn_embed('m', 'ab')")[0] == (
+        "relattn_embed: model 'm': tensor 'layers.1.ln1.weight' is missing "
+        "(the config needs it)")

@@ -52,7 +52,8 @@ def test_stored_config_with_huge_layer_count(db, small):
     with pytest.raises(sqlite3.OperationalError) as e:
         db.execute("SELECT relattn_tokenize('m', 'ab')")
     assert str(e.value) == ("relattn_tokenize: model 'm': tensor "
-                            "'layers.1.ln1.weight' is missing")
+                            "'layers.1.ln1.weight' is missing (the config "
+                            "needs it)")
     assert rss_mb() - before < 100
 
 

@@ -728,7 +728,7 @@ def test_cache_sees_update_and_delete_from_another_connection(two, rng):
     plain.commit()
     with pytest.raises(Exception) as e:
         weights(b, "tok_emb")
-    assert str(e.value) == "relattn_weights: model 'm': tensor 'ln_f.bias' is missing"
+    assert str(e.value) == "relattn_weights: model 'm': tensor 'ln_f.bias' is missing (the config needs it)"
     # DELETE of the model
     plain.execute("DELETE FROM relattn_model WHERE name = 'm'")
     plain.commit()
