@@ -14,8 +14,8 @@
 ** xFilter acquires the model once: every row of one scan comes from that
 ** version, whatever another connection imports meanwhile. It then runs
 **   SELECT id, tokens FROM source WHERE id <op> ? ... ORDER BY id
-** with the id constraints xBestIndex pushed down (=, >, >=, <, <=; LIMIT as a
-** cap on read-ahead). The connection's thread reads rows ahead into a ring of
+** with the id constraints xBestIndex pushed down (=, >, >=, <, <=; LIMIT and
+** OFFSET as a cap on the rows read, when nothing is left to filter or sort). The connection's thread reads rows ahead into a ring of
 ** slots (bounded: memory stays flat on any corpus); relattn_threads() worker
 ** threads claim slots in order and run forward passes, each single-threaded
 ** with its own one-thread relattn_pool holding its scratch. A worker takes
@@ -348,18 +348,33 @@ static int scanDisconnect(sqlite3_vtab *p) {
 
 /* idxStr holds one letter per argument of xFilter, in order:
 **   E =, G >, g >=, L <, l <=  (on id), N limit, O offset.
-** idxNum holds the WANT_* bits from colUsed. */
+** idxNum holds the WANT_* bits from colUsed.
+**
+** LIMIT and OFFSET: SQLite offers them whenever every WHERE term is on this
+** table and ORDER BY names only its columns, whether or not the table can
+** honour those terms itself (vtab.html, "LIMIT and OFFSET"). They bound the
+** rows read only when nothing is left for SQLite to do after us: every other
+** constraint is one we apply, and ORDER BY is absent or ours (id ascending).
+** Otherwise a cap would cut rows before SQLite filters or sorts them. */
 static int scanBestIndex(sqlite3_vtab *tab, sqlite3_index_info *info) {
   char letters[64];
   int i, n = 0, has_eq = 0, has_range = 0, has_limit = 0;
+  int all_ours = 1, i_limit = -1, i_offset = -1;
   int want = 0;
   double rows = 1e6;
   (void)tab;
-  for (i = 0; i < info->nConstraint && n < (int)sizeof letters - 1; i++) {
+  for (i = 0; i < info->nConstraint && n < (int)sizeof letters - 3; i++) {
     const struct sqlite3_index_constraint *c = &info->aConstraint[i];
     char letter = 0;
-    if (!c->usable) continue;
-    if (c->iColumn == COL_ID || c->iColumn == -1) {
+    if (c->op == SQLITE_INDEX_CONSTRAINT_LIMIT) {
+      if (c->usable) i_limit = i;
+      continue;
+    }
+    if (c->op == SQLITE_INDEX_CONSTRAINT_OFFSET) {
+      if (c->usable) i_offset = i;
+      continue;
+    }
+    if (c->usable && (c->iColumn == COL_ID || c->iColumn == -1)) {
       switch (c->op) {
         case SQLITE_INDEX_CONSTRAINT_EQ: letter = 'E'; has_eq = 1; break;
         case SQLITE_INDEX_CONSTRAINT_GT: letter = 'G'; has_range = 1; break;
@@ -369,14 +384,33 @@ static int scanBestIndex(sqlite3_vtab *tab, sqlite3_index_info *info) {
         default: break;
       }
     }
-    if (c->op == SQLITE_INDEX_CONSTRAINT_LIMIT) letter = 'N', has_limit = 1;
-    if (c->op == SQLITE_INDEX_CONSTRAINT_OFFSET) letter = 'O';
-    if (!letter) continue;
+    if (!letter) {
+      all_ours = 0;
+      continue;
+    }
     letters[n++] = letter;
     info->aConstraintUsage[i].argvIndex = n;
     /* SQLite checks again: the source's own comparison may differ in
-    ** affinity from ours, and a LIMIT is only a cap on read-ahead here. */
+    ** affinity from ours. */
     info->aConstraintUsage[i].omit = 0;
+  }
+  if (i < info->nConstraint) all_ours = 0; /* more than idxStr can hold */
+  if (info->nOrderBy == 1 &&
+      (info->aOrderBy[0].iColumn == COL_ID ||
+       info->aOrderBy[0].iColumn == -1) &&
+      !info->aOrderBy[0].desc)
+    info->orderByConsumed = 1;
+  if (all_ours && i_limit >= 0 &&
+      (info->nOrderBy == 0 || info->orderByConsumed)) {
+    /* Not omitted: SQLite still counts the rows out and skips the OFFSET;
+    ** here they only cap how many rows are read. */
+    letters[n++] = 'N';
+    info->aConstraintUsage[i_limit].argvIndex = n;
+    has_limit = 1;
+    if (i_offset >= 0) {
+      letters[n++] = 'O';
+      info->aConstraintUsage[i_offset].argvIndex = n;
+    }
   }
   letters[n] = 0;
   if (info->colUsed & (((sqlite3_uint64)1 << COL_SCORE) |
@@ -390,11 +424,6 @@ static int scanBestIndex(sqlite3_vtab *tab, sqlite3_index_info *info) {
     if (!info->idxStr) return SQLITE_NOMEM;
     info->needToFreeIdxStr = 1;
   }
-  if (info->nOrderBy == 1 &&
-      (info->aOrderBy[0].iColumn == COL_ID ||
-       info->aOrderBy[0].iColumn == -1) &&
-      !info->aOrderBy[0].desc)
-    info->orderByConsumed = 1;
   if (has_eq) rows = 1;
   else if (has_range) rows = 1e5;
   if (has_limit && rows > 100) rows = 100;
@@ -878,7 +907,10 @@ static int scanFilter(sqlite3_vtab_cursor *p, int idxNum, const char *idxStr,
                           op, i + 1);
   }
   cond = sqlite3_str_finish(where);
-  cur->to_read = limit < 0 ? -1 : limit + (offset > 0 ? offset : 0);
+  /* The rows SQLite may ask for: LIMIT + OFFSET (a negative LIMIT is none),
+  ** unbounded when the sum would overflow. */
+  if (offset < 0) offset = 0;
+  cur->to_read = limit < 0 || limit > INT64_MAX - offset ? -1 : limit + offset;
   /* With only id read, the token column is not even fetched. */
   sql = sqlite3_mprintf("SELECT \"%w\", %s%w%s FROM \"%w\"%s ORDER BY \"%w\"",
                         idcol, cur->read_tokens ? "\"" : "",

@@ -1,0 +1,89 @@
+"""relattn_scan as SQL: the rows a query gets are the rows it asks for.
+
+Each query on the scan is checked against the same query on a plain table
+holding the scan's full results (ids exactly; scores within 2e-5 per token,
+as rows may be packed into forward passes differently)."""
+import sqlite3
+
+import numpy as np
+import pytest
+
+import modelgen
+from conftest import connect
+
+TEXTS = ["In the beginning", "And", "SELECT * FROM t WHERE x > 1", "xq zv",
+         "the the the the the the", "ünïcode ✓ and more text here", None, "a"]
+
+
+def make_job(db, rng, texts=TEXTS):
+    modelgen.load(db, "m", modelgen.config(), rng)
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body TEXT)")
+    db.executemany("INSERT INTO docs(body) VALUES (?)", [(t,) for t in texts])
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan("
+               "model='m', source='docs', tokens='body')")
+    db.execute("CREATE TEMP TABLE plain AS SELECT id, n_tokens, score, "
+               "perplexity FROM temp.job")
+
+
+def same(db, query):
+    got = db.execute(query.format(t="temp.job")).fetchall()
+    want = db.execute(query.format(t="plain")).fetchall()
+    assert [r[0] for r in got] == [r[0] for r in want], query
+    for g, w in zip(got, want):
+        for a, b in zip(g[1:], w[1:]):
+            if isinstance(b, float):
+                assert a == pytest.approx(b, abs=2e-5 * 40), query
+            else:
+                assert a == b, query
+    return got
+
+
+def test_limit_only_when_nothing_is_left_to_filter_or_sort(db, rng):
+    make_job(db, rng)
+    scores = sorted(s for (s,) in db.execute("SELECT score FROM plain "
+                                             "WHERE score IS NOT NULL"))
+    cut = (scores[2] + scores[3]) / 2  # between two rows, so ties cannot flip
+    queries = [
+        "SELECT id FROM {t} ORDER BY id DESC LIMIT 2",
+        "SELECT id, perplexity FROM {t} ORDER BY perplexity DESC LIMIT 2",
+        "SELECT id, score FROM {t} ORDER BY score LIMIT 3 OFFSET 1",
+        "SELECT id FROM {t} WHERE n_tokens > 2 LIMIT 1",
+        "SELECT id FROM {t} WHERE n_tokens > 2 LIMIT 2 OFFSET 1",
+        f"SELECT id, score FROM {{t}} WHERE score < {cut!r} LIMIT 2",
+        "SELECT id FROM {t} WHERE id > 2 AND n_tokens < 6 LIMIT 2",
+        "SELECT id FROM {t} WHERE perplexity IS NULL LIMIT 1",
+        "SELECT id FROM {t} WHERE id != 1 LIMIT 2",
+        "SELECT id FROM {t} WHERE id IN (3, 5, 7) LIMIT 2",
+        "SELECT id FROM {t} ORDER BY id LIMIT 3",
+        "SELECT id FROM {t} WHERE id >= 2 ORDER BY id LIMIT 2 OFFSET 2",
+        "SELECT id FROM {t} LIMIT 2 OFFSET 3",
+        "SELECT id FROM {t} ORDER BY n_tokens DESC, id LIMIT 3",
+        "SELECT id FROM {t} LIMIT 9223372036854775807 OFFSET 1",
+        "SELECT id FROM {t} LIMIT 1 OFFSET 9223372036854775807",
+        "SELECT id FROM {t} LIMIT -1 OFFSET 2",
+    ]
+    for q in queries:
+        same(db, q)
+    assert [r[0] for r in db.execute("SELECT id FROM temp.job ORDER BY id DESC "
+                                     "LIMIT 2")] == [8, 7]
+
+
+def test_limit_still_caps_the_rows_read_when_it_is_safe(db, rng):
+    make_job(db, rng)
+    touched = []
+
+    def touch(i):
+        touched.append(i)
+        return 1
+
+    db.create_function("touch", 1, touch)
+    db.execute("CREATE TEMP VIEW v AS SELECT id AS doc_id, body FROM docs WHERE touch(id)")
+    db.execute("CREATE VIRTUAL TABLE temp.vjob USING relattn_scan("
+               "model='m', source='v', tokens='body', id='doc_id')")
+    # the rows up to LIMIT + OFFSET are read, and at most a probe of the last id
+    for q, want, read in [
+            ("SELECT id, score FROM temp.vjob WHERE id > 1 LIMIT 2", [2, 3], {2, 3}),
+            ("SELECT id FROM temp.vjob ORDER BY id LIMIT 1 OFFSET 2", [3], {1, 2, 3})]:
+        touched.clear()
+        assert [r[0] for r in db.execute(q)] == want
+        assert read <= set(touched) <= read | {8}, (q, touched)
