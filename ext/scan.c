@@ -67,6 +67,9 @@ typedef struct scan_vtab {
   char *source;      /* source table or view */
   char *tokens;      /* its token column */
   char *id;          /* its INTEGER id column; NULL: rowid */
+  char *schema;      /* where the virtual table lives ("main", "temp", ...) */
+  char *name;        /* its own name */
+  int busy;          /* running its own SQL: reading source or the model */
 } scan_vtab;
 
 enum { SLOT_READY, SLOT_DONE };
@@ -252,6 +255,8 @@ static void scanFreeVtab(scan_vtab *vt) {
   sqlite3_free(vt->source);
   sqlite3_free(vt->tokens);
   sqlite3_free(vt->id);
+  sqlite3_free(vt->schema);
+  sqlite3_free(vt->name);
   sqlite3_free(vt);
 }
 
@@ -263,6 +268,12 @@ static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
   if (!vt) return SQLITE_NOMEM;
   memset(vt, 0, sizeof *vt);
   vt->conn = aux;
+  vt->schema = sqlite3_mprintf("%s", argv[1]);
+  vt->name = sqlite3_mprintf("%s", argv[2]);
+  if (!vt->schema || !vt->name) {
+    scanFreeVtab(vt);
+    return SQLITE_NOMEM;
+  }
   for (i = 3; i < argc; i++) {
     char *key, *val, **dst = NULL;
     if (!scanParseArg(argv[i], &key, &val)) {
@@ -658,11 +669,15 @@ static int scanFill(scan_cursor *cur) {
       break;
     }
     if (rc != SQLITE_ROW) {
+      const char *msg;
       rc = sqlite3_reset(cur->src);
       cur->src_done = 1;
+      msg = sqlite3_errmsg(cur->vt->conn->db);
+      /* A scan inside the source said what went wrong, naming itself. */
+      if (strncmp(msg, "relattn_scan: ", 14) == 0)
+        return scanError(cur, rc ? rc : SQLITE_ERROR, "%s", msg);
       return scanError(cur, rc ? rc : SQLITE_ERROR,
-                       "relattn_scan: reading '%s': %s", cur->vt->source,
-                       sqlite3_errmsg(cur->vt->conn->db));
+                       "relattn_scan: reading '%s': %s", cur->vt->source, msg);
     }
     s = &cur->ring[cur->tail % cur->cap];
     s->state = SLOT_READY;
@@ -825,6 +840,7 @@ static int scanAdvance(scan_cursor *cur) {
 static int scanNext(sqlite3_vtab_cursor *p) {
   scan_cursor *cur = (scan_cursor *)p;
   scan_slot *s;
+  int rc;
   if (cur->eof || cur->head >= cur->tail) {
     cur->eof = 1;
     return SQLITE_OK;
@@ -833,7 +849,10 @@ static int scanNext(sqlite3_vtab_cursor *p) {
   sqlite3_free(s->tokens);
   s->tokens = NULL;
   cur->head++;
-  return scanAdvance(cur);
+  cur->vt->busy++;
+  rc = scanAdvance(cur);
+  cur->vt->busy--;
+  return rc;
 }
 
 /* Threads, locks and per-worker pools, made once per cursor. */
@@ -859,9 +878,33 @@ static int scanSetupWorkers(scan_cursor *cur, int n_threads) {
   return SQLITE_OK;
 }
 
+static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
+                         int argc, sqlite3_value **argv);
+
+/* A source (or a model table) that is a view selecting from this very scan
+** would start it again from inside itself, without end, until the stack
+** overflows; a database file can be made to hold such a view. The scan is
+** marked while it runs its own SQL, and entering it again then fails. */
 static int scanFilter(sqlite3_vtab_cursor *p, int idxNum, const char *idxStr,
                       int argc, sqlite3_value **argv) {
   scan_cursor *cur = (scan_cursor *)p;
+  scan_vtab *vt = cur->vt;
+  int rc;
+  if (vt->busy) {
+    scanReset(cur);
+    return scanError(cur, SQLITE_ERROR,
+                     "relattn_scan: '%s' reads itself: its source '%s' or a "
+                     "model table selects from it",
+                     vt->name, vt->source);
+  }
+  vt->busy++;
+  rc = scanFilterRun(cur, idxNum, idxStr, argc, argv);
+  vt->busy--;
+  return rc;
+}
+
+static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
+                            int argc, sqlite3_value **argv) {
   scan_vtab *vt = cur->vt;
   relattn_conn *conn = vt->conn;
   sqlite3 *db = conn->db;

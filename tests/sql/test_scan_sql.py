@@ -87,3 +87,60 @@ def test_limit_still_caps_the_rows_read_when_it_is_safe(db, rng):
         touched.clear()
         assert [r[0] for r in db.execute(q)] == want
         assert read <= set(touched) <= read | {8}, (q, touched)
+
+
+RECURSE = r"""
+import sys
+sys.path.insert(0, {tests!r})
+from conftest import connect
+db = connect({path!r})
+for q in ("SELECT id, score FROM job", "SELECT count(*) FROM a", "SELECT id FROM job"):
+    try:
+        print("rows", db.execute(q).fetchall())
+    except Exception as e:
+        print(type(e).__name__, e)
+"""
+
+
+def test_a_source_that_reads_the_scan_itself_fails(tmp_path, rng):
+    # A database file can ship a view that makes a scan read itself: it must
+    # fail with an error, not recurse until the stack overflows (run in a
+    # child process, so a crash fails this test and not the whole run).
+    import os
+    import subprocess
+    import sys
+    path = str(tmp_path / "hostile.db")
+    db = connect(path)
+    modelgen.load(db, "m", modelgen.config(), rng)
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body TEXT)")
+    db.execute("INSERT INTO docs(body) VALUES ('abc'), ('de')")
+    db.execute("CREATE VIEW v AS SELECT id, body FROM docs")
+    db.execute("CREATE VIRTUAL TABLE job USING relattn_scan("
+               "model='m', source='v', tokens='body', id='id')")
+    db.execute("DROP VIEW v")
+    db.execute("CREATE VIEW v AS SELECT id, CAST(n_tokens AS TEXT) AS body FROM job")
+    # two scans through each other
+    db.execute("CREATE VIEW va AS SELECT id, body FROM docs")
+    db.execute("CREATE VIEW vb AS SELECT id, body FROM docs")
+    db.execute("CREATE VIRTUAL TABLE a USING relattn_scan("
+               "model='m', source='va', tokens='body', id='id')")
+    db.execute("CREATE VIRTUAL TABLE b USING relattn_scan("
+               "model='m', source='vb', tokens='body', id='id')")
+    db.execute("DROP VIEW va")
+    db.execute("DROP VIEW vb")
+    db.execute("CREATE VIEW va AS SELECT id, CAST(score AS TEXT) AS body FROM b")
+    db.execute("CREATE VIEW vb AS SELECT id, CAST(score AS TEXT) AS body FROM a")
+    db.commit()
+    db.close()
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", RECURSE.format(tests=tests, path=path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert r.stdout.splitlines() == [
+        "OperationalError relattn_scan: 'job' reads itself: its source 'v' or a "
+        "model table selects from it",
+        "OperationalError relattn_scan: 'a' reads itself: its source 'va' or a "
+        "model table selects from it",
+        "OperationalError relattn_scan: 'job' reads itself: its source 'v' or a "
+        "model table selects from it",
+    ]
