@@ -913,7 +913,8 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   char *zErr = NULL, *sql, *cond;
   const char *idcol;
   int i, rc, n_threads, d;
-  sqlite3_stmt *count = NULL;
+  sqlite3_stmt *count = NULL, *last = NULL;
+  sqlite3_value *bound = NULL; /* the largest id when the scan begins */
 
   scanReset(cur);
   cur->eof = 0;
@@ -950,6 +951,58 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
                           op, i + 1);
   }
   cond = sqlite3_str_finish(where);
+  /* The rows that exist now, and no others: a statement that inserts into
+  ** the source while reading the scan (INSERT INTO docs SELECT ... FROM
+  ** job) would otherwise feed it without end. The source is read in id
+  ** order up to the largest id it holds when the scan begins. (Rows changed
+  ** in the middle of that range meanwhile are seen or not, as SQLite says of
+  ** its own tables changed by the connection that reads them.) */
+  sql = sqlite3_mprintf("SELECT max(\"%w\") FROM \"%w\"%s", idcol, vt->source,
+                        cond ? cond : "");
+  if (!sql) {
+    sqlite3_free(cond);
+    return SQLITE_NOMEM;
+  }
+  rc = sqlite3_prepare_v2(db, sql, -1, &last, NULL);
+  sqlite3_free(sql);
+  if (rc == SQLITE_OK) {
+    for (i = 0; idxStr && idxStr[i] && i < argc; i++)
+      if (strchr("EGgLl", idxStr[i])) sqlite3_bind_value(last, i + 1, argv[i]);
+    rc = sqlite3_step(last);
+    if (rc == SQLITE_ROW) {
+      rc = SQLITE_OK;
+      bound = sqlite3_value_dup(sqlite3_column_value(last, 0));
+      if (!bound) rc = SQLITE_NOMEM;
+    } else {
+      rc = sqlite3_reset(last);
+      if (rc == SQLITE_OK) rc = SQLITE_ERROR;
+    }
+  }
+  if (rc != SQLITE_OK) {
+    const char *msg = sqlite3_errmsg(db);
+    sqlite3_free(cond);
+    if (rc == SQLITE_NOMEM) {
+      sqlite3_finalize(last);
+      return SQLITE_NOMEM;
+    }
+    /* A scan inside the source said what went wrong, naming itself. */
+    if (strncmp(msg, "relattn_scan: ", 14) == 0)
+      scanError(cur, rc, "%s", msg);
+    else
+      scanError(cur, rc, "relattn_scan: cannot read source '%s': %s",
+                vt->source, msg);
+    sqlite3_finalize(last);
+    return rc;
+  }
+  sqlite3_finalize(last);
+  sql = sqlite3_mprintf("%s%s \"%w\" <= ?%d", cond ? cond : "",
+                        cond ? " AND" : " WHERE", idcol, argc + 1);
+  sqlite3_free(cond);
+  cond = sql;
+  if (!cond) {
+    sqlite3_value_free(bound);
+    return SQLITE_NOMEM;
+  }
   /* The rows SQLite may ask for: LIMIT + OFFSET (a negative LIMIT is none),
   ** unbounded when the sum would overflow. */
   if (offset < 0) offset = 0;
@@ -973,9 +1026,14 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
     sqlite3_free(sql);
   }
   sqlite3_free(cond);
-  if (rc != SQLITE_OK)
+  if (rc != SQLITE_OK) {
+    sqlite3_value_free(bound);
     return scanError(cur, rc, "relattn_scan: cannot read source '%s': %s",
                      vt->source, sqlite3_errmsg(db));
+  }
+  sqlite3_bind_value(cur->src, argc + 1, bound);
+  if (count) sqlite3_bind_value(count, argc + 1, bound);
+  sqlite3_value_free(bound);
   for (i = 0; idxStr && idxStr[i] && i < argc; i++) {
     if (strchr("EGgLl", idxStr[i])) {
       sqlite3_bind_value(cur->src, i + 1, argv[i]);

@@ -144,3 +144,32 @@ def test_a_source_that_reads_the_scan_itself_fails(tmp_path, rng):
         "OperationalError relattn_scan: 'job' reads itself: its source 'v' or a "
         "model table selects from it",
     ]
+
+
+def test_inserting_into_the_source_while_scanning_it_ends(db, rng):
+    # The scan reads the rows that existed when it began: a statement that
+    # inserts into the source as it reads the scan used to feed it forever.
+    # The progress handler ends a runaway statement after ~1M VM steps
+    # (a correct run takes far fewer), so the test fails instead of hanging.
+    make_job(db, rng)
+    n = len(TEXTS)
+    calls = [0]
+
+    def runaway():
+        calls[0] += 1
+        return calls[0] > 1000
+
+    db.set_progress_handler(runaway, 1000)
+    db.execute("INSERT INTO docs(body) SELECT 'x' FROM temp.job")
+    db.execute("INSERT INTO docs(body) SELECT CAST(score AS TEXT) FROM temp.job "
+               "WHERE id > 2")
+    db.set_progress_handler(None, 0)
+    bodies = [b for (b,) in db.execute("SELECT body FROM docs ORDER BY id")]
+    assert bodies[:n] == TEXTS
+    assert bodies[n:2 * n] == ["x"] * n
+    assert len(bodies) == 2 * n + (2 * n - 2)
+    scores = dict(db.execute("SELECT id, score FROM plain"))
+    for i, b in enumerate(bodies[2 * n:]):
+        want = scores.get(3 + i)  # the rows after id 2, the first n of them
+        if i < n - 2:
+            assert (b is None) if want is None else float(b) == pytest.approx(want, abs=1e-3)
