@@ -17,7 +17,7 @@ SO      ?= relattn.so
 OPT     ?= -O2 -g
 SAN     ?=
 CFLAGS  += $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
-           -fPIC -fvisibility=hidden -pthread -Isrc -Iext
+           -fPIC -fvisibility=hidden -pthread -Isrc -Iext -I$(BUILD)/gen
 LDLIBS  += -lopenblas -lm -lpthread
 
 SRC      := $(sort $(wildcard src/*.c))
@@ -47,6 +47,14 @@ $(SO): $(SRC_OBJ) $(EXT_OBJ)
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+# sql/schema.sql is the one text of the tables: ext/store.c includes it as a
+# C string literal, one line of the file per line of the literal.
+$(BUILD)/gen/schema_sql.h: sql/schema.sql
+	@mkdir -p $(dir $@)
+	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
+
+$(BUILD)/ext/store.o: $(BUILD)/gen/schema_sql.h
 
 # Unit tests link src/ only: it knows nothing of SQLite.
 $(BUILD)/unit/%: tests/unit/%.c tests/unit/unit.h $(SRC_OBJ)

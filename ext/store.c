@@ -1,5 +1,5 @@
 /*
-** store.c: models in the database. The tables (DESIGN sec. 3), safetensors
+** store.c: models in the database. The tables (sql/schema.sql), safetensors
 ** import and export, config decoding, and the per-connection weight cache.
 **
 **   SELECT relattn_import('tiny', readfile('tiny.safetensors'));   -- 54
@@ -39,42 +39,11 @@
 
 SQLITE_EXTENSION_INIT3
 
-/* sql/schema.sql holds the same text. */
+/* The tables and triggers: sql/schema.sql, made into a C string at build
+** time (the Makefile's schema_sql.h rule), so there is one text. */
 static const char schema_sql[] =
-    "CREATE TABLE IF NOT EXISTS relattn_model(\n"
-    "  name    TEXT PRIMARY KEY,\n"
-    "  config  TEXT NOT NULL CHECK (json_valid(config)),\n"
-    "  version INTEGER NOT NULL DEFAULT 1,\n"
-    "  sha256  TEXT\n"
-    ");\n"
-    "CREATE TABLE IF NOT EXISTS relattn_tensor(\n"
-    "  model TEXT NOT NULL REFERENCES relattn_model(name)\n"
-    "        ON DELETE CASCADE ON UPDATE CASCADE,\n"
-    "  name  TEXT NOT NULL,\n"
-    "  dtype TEXT NOT NULL,\n"
-    "  shape TEXT NOT NULL,\n"
-    "  data  BLOB NOT NULL,\n"
-    "  UNIQUE (model, name)\n"
-    ");\n"
-    "CREATE TRIGGER IF NOT EXISTS relattn_tensor_insert\n"
-    "AFTER INSERT ON relattn_tensor BEGIN\n"
-    "  UPDATE relattn_model SET version = version + 1, sha256 = NULL\n"
-    "   WHERE name = new.model;\n"
-    "END;\n"
-    "CREATE TRIGGER IF NOT EXISTS relattn_tensor_update\n"
-    "AFTER UPDATE ON relattn_tensor BEGIN\n"
-    "  UPDATE relattn_model SET version = version + 1, sha256 = NULL\n"
-    "   WHERE name IN (old.model, new.model);\n"
-    "END;\n"
-    "CREATE TRIGGER IF NOT EXISTS relattn_tensor_delete\n"
-    "AFTER DELETE ON relattn_tensor BEGIN\n"
-    "  UPDATE relattn_model SET version = version + 1, sha256 = NULL\n"
-    "   WHERE name = old.model;\n"
-    "END;\n"
-    "CREATE TRIGGER IF NOT EXISTS relattn_model_delete\n"
-    "AFTER DELETE ON relattn_model BEGIN\n"
-    "  DELETE FROM relattn_tensor WHERE model = old.name;\n"
-    "END;\n";
+#include "schema_sql.h"
+    ;
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -147,7 +116,7 @@ static int choice_index(const char *choices, const char *s) {
   return -1;
 }
 
-/* Decodes a config (DESIGN sec. 4) and checks it. Errors start with what,
+/* Decodes a config (the README's config keys) and checks it. Errors start with what,
 ** e.g. "relattn_import: config". Returns an SQLite code. */
 static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
                         const char *what, char **pzErr) {

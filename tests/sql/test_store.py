@@ -12,7 +12,7 @@ import pytest
 
 import modelgen
 import safetensors_py as sp
-from conftest import ROOT, connect
+from conftest import ROOT, SO, connect
 
 
 def counts(db):
@@ -587,6 +587,44 @@ def test_schema_matches_sql_file(db, rng, tmp_path):
     assert db.execute(q).fetchall() == other.execute(q).fetchall()
     assert len(db.execute(q).fetchall()) >= 6  # 2 tables, 4 triggers (+ indexes)
     other.close()
+
+
+def test_schema_is_the_sql_file():
+    # sql/schema.sql is built into the extension as it is, byte for byte: the
+    # string the import runs is the file (the Makefile's schema_sql.h rule)
+    text = (ROOT / "sql" / "schema.sql").read_bytes()
+    assert b"CREATE TABLE IF NOT EXISTS relattn_model(" in text
+    assert text + b"\0" in pathlib.Path(SO).read_bytes()
+
+
+def test_trusted_schema_off(tmp_path, rng):
+    # the schema calls nothing that trusted_schema=OFF refuses: a client
+    # without the extension reads an unrelated table, the models, and its
+    # edits still run the triggers; the extension works there too
+    import sqlite3
+    path = str(tmp_path / "t.db")
+    db = connect(path)
+    db.execute("CREATE TABLE notes(x)")
+    db.execute("INSERT INTO notes VALUES ('hello')")
+    modelgen.load(db, "m", CFG, rng)
+    db.commit()
+    db.close()
+    plain = sqlite3.connect(path)
+    plain.execute("PRAGMA trusted_schema = OFF")
+    assert plain.execute("SELECT x FROM notes").fetchall() == [("hello",)]
+    assert plain.execute("SELECT name, version FROM relattn_model").fetchall() == [("m", 1)]
+    x = rng.standard_normal(CFG["d_model"]).astype(np.float32)
+    plain.execute("UPDATE relattn_tensor SET data = ? WHERE name = 'ln_f.bias'", (x.tobytes(),))
+    plain.commit()
+    assert plain.execute("SELECT version > 1, sha256 FROM relattn_model").fetchone() == (1, None)
+    plain.close()
+    ext = connect(path)
+    ext.execute("PRAGMA trusted_schema = OFF")
+    assert np.array_equal(weights(ext, "ln_f.bias"), x)
+    w = modelgen.load(ext, "m", CFG, rng)
+    ext.commit()
+    assert np.array_equal(weights(ext, "ln_f.bias"), w["ln_f.bias"])
+    ext.close()
 
 
 def test_delete_cascades_without_foreign_keys(db, rng):
