@@ -20,9 +20,15 @@
 ** The cache: relattn_store_acquire reads (version, sha256, config) of the
 ** model row on every call (one indexed lookup) and reuses the connection's
 ** float32 copy when all three match what it loaded. The writers keep them
-** current: import sets a new version and sha256, and triggers bump version
+** current: import sets a new version and sha256, and triggers raise version
 ** (and clear sha256) on any INSERT, UPDATE or DELETE of a tensor row, from
-** any connection, with or without the extension loaded. Deleting a model and
+** any connection, with or without the extension loaded. They raise it by a
+** random 32-bit step: this connection may have loaded an edit that was then
+** rolled back (to a savepoint, or the whole transaction), and a bump by one
+** would give the next edit the same version, and the cache the rolled-back
+** weights. (An import has its sha256 in the key, so its version may be
+** the next one: whatever it repeats, it repeats the same tensor data.)
+** Deleting a model and
 ** importing it again starts its version at 1 again, so the cache also keys
 ** on the model row's rowid, which a fresh import picks past the largest
 ** one plus a random 32-bit gap: the re-imported model is a new row (odds of
@@ -821,9 +827,11 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
   return SQLITE_OK;
 
 execerr:
+  rc = sqlite3_errcode(db);
   *pzErr = sqlite3_mprintf("%s: %s", fn, msg ? msg : sqlite3_errmsg(db));
   sqlite3_free(msg);
-  return SQLITE_ERROR;
+  return rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR
+                                                                 : rc;
 sqlerr:
   rc = sqlite3_errcode(db);
   *pzErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));

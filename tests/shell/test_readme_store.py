@@ -55,7 +55,7 @@ def test_readme_models(tmp_path, rng):
     size = (tmp_path / "tiny-copy.safetensors").stat().st_size
     assert out[13:17] == [str(size), str(n), str(n), "1"]  # export, re-import,
     #                                  every tensor equal, the same sha256
-    assert out[-2] == "2|1" and out[-1] == "16"      # after the UPDATE
+    assert out[-2] == "1|1" and out[-1] == "16"      # after the UPDATE
     assert (tmp_path / "tiny-copy.safetensors").exists()
 
 

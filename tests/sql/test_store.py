@@ -745,7 +745,7 @@ def test_cache_sees_update_and_delete_from_another_connection(two, rng):
     a.execute("UPDATE relattn_tensor SET data = ? WHERE model = 'm' AND name = 'ln_f.bias'",
               (new.tobytes(),))
     a.commit()
-    assert a.execute("SELECT version, sha256 FROM relattn_model").fetchone() == (2, None)
+    assert a.execute("SELECT version > 1, sha256 FROM relattn_model").fetchone() == (1, None)
     assert np.array_equal(weights(b, "ln_f.bias"), new)
     # an UPDATE from a connection without the extension: the triggers still run
     import sqlite3
@@ -811,6 +811,47 @@ def test_cache_sees_config_change(db, rng):
                             "nor the tokenizer's bos, eos or pad")
 
 
+def score(db, tokens, model="m"):
+    return db.execute("SELECT relattn_score(?, ?)", (model, tokens)).fetchone()[0]
+
+
+@pytest.mark.parametrize("undo", ["ROLLBACK", "ROLLBACK TO s"])
+def test_rollback_leaves_no_stale_weights(tmp_path, rng, undo):
+    # A call inside a transaction loads the edited weights; the edit is
+    # rolled back and another one made: the versions must differ, and every
+    # call computes with the weights it can see (once with 1 bumps, the
+    # second edit gave the cached version back and the old weights stayed).
+    path = str(tmp_path / "m.db")
+    db = connect(path, isolation_level=None)
+    cfg = modelgen.config(n_layers=1)
+    w = modelgen.load(db, "m", cfg, rng)
+    toks = rng.integers(0, 256, 20).astype("<i4").tobytes()
+    v0 = db.execute("SELECT version FROM relattn_model").fetchone()[0]
+    db.execute("BEGIN")
+    if undo == "ROLLBACK TO s":
+        db.execute("SAVEPOINT s")
+    x = rng.standard_normal(cfg["d_model"]).astype(np.float32)
+    db.execute("UPDATE relattn_tensor SET data = ? WHERE name = 'ln_f.bias'", (x.tobytes(),))
+    v1 = db.execute("SELECT version FROM relattn_model").fetchone()[0]
+    assert v1 > v0
+    assert np.array_equal(weights(db, "ln_f.bias"), x)
+    score(db, toks)
+    db.execute(undo)
+    assert np.array_equal(weights(db, "ln_f.bias"), w["ln_f.bias"])
+    y = rng.standard_normal(cfg["d_model"]).astype(np.float32)
+    db.execute("UPDATE relattn_tensor SET data = ? WHERE name = 'ln_f.bias'", (y.tobytes(),))
+    v2 = db.execute("SELECT version FROM relattn_model").fetchone()[0]
+    assert v2 > v0 and v2 != v1
+    if undo == "ROLLBACK TO s":
+        db.execute("COMMIT")
+    assert np.array_equal(weights(db, "ln_f.bias"), y)
+    fresh = connect(path)
+    assert score(db, toks) == score(fresh, toks)
+    assert np.array_equal(weights(fresh, "ln_f.bias"), y)
+    fresh.close()
+    db.close()
+
+
 def test_weights_errors(db, rng):
     modelgen.load(db, "m", modelgen.config(n_layers=1), rng)
     with pytest.raises(Exception) as e:
@@ -861,9 +902,10 @@ def test_cache_respects_max_memory(db, rng):
 
 
 def test_cache_delete_reimport_then_same_number_of_edits(two, rng):
-    # b caches a model that was edited once: (version 2, sha256 NULL). a
-    # deletes it, imports another, edits it once: (version 2, sha256 NULL)
-    # again, same config. b must still see the new weights.
+    # b caches a model that was edited once: (version v, sha256 NULL). a
+    # deletes it, imports another, edits it and sets the version to v: the
+    # same (version, sha256 NULL, config) as b cached. b must still see the
+    # new weights (the model row is a new one).
     a, b = two
     cfg = modelgen.config(n_layers=1)
     modelgen.load(a, "m", cfg, rng)
@@ -872,12 +914,14 @@ def test_cache_delete_reimport_then_same_number_of_edits(two, rng):
     b.execute("UPDATE relattn_tensor SET data = ? WHERE name = 'ln_f.bias'", (x.tobytes(),))
     b.commit()
     assert np.array_equal(weights(b, "ln_f.bias"), x)
+    v = b.execute("SELECT version FROM relattn_model").fetchone()[0]
     a.execute("DELETE FROM relattn_model WHERE name = 'm'")
     w = modelgen.load(a, "m", cfg, rng)
     y = rng.standard_normal(cfg["d_model"]).astype(np.float32)
     a.execute("UPDATE relattn_tensor SET data = ? WHERE name = 'ln_f.bias'", (y.tobytes(),))
+    a.execute("UPDATE relattn_model SET version = ?", (v,))
     a.commit()
-    assert a.execute("SELECT version, sha256 FROM relattn_model").fetchone() == (2, None)
+    assert a.execute("SELECT version, sha256 FROM relattn_model").fetchone() == (v, None)
     assert np.array_equal(weights(b, "ln_f.bias"), y)
     assert np.array_equal(weights(b, "tok_emb"), w["tok_emb"].ravel())
 
