@@ -512,8 +512,11 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
   e->name = sqlite3_mprintf("%s", name);
   e->config = sqlite3_mprintf("%s", config);
   e->sha256 = sha ? sqlite3_mprintf("%s", sha) : NULL;
-  sqlite3_finalize(st);
-  st = NULL;
+  /* st stays open (on its row) until the tensors are read: while one
+  ** statement of the connection is active, its read transaction holds, so
+  ** the statements below read the same snapshot as the row. Without it,
+  ** another process's import committed in between gave one model's config
+  ** with the other's tensors (or "tensor ... is missing"). */
   if (!e->name || !e->config || (sha && !e->sha256)) goto nomem;
   what = sqlite3_mprintf("%s: model '%s': config", fn, name);
   if (!what) goto nomem;
@@ -527,6 +530,7 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
     goto fail;
   }
   if (loadTensors(db, e, what, pzErr) != SQLITE_OK) goto fail;
+  sqlite3_finalize(st);
   sqlite3_free(what);
   if (old) entryDrop(conn, old);
   e->next = conn->cache;

@@ -852,6 +852,71 @@ def test_rollback_leaves_no_stale_weights(tmp_path, rng, undo):
     db.close()
 
 
+WRITER = r"""
+import sqlite3, sys
+path, so, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+blobs = [open(f, "rb").read() for f in sys.argv[4:]]
+db = sqlite3.connect(path, isolation_level=None, timeout=60)
+db.enable_load_extension(True)
+db.load_extension(so)
+for i in range(rounds):
+    db.execute("SELECT relattn_import('m', ?)", (blobs[i % len(blobs)],))
+db.close()
+"""
+
+
+def test_two_processes_see_one_consistent_model(tmp_path, rng):
+    # One process imports two models of the same shapes but different
+    # configs under one name, in turn; this one scores all the while. Every
+    # score must be one model's: its config with its own weights, never one
+    # model's config with the other's weights (model row and tensors read
+    # in different snapshots), never a tensor missing half-way.
+    import subprocess
+    import sys
+    cfg = {"a": modelgen.config(n_layers=2, activation="gelu"),
+           "b": modelgen.config(n_layers=2, activation="relu", norm_eps=1e-3)}
+    w = {k: modelgen.tensors(cfg[k], rng) for k in cfg}
+    files = []
+    for k in cfg:
+        f = tmp_path / f"{k}.safetensors"
+        f.write_bytes(modelgen.safetensors(cfg[k], weights=w[k]))
+        files.append(str(f))
+    toks = rng.integers(0, 256, 24).astype("<i4").tobytes()
+    ref = connect()
+    ref.execute("SELECT relattn_threads(1)")
+    expect = {}
+    for c in cfg:
+        for k in cfg:
+            blob = modelgen.safetensors(cfg[k], weights=w[k], metadata=False)
+            ref.execute("SELECT relattn_import(?, ?, ?)", (c + k, blob, json.dumps(cfg[c])))
+            expect[c + k] = score(ref, toks, c + k)
+    ref.close()
+    # the mixes are told apart from the models
+    assert len(set(expect.values())) == 4, expect
+    path = str(tmp_path / "wal.db")
+    db = connect(path, isolation_level=None, timeout=60)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("SELECT relattn_threads(1)")
+    db.execute("SELECT relattn_import('m', ?)", (pathlib.Path(files[0]).read_bytes(),))
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, path, SO, "150"] + files,
+                              stderr=subprocess.PIPE, text=True)
+    seen = {}
+    while True:
+        done = writer.poll() is not None
+        try:
+            got = score(db, toks)
+            key = next((k for k, v in expect.items() if v == got), repr(got))
+        except Exception as e:
+            key = str(e)
+        seen[key] = seen.get(key, 0) + 1
+        if done:
+            break
+    assert writer.wait() == 0, writer.stderr.read()
+    db.close()
+    assert set(seen) <= {"aa", "bb"}, seen
+    assert seen.get("aa", 0) > 0 and seen.get("bb", 0) > 0, seen
+
+
 def test_weights_errors(db, rng):
     modelgen.load(db, "m", modelgen.config(n_layers=1), rng)
     with pytest.raises(Exception) as e:
