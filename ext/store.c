@@ -864,6 +864,12 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     return;
   }
   model = (const char *)sqlite3_value_text(argv[0]);
+  if (sqlite3_value_type(argv[1]) == SQLITE_NULL) {
+    /* what the shell's readfile() gives for a file it cannot read */
+    relattn_result_errorf(ctx, "%s: safetensors_blob is NULL (file not "
+                          "found?)", fn);
+    return;
+  }
   if (sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
     relattn_result_errorf(ctx, "%s: safetensors_blob must be a BLOB", fn);
     return;

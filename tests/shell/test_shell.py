@@ -23,3 +23,11 @@ def test_setting_error_text():
     r = shell("SELECT relattn_threads(0);")
     assert r.returncode != 0
     assert "relattn_threads: n must be between 1 and 256, not 0" in r.stderr
+
+
+def test_import_of_a_missing_file():
+    # readfile() of a path that is not there gives NULL; say so
+    r = shell("SELECT relattn_import('m', readfile('no/such/model.safetensors'));")
+    assert r.returncode != 0
+    assert r.stderr.strip().endswith(
+        "relattn_import: safetensors_blob is NULL (file not found?)"), r.stderr

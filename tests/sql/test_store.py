@@ -491,6 +491,8 @@ def test_bad_arguments(db, rng):
     for sql, args, error in [
         ("SELECT relattn_import(?, ?)", ("m", "text"),
          "relattn_import: safetensors_blob must be a BLOB"),
+        ("SELECT relattn_import(?, ?)", ("m", None),
+         "relattn_import: safetensors_blob is NULL (file not found?)"),
         ("SELECT relattn_import(?, ?)", ("", blob),
          "relattn_import: model must be a non-empty name (TEXT)"),
         ("SELECT relattn_import(?, ?)", (None, blob),
