@@ -87,6 +87,41 @@ void *relattn_pool_scratch_slot(relattn_pool *pool, int worker, int slot,
 void relattn_pool_trim(relattn_pool *pool, size_t keep);
 int relattn_cpu_count(void);
 
+/* ---- ordered batch runner (src/batch.c) ---------------------------------- */
+
+/* Items are numbered 0, 1, ... in the order they are added; the caller keeps
+** item s's data in its own ring slot s % capacity. Consecutive items form
+** batches by a rule on their costs alone (max_items items, cost up to
+** max_cost; an item over max_cost alone is a batch of one; the input's end,
+** relattn_batch_flush, closes the last). fn(ctx, first, count, worker) runs
+** items [first, first + count) on a worker thread (worker in [0, threads)),
+** touching only their slots. The caller (one thread) adds items while
+** there is room and takes them in order: wait for the head item, read its
+** slot, pop. */
+typedef struct relattn_batch relattn_batch;
+typedef void (*relattn_batch_fn)(void *ctx, int64_t first, int count,
+                                 int worker);
+/* n_threads 0: no threads; batches run inside relattn_batch_wait as worker
+** 0. Fewer threads than asked may start (relattn_batch_threads); none of
+** n_threads > 0 is an error. max_items is cut to capacity. */
+relattn_batch *relattn_batch_new(int n_threads, int capacity, int max_items,
+                                 int64_t max_cost, relattn_batch_fn fn,
+                                 void *ctx, char *err, size_t errlen);
+/* Stops the workers and joins them (each finishes the batch it holds). */
+void relattn_batch_free(relattn_batch *b);
+int relattn_batch_threads(const relattn_batch *b);
+int relattn_batch_room(relattn_batch *b);    /* items that can be added now */
+int64_t relattn_batch_next(relattn_batch *b); /* the number the next add gets */
+int64_t relattn_batch_head(relattn_batch *b); /* the oldest item not popped */
+/* Adds the next item (its slot already filled); returns its number, or -1
+** when there is no room. */
+int64_t relattn_batch_add(relattn_batch *b, int64_t cost);
+void relattn_batch_flush(relattn_batch *b);  /* the input ended (for now) */
+/* Waits until the head item is done: 1, 0 after timeout_ms (call again), -1
+** when no item is in flight. */
+int relattn_batch_wait(relattn_batch *b, int timeout_ms);
+void relattn_batch_pop(relattn_batch *b);    /* the head item is done with */
+
 /* ---- relative self-attention (src/attention.c) ------------------------- */
 
 /* Shaw, Uszkoreit & Vaswani 2018, eq. 3-4 (tensor2tensor's
