@@ -15,17 +15,23 @@
 ** version, whatever another connection imports meanwhile. It then runs
 **   SELECT id, tokens FROM source WHERE id <op> ? ... ORDER BY id
 ** with the id constraints xBestIndex pushed down (=, >, >=, <, <=; LIMIT and
-** OFFSET as a cap on the rows read, when nothing is left to filter or sort). The connection's thread reads rows ahead into a ring of
-** slots (bounded: memory stays flat on any corpus); relattn_threads() worker
-** threads claim slots in order and run forward passes, each single-threaded
-** with its own one-thread relattn_pool holding its scratch. A worker takes
-** consecutive rows up to BATCH_TOKENS into one relattn_forward_batch call, so
-** short sequences share the projection and FFN GEMMs (measured here: 13% less
-** CPU time on 10-40-token rows, 2% on 50-500; a larger budget gained little
-** more and would lengthen the wait for the row in turn). xNext waits only
-** for the next slot in order, so rows come out in id order as soon as they
-** are done. Only the columns the query reads are computed (colUsed): no
-** forward pass for id / n_tokens alone, no LM head for embedding alone.
+** OFFSET as a cap on the rows read, when nothing is left to filter or sort).
+** The connection's thread reads rows ahead into a ring of
+** slots (bounded: memory stays flat on any corpus) and hands them to the
+** ordered batch runner of src/batch.c: consecutive rows up to BATCH_ROWS and
+** BATCH_TOKENS form one relattn_forward_batch call, run by one of
+** relattn_threads() worker threads, each single-threaded with its own
+** one-thread relattn_pool holding its scratch. Which rows share a call
+** depends on the rows alone, and a row's result does not depend on what
+** shares its call anyway (src/forward.c, DETERMINISM): the scan gives the
+** same bits as relattn_score / relattn_embed, at any thread count and
+** reading pace. Sharing a call no longer shares GEMMs; it saves the
+** hand-offs between threads (measured at one thread on 10-40-token rows,
+** d_model 256: 6671 tokens per CPU second packed, 5393 one row a call; on
+** 50-500-token rows 8073 and 8035). xNext waits only for the next row in
+** order, so rows come out in id order as soon as they are done. Only the
+** columns the query reads are computed (colUsed): no forward pass for id /
+** n_tokens alone, no LM head for embedding alone.
 **
 ** Cancellation: while waiting, xNext steps a trivial statement every 50 ms;
 ** after sqlite3_interrupt it fails with SQLITE_INTERRUPT, so the statement
@@ -42,7 +48,6 @@
 SQLITE_EXTENSION_INIT3
 
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -72,17 +77,14 @@ typedef struct scan_vtab {
   int busy;          /* running its own SQL: reading source or the model */
 } scan_vtab;
 
-enum { SLOT_READY, SLOT_DONE };
-
-/* One row in flight. Filled by the connection's thread before it becomes
-** visible to workers (tail++ under the lock), results written by one worker
-** before state = SLOT_DONE (under the lock). */
+/* One row in flight. Filled by the connection's thread before it is added to
+** the runner, results written by one worker before the runner marks it done
+** (the runner's lock orders both). */
 typedef struct scan_slot {
   sqlite3_int64 id;
   int32_t *tokens;        /* (n): the model's input, BOS in front if any */
   int n;                  /* 0: NULL tokens, nothing to compute */
   int n_tokens;           /* the sequence's own tokens */
-  int state;
   int status;             /* RELATTN_OK or an error in err */
   double score;           /* sum of ln p over the scored tokens */
   float *embedding;       /* (d_model), into the cursor's emb block */
@@ -92,12 +94,9 @@ typedef struct scan_slot {
 typedef struct scan_cursor scan_cursor;
 
 typedef struct scan_worker {
-  scan_cursor *cur;
   relattn_pool *pool;     /* one thread: scratch only */
   float *logprob;         /* (cap_lp) */
   int cap_lp;
-  pthread_t thread;
-  int started;
 } scan_worker;
 
 struct scan_cursor {
@@ -109,18 +108,17 @@ struct scan_cursor {
   int want;               /* WANT_SCORE | WANT_EMB: the model runs */
   int read_tokens;        /* tokens decoded (the model runs, or n_tokens) */
   int blas_prev, blas_held;
-  /* the ring: rows seq head <= s < tail are in flight, s < claim taken */
+  /* the ring: rows seq head <= s < tail are in flight (item s of runner) */
   scan_slot *ring;        /* (cap) */
   float *emb;             /* (cap, d_model) */
   int cap;
-  sqlite3_int64 head, tail, claim;
+  sqlite3_int64 head, tail;
   sqlite3_int64 to_read;  /* rows still allowed by a LIMIT; -1: any */
   int src_done, eof;
   /* workers */
+  relattn_batch *runner;  /* src/batch.c: runs the ring's rows in batches */
   scan_worker *workers;   /* (n_workers), or one used inline when 0 threads */
-  int n_workers, threads_on, sync_on, stop;
-  pthread_mutex_t mu;
-  pthread_cond_t work, done;
+  int n_workers;
   /* progress */
   int progress, tty;
   int asked;              /* relattn_progress(1): a last line even when quick */
@@ -453,23 +451,6 @@ static double nowSeconds(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Takes the next rows to run, in order: at least one, then more while the
-** batch stays within BATCH_TOKENS (short sequences packed into one pass).
-** Called with the lock held (or inline). Returns the count; *first is the
-** sequence number of the first. */
-static int scanClaim(scan_cursor *cur, sqlite3_int64 *first) {
-  int k = 1, tokens = cur->ring[cur->claim % cur->cap].n;
-  while (cur->claim + k < cur->tail && k < BATCH_ROWS) {
-    int n = cur->ring[(cur->claim + k) % cur->cap].n;
-    if (tokens + n > BATCH_TOKENS) break;
-    tokens += n;
-    k++;
-  }
-  *first = cur->claim;
-  cur->claim += k;
-  return k;
-}
-
 /* Runs rows [first, first + k) as one packed forward pass, on a worker (or
 ** inline). Touches no SQLite API: results and errors go into the slots. */
 static void scanRun(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
@@ -534,41 +515,16 @@ static void scanRun(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
     relattn_pool_trim(w->pool, TRIM_BYTES);
 }
 
-static void *scanWorkerMain(void *arg) {
-  scan_worker *w = arg;
-  scan_cursor *cur = w->cur;
-  pthread_mutex_lock(&cur->mu);
-  for (;;) {
-    sqlite3_int64 first;
-    int k, i;
-    while (!cur->stop && cur->claim >= cur->tail)
-      pthread_cond_wait(&cur->work, &cur->mu);
-    if (cur->stop) break;
-    k = scanClaim(cur, &first);
-    pthread_mutex_unlock(&cur->mu);
-    scanRun(cur, w, first, k);
-    pthread_mutex_lock(&cur->mu);
-    for (i = 0; i < k; i++) cur->ring[(first + i) % cur->cap].state = SLOT_DONE;
-    pthread_cond_signal(&cur->done);
-  }
-  pthread_mutex_unlock(&cur->mu);
-  return NULL;
+/* The runner's batch function: runs on one of its threads (or inline). */
+static void scanBatch(void *ctx, int64_t first, int count, int worker) {
+  scan_cursor *cur = ctx;
+  scanRun(cur, &cur->workers[worker], first, count);
 }
 
 /* Stops and joins the workers; the ring is then the caller's alone. */
 static void scanStopWorkers(scan_cursor *cur) {
-  int i;
-  if (!cur->threads_on) return;
-  pthread_mutex_lock(&cur->mu);
-  cur->stop = 1;
-  pthread_cond_broadcast(&cur->work);
-  pthread_mutex_unlock(&cur->mu);
-  for (i = 0; i < cur->n_workers; i++)
-    if (cur->workers[i].started) {
-      pthread_join(cur->workers[i].thread, NULL);
-      cur->workers[i].started = 0;
-    }
-  cur->threads_on = 0;
+  relattn_batch_free(cur->runner);
+  cur->runner = NULL;
 }
 
 static void scanFreeSlots(scan_cursor *cur) {
@@ -577,7 +533,7 @@ static void scanFreeSlots(scan_cursor *cur) {
     sqlite3_free(cur->ring[s % cur->cap].tokens);
     cur->ring[s % cur->cap].tokens = NULL;
   }
-  cur->head = cur->tail = cur->claim = 0;
+  cur->head = cur->tail = 0;
 }
 
 static void scanProgressLine(scan_cursor *cur, int final);
@@ -623,11 +579,6 @@ static int scanClose(sqlite3_vtab_cursor *p) {
   }
   sqlite3_free(cur->workers);
   sqlite3_finalize(cur->ping);
-  if (cur->sync_on) {
-    pthread_mutex_destroy(&cur->mu);
-    pthread_cond_destroy(&cur->work);
-    pthread_cond_destroy(&cur->done);
-  }
   sqlite3_free(cur);
   return SQLITE_OK;
 }
@@ -659,7 +610,6 @@ static size_t scanRowBytes(const scan_cursor *cur, const relattn_model *m,
 
 static int scanFill(scan_cursor *cur) {
   const relattn_model *m = cur->model;
-  int added = 0;
   while (!cur->src_done && cur->tail - cur->head < cur->cap &&
          cur->to_read != 0) {
     scan_slot *s;
@@ -680,7 +630,6 @@ static int scanFill(scan_cursor *cur) {
                        "relattn_scan: reading '%s': %s", cur->vt->source, msg);
     }
     s = &cur->ring[cur->tail % cur->cap];
-    s->state = SLOT_READY;
     s->status = RELATTN_OK;
     s->err[0] = 0;
     s->tokens = NULL;
@@ -731,16 +680,11 @@ static int scanFill(scan_cursor *cur) {
       }
     }
     if (cur->to_read > 0) cur->to_read--;
-    if (cur->threads_on) pthread_mutex_lock(&cur->mu);
+    relattn_batch_add(cur->runner, s->n);
     cur->tail++;
-    if (cur->threads_on) pthread_mutex_unlock(&cur->mu);
-    added++;
   }
-  if (added && cur->threads_on) {
-    pthread_mutex_lock(&cur->mu);
-    pthread_cond_broadcast(&cur->work);
-    pthread_mutex_unlock(&cur->mu);
-  }
+  /* The input's end closes the last batch (more rows would join it). */
+  if (cur->src_done || cur->to_read == 0) relattn_batch_flush(cur->runner);
   return SQLITE_OK;
 }
 
@@ -798,30 +742,10 @@ static int scanAdvance(scan_cursor *cur) {
     return SQLITE_OK;
   }
   s = &cur->ring[cur->head % cur->cap];
-  if (!cur->threads_on) {
-    if (cur->claim <= cur->head) {
-      sqlite3_int64 first;
-      int k = scanClaim(cur, &first), i;
-      scanRun(cur, &cur->workers[0], first, k);
-      for (i = 0; i < k; i++) cur->ring[(first + i) % cur->cap].state = SLOT_DONE;
-    }
-  } else {
-    pthread_mutex_lock(&cur->mu);
-    while (s->state != SLOT_DONE) {
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      ts.tv_nsec += POLL_MS * 1000000L;
-      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-      if (pthread_cond_timedwait(&cur->done, &cur->mu, &ts) != 0 &&
-          s->state != SLOT_DONE) {
-        pthread_mutex_unlock(&cur->mu);
-        if (scanInterrupted(cur))
-          return scanError(cur, SQLITE_INTERRUPT, "interrupted");
-        pthread_mutex_lock(&cur->mu);
-      }
-    }
-    pthread_mutex_unlock(&cur->mu);
-  }
+  /* Without worker threads the wait runs the row's batch here. */
+  while (relattn_batch_wait(cur->runner, POLL_MS) == 0)
+    if (scanInterrupted(cur))
+      return scanError(cur, SQLITE_INTERRUPT, "interrupted");
   if (s->status != RELATTN_OK) {
     int code = relattn_status_code(s->status);
     if (strncmp(s->err, "relattn_scan:", 13) == 0)
@@ -849,13 +773,14 @@ static int scanNext(sqlite3_vtab_cursor *p) {
   sqlite3_free(s->tokens);
   s->tokens = NULL;
   cur->head++;
+  relattn_batch_pop(cur->runner);
   cur->vt->busy++;
   rc = scanAdvance(cur);
   cur->vt->busy--;
   return rc;
 }
 
-/* Threads, locks and per-worker pools, made once per cursor. */
+/* Per-worker pools, made once per cursor. */
 static int scanSetupWorkers(scan_cursor *cur, int n_threads) {
   int i, n = n_threads < 1 ? 1 : n_threads;
   if (!cur->workers) {
@@ -864,16 +789,9 @@ static int scanSetupWorkers(scan_cursor *cur, int n_threads) {
     memset(cur->workers, 0, sizeof *cur->workers * (size_t)n);
     cur->n_workers = n;
     for (i = 0; i < n; i++) {
-      cur->workers[i].cur = cur;
       cur->workers[i].pool = relattn_pool_new(1);
       if (!cur->workers[i].pool) return SQLITE_NOMEM;
     }
-  }
-  if (!cur->sync_on) {
-    pthread_mutex_init(&cur->mu, NULL);
-    pthread_cond_init(&cur->work, NULL);
-    pthread_cond_init(&cur->done, NULL);
-    cur->sync_on = 1;
   }
   return SQLITE_OK;
 }
@@ -910,7 +828,7 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   sqlite3 *db = conn->db;
   sqlite3_str *where;
   sqlite3_int64 limit = -1, offset = 0;
-  char *zErr = NULL, *sql, *cond;
+  char *zErr = NULL, *sql, *cond, err[128];
   const char *idcol;
   int i, rc, n_threads, d;
   sqlite3_stmt *count = NULL, *last = NULL;
@@ -1053,13 +971,15 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   }
 
   /* The ring: a few rows per worker keeps them busy while rows of uneven
-  ** length finish out of order; no more is read ahead than that. */
+  ** length finish out of order; no more is read ahead than that. It holds
+  ** two batches at least, so batches close by the rows alone (src/batch.c). */
   n_threads = conn->n_threads < 1 ? 1 : conn->n_threads;
   if (!cur->want || (idxStr && strchr(idxStr, 'E'))) n_threads = 0;
   rc = scanSetupWorkers(cur, n_threads > 0 ? n_threads : 1);
   if (rc != SQLITE_OK) return rc;
   if (cur->n_workers < n_threads) n_threads = cur->n_workers;
   cur->cap = n_threads > 0 ? 4 * n_threads + 8 : 1;
+  if (n_threads > 0 && cur->cap < 2 * BATCH_ROWS) cur->cap = 2 * BATCH_ROWS;
   if (cur->to_read >= 0 && cur->to_read < cur->cap)
     cur->cap = cur->to_read > 0 ? (int)cur->to_read : 1;
   d = cur->model->cfg.d_model;
@@ -1069,22 +989,16 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   memset(cur->ring, 0, sizeof *cur->ring * (size_t)cur->cap);
   for (i = 0; i < cur->cap; i++)
     cur->ring[i].embedding = cur->emb + (size_t)i * d;
-  cur->head = cur->tail = cur->claim = 0;
+  cur->head = cur->tail = 0;
 
   if (cur->want) {
     cur->blas_prev = relattn_blas_single();
     cur->blas_held = 1;
   }
-  cur->stop = 0;
-  for (i = 0; i < n_threads; i++) {
-    scan_worker *w = &cur->workers[i];
-    if (pthread_create(&w->thread, NULL, scanWorkerMain, w) != 0) break;
-    w->started = 1;
-    cur->threads_on = 1;
-  }
-  if (n_threads > 0 && i == 0)
-    return scanError(cur, SQLITE_ERROR,
-                     "relattn_scan: cannot start a worker thread");
+  cur->runner = relattn_batch_new(n_threads, cur->cap, BATCH_ROWS,
+                                  BATCH_TOKENS, scanBatch, cur, err,
+                                  sizeof err);
+  if (!cur->runner) return scanError(cur, SQLITE_ERROR, "relattn_scan: %s", err);
   cur->t0 = nowSeconds();
   cur->t_shown = cur->t0;
   return scanAdvance(cur);
