@@ -185,7 +185,8 @@ PYVER      := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info
 PYTHONDIR  ?= $(PREFIX)/lib/python$(PYVER)/dist-packages
 INSTALLED  := $(LIBDIR)/relattn.so $(PYTHONDIR)/relattn/__init__.py \
               $(DATADIR)/relattn/tiny.safetensors $(DATADIR)/relattn/schema.sql \
-              $(DATADIR)/relattn/score_corpus.sql $(DATADIR)/doc/relattn/README.md
+              $(DATADIR)/relattn/score_corpus.sql $(DATADIR)/doc/relattn/README.md \
+              $(DATADIR)/doc/relattn/reference.md
 
 install: $(SO)
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PYTHONDIR)/relattn \
@@ -195,7 +196,7 @@ install: $(SO)
 	  > $(DESTDIR)$(PYTHONDIR)/relattn/__init__.py
 	install -m 644 models/tiny.safetensors sql/schema.sql sql/score_corpus.sql \
 	  $(DESTDIR)$(DATADIR)/relattn/
-	install -m 644 README.md $(DESTDIR)$(DATADIR)/doc/relattn/
+	install -m 644 README.md docs/reference.md $(DESTDIR)$(DATADIR)/doc/relattn/
 	@echo "installed $(DESTDIR)$(LIBDIR)/relattn.so"
 	@case "$(LIBDIR)" in /lib/$(MULTIARCH)|/usr/lib/$(MULTIARCH)|/lib|/usr/lib) ;; \
 	  *) echo "for .load relattn from any directory: export LD_LIBRARY_PATH=$(LIBDIR)";; esac

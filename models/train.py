@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Trains the bundled model: a byte-level decoder with Shaw relative attention.
 
-The PyTorch model below is written from DESIGN.md sections 4-5 (config, tensor names, the attention),
+The PyTorch model below is written from docs/reference.md (model config, tensor names, forward pass),
 not from the C code, so it doubles as a second, independent reference implementation of the forward
 pass. Export writes, next to this script:
 
@@ -227,7 +227,7 @@ def batches(examples, tokens_per_batch, rng):
         yield x, y
 
 # ---------------------------------------------------------------------------------------------
-# The model (DESIGN.md sections 4-5). Parameter names are the tensor names of section 4.
+# The model (docs/reference.md, "The forward pass"). Parameter names are the tensor names there.
 
 
 class LayerNorm(nn.Module):

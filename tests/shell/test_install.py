@@ -39,7 +39,7 @@ def test_install_load_by_bare_name_and_uninstall(tmp_path):
     assert f"export LD_LIBRARY_PATH={lib}" in out
     assert files(prefix) == sorted([
         "lib/relattn.so", f"lib/python{PYVER}/dist-packages/relattn/__init__.py",
-        "share/doc/relattn/README.md", "share/relattn/schema.sql",
+        "share/doc/relattn/README.md", "share/doc/relattn/reference.md", "share/relattn/schema.sql",
         "share/relattn/score_corpus.sql", "share/relattn/tiny.safetensors"])
     assert (lib / "relattn.so").read_bytes() == pathlib.Path(SO).read_bytes()
 

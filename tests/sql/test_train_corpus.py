@@ -58,6 +58,20 @@ def train(tmp, *args, check=True):
     return r
 
 
+def doc_block(name):
+    """The sql block after the "run by" comment naming this test in a doc."""
+    text = (ROOT / name).read_text()
+    return text.split("<!-- run by tests/sql/test_train_corpus.py", 1)[1].split("```sql\n", 1)[1].split("```", 1)[0]
+
+
+def shell(cwd, sql):
+    so = SO[:-3] if SO.endswith(".so") else SO
+    r = subprocess.run(["sqlite3", "-bail", "corpus.db"], input=f".load {so}\n{sql}", cwd=cwd,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
 def sql_bits(db, model, table):
     """Bits per byte of a table's rows through relattn_score."""
     return db.execute(f"SELECT -sum(relattn_score(?, body)) / sum(length(CAST(body AS BLOB))) / ln(2) "
@@ -87,17 +101,15 @@ def test_trains_on_a_query_and_imports_with_its_facts(tmp_path, rng):
     # and training helped: well below the untrained model of the same shape on the same rows
     untrained = sql_bits(db, "untrained", "mine_heldout")
     assert untrained > 7.5 and trained < untrained - 1.5, (trained, untrained)
-    # README.md's example of reading the facts, run as printed (it names this test)
-    text = (ROOT / "README.md").read_text()
-    block = text.split("<!-- run by tests/sql/test_train_corpus.py", 1)[1].split("```sql\n", 1)[1].split("```", 1)[0]
-    so = SO[:-3] if SO.endswith(".so") else SO
-    r = subprocess.run(["sqlite3", "-bail", "corpus.db"], input=f".load {so}\n{block}", cwd=tmp_path,
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    row, again = r.stdout.splitlines()
+    # the examples of reading the facts in README.md and docs/reference.md, run as printed
+    readme, ref = (doc_block(f) for f in ("README.md", "docs/reference.md"))
+    row, again = shell(tmp_path, readme).splitlines()
     assert row.split("|") == [QUERY, str(facts["rows"]["train"]), str(facts["bytes"]["train"]), "30",
                               str(facts["seconds"]), str(facts["heldout_bits_per_byte"])]
     assert float(again) == pytest.approx(trained, abs=1e-9)
+    lines = shell(tmp_path, ref).splitlines()
+    assert lines == [str(facts["heldout_bits_per_byte"])] + [
+        f"{p['step']}|{p['heldout_bits_per_byte']}" for p in facts["curve"]]
     svg = (tmp_path / "mine.safetensors.curve.svg").read_text()
     assert svg.startswith("<svg") and svg.count("<polyline") == 2 and svg.count("<circle") == 20
     db.close()
