@@ -53,16 +53,28 @@ static const char schema_sql[] =
 
 /* ---- small helpers -------------------------------------------------------- */
 
-/* Prepares sql or sets *pzErr (prefixed by what). */
+/* Prepares sql or sets *pzErr (prefixed by what), replacing a message
+** already there: after sqlite3_interrupt every prepare fails, and a caller
+** preparing several statements in a row must not leak the first messages. */
 static sqlite3_stmt *prepare(sqlite3 *db, const char *sql, const char *what,
                              char **pzErr) {
   sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-    *pzErr = sqlite3_mprintf("%s: %s", what, sqlite3_errmsg(db));
+  int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(*pzErr);
+    *pzErr = relattn_sql_errmsg(db, what, rc);
     sqlite3_finalize(st);
     return NULL;
   }
   return st;
+}
+
+/* The error code of the connection's last failed call, never OK: what a
+** failed prepare or step of ours returns to its caller. */
+static int sqlCode(sqlite3 *db) {
+  int rc = sqlite3_errcode(db);
+  return rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR
+                                                                 : rc;
 }
 
 /* ---- config -------------------------------------------------------------- */
@@ -138,7 +150,7 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
                "json_type(?1, ?2) END, CASE WHEN json_valid(?1) THEN "
                "json_extract(?1, ?2) END",
                what, pzErr);
-  if (!st) return SQLITE_ERROR;
+  if (!st) return sqlCode(db);
   sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
   for (i = 0; i < sizeof config_keys / sizeof config_keys[0]; i++) {
     const struct config_key *k = &config_keys[i];
@@ -254,10 +266,8 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
   }
   goto done;
 sqlerr:
-  rc = sqlite3_errcode(db);
-  if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE)
-    rc = SQLITE_ERROR;
-  *pzErr = sqlite3_mprintf("%s: %s", what, sqlite3_errmsg(db));
+  rc = sqlCode(db);
+  *pzErr = relattn_sql_errmsg(db, what, rc);
 done:
   sqlite3_finalize(st);
   return rc;
@@ -563,17 +573,21 @@ static void importFree(import_state *s) {
   sqlite3_free(s->config);
 }
 
-/* Reads the integers of a JSON array (shape or data_offsets) of a tensor. */
+/* Reads the integers of a JSON array (shape or data_offsets) of a tensor;
+** *ok is 0 when one is not an integer. Returns an SQLite code: a failed
+** step (interrupted) is not a malformed array. */
 static int readInts(sqlite3_stmt *st, const char *value, const char *path,
-                    int64_t *out, int max, int *n_out, int *too_big) {
-  int n = 0, ok = 1;
+                    int64_t *out, int max, int *n_out, int *too_big,
+                    int *ok) {
+  int n = 0, rc;
   *too_big = 0;
+  *ok = 1;
   sqlite3_bind_text(st, 1, value, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     const char *type = (const char *)sqlite3_column_text(st, 0);
     if (!type || strcmp(type, "integer") != 0) {
-      ok = 0;
+      *ok = 0;
       continue;
     }
     if (sqlite3_column_type(st, 1) != SQLITE_INTEGER) {
@@ -583,27 +597,29 @@ static int readInts(sqlite3_stmt *st, const char *value, const char *path,
     if (n < max) out[n] = sqlite3_column_int64(st, 1);
     n++;
   }
+  if (rc != SQLITE_DONE) rc = sqlCode(sqlite3_db_handle(st));
   sqlite3_reset(st);
   *n_out = n;
-  return ok;
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-/* Decodes the header JSON into s. Returns 0 and sets *pzErr on error. */
+/* Decodes the header JSON into s. Returns an SQLite code and sets *pzErr
+** on error. */
 static int importHeader(sqlite3 *db, const char *hdr, size_t len,
                         import_state *s, char **pzErr) {
   static const char fn[] = "relattn_import";
   sqlite3_stmt *top = NULL, *fields = NULL, *ints = NULL;
-  int ok = 0, rc;
+  int code = SQLITE_ERROR, rc;
 
   if (memchr(hdr, 0, len)) {
     *pzErr = sqlite3_mprintf("%s: safetensors header is not valid JSON", fn);
-    return 0;
+    return SQLITE_ERROR;
   }
   top = prepare(db,
                 "SELECT json_valid(?1), CASE WHEN json_valid(?1) THEN "
                 "json_type(?1) END",
                 fn, pzErr);
-  if (!top) return 0;
+  if (!top) return sqlCode(db);
   sqlite3_bind_text64(top, 1, hdr, len, SQLITE_STATIC, SQLITE_UTF8);
   if (sqlite3_step(top) != SQLITE_ROW) goto sqlerr;
   if (!sqlite3_column_int(top, 0)) {
@@ -616,14 +632,20 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
   }
   sqlite3_finalize(top);
   top = prepare(db, "SELECT key, type, value FROM json_each(?1)", fn, pzErr);
-  fields = prepare(db,
-                   "SELECT json_type(?1, '$.dtype'), json_extract(?1, "
-                   "'$.dtype'), json_type(?1, '$.shape'), json_type(?1, "
-                   "'$.data_offsets'), json_type(?1, '$.\"relattn.config\"'), "
-                   "json_extract(?1, '$.\"relattn.config\"')",
-                   fn, pzErr);
-  ints = prepare(db, "SELECT type, atom FROM json_each(?1, ?2)", fn, pzErr);
-  if (!top || !fields || !ints) goto done;
+  if (top)
+    fields = prepare(db,
+                     "SELECT json_type(?1, '$.dtype'), json_extract(?1, "
+                     "'$.dtype'), json_type(?1, '$.shape'), json_type(?1, "
+                     "'$.data_offsets'), json_type(?1, "
+                     "'$.\"relattn.config\"'), json_extract(?1, "
+                     "'$.\"relattn.config\"')",
+                     fn, pzErr);
+  if (fields)
+    ints = prepare(db, "SELECT type, atom FROM json_each(?1, ?2)", fn, pzErr);
+  if (!ints) {
+    code = sqlCode(db);
+    goto done;
+  }
   sqlite3_bind_text64(top, 1, hdr, len, SQLITE_STATIC, SQLITE_UTF8);
   while ((rc = sqlite3_step(top)) == SQLITE_ROW) {
     const char *key = (const char *)sqlite3_column_text(top, 0);
@@ -632,7 +654,7 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
     relattn_st_tensor *t;
     const char *ftype;
     int64_t off[2];
-    int n, too_big;
+    int n, too_big, ok;
     if (!key) key = "";
     if (strcmp(key, "__metadata__") == 0) {
       if (strcmp(type, "object") != 0) {
@@ -699,8 +721,10 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
       goto done;
     }
     sqlite3_reset(fields);
-    if (!readInts(ints, value, "$.shape", t->shape, RELATTN_ST_MAX_DIMS, &n,
-                  &too_big)) {
+    if ((rc = readInts(ints, value, "$.shape", t->shape, RELATTN_ST_MAX_DIMS,
+                       &n, &too_big, &ok)) != SQLITE_OK)
+      goto sqlmsg;
+    if (!ok) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' has a shape that is not an "
                                "array of integers", fn, key);
       goto done;
@@ -716,8 +740,10 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
       goto done;
     }
     t->ndim = n;
-    if (!readInts(ints, value, "$.data_offsets", off, 2, &n, &too_big) ||
-        n != 2 || too_big) {
+    if ((rc = readInts(ints, value, "$.data_offsets", off, 2, &n, &too_big,
+                       &ok)) != SQLITE_OK)
+      goto sqlmsg;
+    if (!ok || n != 2 || too_big) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' has data_offsets that are not "
                                "two integers", fn, key);
       goto done;
@@ -725,20 +751,24 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
     t->begin = off[0], t->end = off[1];
   }
   if (rc != SQLITE_DONE) goto sqlerr;
-  ok = 1;
+  code = SQLITE_OK;
   goto done;
 nomem:
   sqlite3_free(*pzErr);
   *pzErr = sqlite3_mprintf("%s: out of memory", fn);
+  code = SQLITE_NOMEM;
   goto done;
 sqlerr:
+  rc = sqlCode(db);
+sqlmsg:
   sqlite3_free(*pzErr);
-  *pzErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+  *pzErr = relattn_sql_errmsg(db, fn, rc);
+  code = rc;
 done:
   sqlite3_finalize(top);
   sqlite3_finalize(fields);
   sqlite3_finalize(ints);
-  return ok;
+  return code;
 }
 
 /* Writes the checked model inside the savepoint the caller holds. order[i]
@@ -758,7 +788,7 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
   if (sqlite3_exec(db, schema_sql, 0, 0, &msg) != SQLITE_OK) goto execerr;
   if (!(st = prepare(db, "SELECT version FROM relattn_model WHERE name = ?1",
                      fn, pzErr)))
-    return SQLITE_ERROR;
+    return sqlCode(db);
   sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
   if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     exists = 1;
@@ -780,7 +810,7 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
                               "0) FROM relattn_model) + 1 + (random() & "
                               "4294967295), ?1, ?2)",
                      fn, pzErr)))
-    return SQLITE_ERROR;
+    return sqlCode(db);
   sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, config, -1, SQLITE_STATIC);
   if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
@@ -790,7 +820,7 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
   /* also rows left by a model deleted while foreign keys were off */
   if (!(st = prepare(db, "DELETE FROM relattn_tensor WHERE model = ?1", fn,
                      pzErr)))
-    return SQLITE_ERROR;
+    return sqlCode(db);
   sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
   if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
   sqlite3_finalize(st);
@@ -799,7 +829,7 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
                      "INSERT INTO relattn_tensor(model, name, dtype, shape, "
                      "data) VALUES (?1, ?2, ?3, ?4, ?5)",
                      fn, pzErr)))
-    return SQLITE_ERROR;
+    return sqlCode(db);
   sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
   for (i = 0; i < n; i++) {
     const relattn_st_tensor *t = &s->t[order[i]];
@@ -822,7 +852,7 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
                      "UPDATE relattn_model SET version = ?2, sha256 = ?3 "
                      "WHERE name = ?1",
                      fn, pzErr)))
-    return SQLITE_ERROR;
+    return sqlCode(db);
   sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 2, old_version + 1);
   sqlite3_bind_text(st, 3, sha256, -1, SQLITE_STATIC);
@@ -831,17 +861,64 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
   return SQLITE_OK;
 
 execerr:
-  rc = sqlite3_errcode(db);
-  *pzErr = sqlite3_mprintf("%s: %s", fn, msg ? msg : sqlite3_errmsg(db));
+  rc = sqlCode(db);
+  *pzErr = rc == SQLITE_INTERRUPT || !msg ? relattn_sql_errmsg(db, fn, rc)
+                                          : sqlite3_mprintf("%s: %s", fn, msg);
   sqlite3_free(msg);
-  return rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR
-                                                                 : rc;
+  return rc;
 sqlerr:
-  rc = sqlite3_errcode(db);
-  *pzErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+  rc = sqlCode(db);
+  *pzErr = relattn_sql_errmsg(db, fn, rc);
   sqlite3_finalize(st);
-  return rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR
-                                                                 : rc;
+  return rc;
+}
+
+/* The statements that undo a failed write, prepared before it starts:
+** after sqlite3_interrupt no statement can be prepared, and none stepped,
+** until the statement that called us ends. */
+typedef struct import_undo {
+  sqlite3_stmt *rollback, *release;
+  sqlite3_stmt *guard; /* the schema's first CREATE TABLE IF NOT EXISTS */
+} import_undo;
+
+static int undoPrepare(sqlite3 *db, import_undo *u, char **pzErr) {
+  static const char fn[] = "relattn_import";
+  int rc;
+  u->rollback = prepare(db, "ROLLBACK TO relattn_import", fn, pzErr);
+  if (u->rollback) u->release = prepare(db, "RELEASE relattn_import", fn, pzErr);
+  if (!u->release) return sqlCode(db);
+  /* only the first statement of the text is prepared */
+  rc = sqlite3_prepare_v2(db, schema_sql, -1, &u->guard, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(*pzErr);
+    *pzErr = relattn_sql_errmsg(db, fn, rc);
+  }
+  return rc;
+}
+
+/* Rolls the savepoint back. When interrupted, ROLLBACK TO fails at once
+** and would leave the savepoint open (a transaction the caller has not
+** asked for, holding half an import): stepping a statement that writes
+** makes SQLite roll the whole transaction back, as it does when it
+** interrupts any write (see sqlite3_interrupt), and the guard, stepped
+** while interrupted, stops before doing anything else. */
+static void undoRun(import_undo *u) {
+  int rc = sqlite3_step(u->rollback);
+  sqlite3_reset(u->rollback);
+  if (rc == SQLITE_DONE) {
+    rc = sqlite3_step(u->release);
+    sqlite3_reset(u->release);
+  }
+  if (rc == SQLITE_INTERRUPT) {
+    sqlite3_step(u->guard);
+    sqlite3_reset(u->guard);
+  }
+}
+
+static void undoFree(import_undo *u) {
+  sqlite3_finalize(u->rollback);
+  sqlite3_finalize(u->release);
+  sqlite3_finalize(u->guard);
 }
 
 void relattn_import_func(sqlite3_context *ctx, int argc,
@@ -856,8 +933,10 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   char err[512], *zErr = NULL, sha[65];
   int *order = NULL, n_need, i, rc, fail_code = SQLITE_ERROR;
   relattn_sha256 h;
+  import_undo undo;
 
   memset(&s, 0, sizeof s);
+  memset(&undo, 0, sizeof undo);
   if (sqlite3_value_type(argv[0]) != SQLITE_TEXT ||
       sqlite3_value_bytes(argv[0]) == 0) {
     relattn_result_errorf(ctx, "%s: model must be a non-empty name (TEXT)", fn);
@@ -890,7 +969,11 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     zErr = sqlite3_mprintf("%s", err);
     goto fail;
   }
-  if (!importHeader(db, (const char *)file + 8, hlen, &s, &zErr)) goto fail;
+  if ((rc = importHeader(db, (const char *)file + 8, hlen, &s, &zErr)) !=
+      SQLITE_OK) {
+    fail_code = rc;
+    goto fail;
+  }
   data = file + 8 + hlen;
   if (relattn_st_check(s.t, s.n, size - 8 - hlen, fn, err, sizeof err)) {
     zErr = sqlite3_mprintf("%s", err);
@@ -901,8 +984,11 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
                            "the file's __metadata__[\"relattn.config\"]", fn);
     goto fail;
   }
-  if (configDecode(db, s.config, &cfg, "relattn_import: config", &zErr))
+  if ((rc = configDecode(db, s.config, &cfg, "relattn_import: config",
+                         &zErr)) != SQLITE_OK) {
+    fail_code = rc;
     goto fail;
+  }
   n_need = relattn_model_n_tensors(&cfg);
   if (n_need > s.n) {
     /* Before any work sized by the config (n_layers alone may ask for
@@ -977,40 +1063,53 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   relattn_sha256_hex(&h, sha);
 
   /* everything checked: write, all or nothing */
+  if ((rc = undoPrepare(db, &undo, &zErr)) != SQLITE_OK) {
+    fail_code = rc;
+    goto fail;
+  }
   if ((rc = sqlite3_exec(db, "SAVEPOINT relattn_import", 0, 0, 0)) !=
       SQLITE_OK) {
-    zErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+    zErr = relattn_sql_errmsg(db, fn, rc);
     fail_code = rc;
     goto fail;
   }
   rc = importWrite(db, model, s.config, &cfg, &s, order, data, sha, &zErr);
   if (rc != SQLITE_OK) {
-    sqlite3_exec(db, "ROLLBACK TO relattn_import", 0, 0, 0);
-    sqlite3_exec(db, "RELEASE relattn_import", 0, 0, 0);
+    undoRun(&undo);
     fail_code = rc; /* SQLITE_BUSY, SQLITE_READONLY: let callers retry */
     goto fail;
   }
-  if (sqlite3_exec(db, "RELEASE relattn_import", 0, 0, 0) != SQLITE_OK) {
-    zErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
-    sqlite3_exec(db, "ROLLBACK TO relattn_import", 0, 0, 0);
-    sqlite3_exec(db, "RELEASE relattn_import", 0, 0, 0);
+  rc = sqlite3_step(undo.release);
+  sqlite3_reset(undo.release);
+  if (rc != SQLITE_DONE) {
+    fail_code = sqlCode(db);
+    zErr = relattn_sql_errmsg(db, fn, fail_code);
+    undoRun(&undo);
     goto fail;
   }
   sqlite3_result_int(ctx, n_need);
   sqlite3_free(order);
   importFree(&s);
+  undoFree(&undo);
   return;
 
 nomem:
   sqlite3_free(order);
   importFree(&s);
+  undoFree(&undo);
   sqlite3_free(zErr);
   sqlite3_result_error_nomem(ctx);
   return;
 fail:
+  if (fail_code == SQLITE_INTERRUPT) {
+    /* one wording, whichever step saw it ("config: interrupted" too) */
+    sqlite3_free(zErr);
+    zErr = relattn_sql_errmsg(db, fn, SQLITE_INTERRUPT);
+  }
   relattn_result_error(ctx, fail_code, zErr); /* NULL: out of memory */
   sqlite3_free(order);
   importFree(&s);
+  undoFree(&undo);
 }
 
 /* ---- relattn_export(model) ----------------------------------------------- */
