@@ -38,7 +38,7 @@ DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
 DEB_MODEL ?= python3-torch bible-kjv bible-kjv-text sqlite3-doc
 
-.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model test unit asan asan-build demo model bench bench-attention bench-torch bench-forward bench-scan fuzz fuzz-build clean
+.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model test unit asan asan-build demo model bench bench-attention bench-torch bench-forward bench-scan bench-interrupt fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -170,8 +170,12 @@ bench-attention: all $(BUILD)/bench/bench_attention
 bench-torch: all
 	RELATTN_SO=$(abspath $(SO)) $(PYTHON) tests/bench/bench_torch.py
 
+# How soon sqlite3_interrupt stops each kind of call (target: under 1 s).
+bench-interrupt: all
+	$(PYTHON) tests/bench/bench_interrupt.py $(abspath $(SO))
+
 bench: deps-bench
-	$(MAKE) bench-attention bench-torch bench-forward bench-scan
+	$(MAKE) bench-attention bench-torch bench-forward bench-scan bench-interrupt
 
 # Install: the library where `.load relattn` finds it by bare name. The loader
 # searches LIBDIR without any setting when it is one of its own directories

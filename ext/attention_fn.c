@@ -17,7 +17,9 @@ SQLITE_EXTENSION_INIT3
 **
 ** The work runs on the connection's worker threads (relattn_threads) with
 ** OpenBLAS single-threaded for the duration of the call, its previous thread
-** count restored after.
+** count restored after. It honours sqlite3_interrupt between (head, query
+** block) tasks, which is what keeps it SQLITE_INNOCUOUS: a view or trigger
+** that calls it on a huge input cannot hold the connection beyond a Ctrl-C.
 */
 #include <limits.h>
 #include <string.h>
@@ -310,6 +312,7 @@ void relattn_attention_func(sqlite3_context *ctx, int argc,
   attnOptions o;
   relattn_attn a;
   relattn_pool *pool;
+  relattn_watch watch;
   sqlite3_int64 width, n, rows_k = -1, rows_v = -1, out_bytes;
   size_t need, scratch;
   float *out = NULL;
@@ -407,7 +410,9 @@ void relattn_attention_func(sqlite3_context *ctx, int argc,
   }
   a.out = out;
   blas = relattn_blas_single();
+  relattn_watch_begin(&watch, conn, pool); /* sqlite3_interrupt stops it */
   rc = relattn_attention(&a, pool, err, sizeof err);
+  relattn_watch_end(&watch);
   relattn_blas_restore(blas);
   if (rc != RELATTN_OK) {
     char *msg = sqlite3_mprintf(FN ": %s", err);

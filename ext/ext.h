@@ -52,7 +52,9 @@ int relattn_memory_ok(sqlite3_context *ctx, relattn_conn *conn,
 ** make it valid UTF-8 (clients decode it: Python raises UnicodeDecodeError
 ** instead of sqlite3.Error on bytes that are not). */
 /* Sets msg (sqlite3_malloc'd, taken; NULL: out of memory) with code
-** (SQLITE_ERROR, SQLITE_TOOBIG, SQLITE_INTERRUPT, ...). */
+** (SQLITE_ERROR, SQLITE_TOOBIG, SQLITE_INTERRUPT, ...).
+** After sqlite3_interrupt, relattn_result_error and relattn_vtab_error set
+** "<fn>: interrupted" with SQLITE_INTERRUPT instead, whatever failed. */
 void relattn_result_error(sqlite3_context *ctx, int code, char *msg);
 /* sqlite3_result_error with a printf-style message. */
 void relattn_result_errorf(sqlite3_context *ctx, const char *fmt, ...);
@@ -60,7 +62,7 @@ void relattn_result_errorf(sqlite3_context *ctx, const char *fmt, ...);
 void relattn_result_status(sqlite3_context *ctx, int status, const char *msg);
 /* A virtual table's zErrMsg (the old one freed, msg taken); returns code,
 ** or SQLITE_NOMEM when msg is NULL. */
-int relattn_vtab_error(sqlite3_vtab *vtab, int code, char *msg);
+int relattn_vtab_error(sqlite3 *db, sqlite3_vtab *vtab, int code, char *msg);
 /* The SQLite code for a src/ status (RELATTN_ERR_TOOBIG: SQLITE_TOOBIG, ...). */
 int relattn_status_code(int status);
 /* The message for a statement of ours that failed with rc (sqlite3_malloc'd):
@@ -88,6 +90,22 @@ int relattn_missing_tensor(const relattn_config *c, const char *const *names,
                            int n_names);
 char *relattn_missing_tensor_msg(const relattn_config *c, int i,
                                  const char *what);
+
+/* sqlite3_interrupt while a call computes. relattn_watch_begin installs a
+** check on pool (relattn_pool_set_cancel) that the pool polls between tasks
+** on the calling thread; relattn_watch_end removes it and answers whether it
+** fired. relattn_interrupted: has sqlite3_interrupt been called on db while
+** a statement runs? */
+typedef struct relattn_watch {
+  sqlite3 *db;
+  relattn_pool *pool;
+  sqlite3_stmt *ping;  /* SELECT 1, prepared on the first poll */
+  double last_ms;      /* last poll */
+} relattn_watch;
+void relattn_watch_begin(relattn_watch *w, relattn_conn *conn,
+                         relattn_pool *pool);
+int relattn_watch_end(relattn_watch *w);
+int relattn_interrupted(sqlite3 *db);
 
 /* A token argument as a model's input, the rules of every function that runs
 ** a model in one place: NULL gives SQLITE_OK with n = 0 (the caller answers

@@ -110,6 +110,7 @@ static int callMemory(model_call *mc, const char *fn, sqlite3_uint64 extra,
 static int callRun(model_call *mc, const char *fn, relattn_fwd *f,
                    char **pzErr) {
   relattn_pool *pool = relattn_conn_pool(mc->conn);
+  relattn_watch watch;
   char err[256] = "";
   int rc, blas;
   *pzErr = NULL;
@@ -117,7 +118,11 @@ static int callRun(model_call *mc, const char *fn, relattn_fwd *f,
   f->tokens = mc->input;
   f->n = mc->n;
   blas = relattn_blas_single();
+  relattn_watch_begin(&watch, mc->conn, pool); /* sqlite3_interrupt stops it */
   rc = relattn_forward(mc->m, f, pool, err, sizeof err);
+  relattn_watch_end(&watch);
+  if (rc == RELATTN_OK)
+    rc = relattn_forward_check_finite(f, mc->m->cfg.d_model, err, sizeof err);
   relattn_blas_restore(blas);
   /* The scratch stays for the next call, unless a rare long sequence made it
   ** big: then the connection should not hold that memory until it closes. */
@@ -288,8 +293,10 @@ static int fnDisconnect(sqlite3_vtab *pVtab) {
   return SQLITE_OK;
 }
 
-static void vtabError(sqlite3_vtab *pVtab, char *zErr) {
-  relattn_vtab_error(pVtab, SQLITE_ERROR, zErr);
+/* Sets the vtab's message and returns rc (SQLITE_INTERRUPT instead when
+** the statement was interrupted: relattn_vtab_error). */
+static int vtabError(sqlite3_vtab *pVtab, int rc, char *zErr) {
+  return relattn_vtab_error(((fnVtab *)pVtab)->conn->db, pVtab, rc, zErr);
 }
 
 /* Finds the usable = constraints on the given columns, in order, and hands
@@ -386,16 +393,12 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   (void)idxStr;
   (void)argc;
   lpReset(c);
-  if (idxNum != 3) {
-    vtabError(cur->pVtab, sqlite3_mprintf("%s: model and tokens arguments "
-                                          "are required", fn));
-    return SQLITE_ERROR;
-  }
+  if (idxNum != 3)
+    return vtabError(cur->pVtab, SQLITE_ERROR,
+                     sqlite3_mprintf("%s: model and tokens arguments are "
+                                     "required", fn));
   rc = callBegin(v->conn, fn, argv[0], argv[1], 1, &mc, &zErr);
-  if (rc != SQLITE_OK) {
-    vtabError(cur->pVtab, zErr);
-    return rc;
-  }
+  if (rc != SQLITE_OK) return vtabError(cur->pVtab, rc, zErr);
   if (mc.n < 2) { /* NULL tokens, or nothing scored */
     callEnd(&mc);
     return SQLITE_OK;
@@ -404,8 +407,7 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   rc = callMemory(&mc, fn, 3 * sizeof(float) * (sqlite3_uint64)mc.n, &zErr);
   if (rc != SQLITE_OK) {
     callEnd(&mc);
-    vtabError(cur->pVtab, zErr);
-    return rc;
+    return vtabError(cur->pVtab, rc, zErr);
   }
   c->logprob = sqlite3_malloc64(3 * sizeof(float) * (sqlite3_uint64)mc.n);
   if (!c->logprob) {
@@ -422,8 +424,7 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   if (rc != SQLITE_OK) {
     callEnd(&mc);
     lpReset(c);
-    if (zErr) vtabError(cur->pVtab, zErr);
-    return rc;
+    return zErr ? vtabError(cur->pVtab, rc, zErr) : rc;
   }
   c->input = mc.input; /* keep the tokens for the token column */
   mc.input = NULL;
@@ -547,7 +548,7 @@ static int awCompute(awCursor *c) {
   f.map_layer = c->layer;
   f.map_head = c->head;
   rc = callRun(&c->mc, "relattn_attention_weights", &f, &zErr);
-  if (rc != SQLITE_OK && zErr) vtabError(c->base.pVtab, zErr);
+  if (rc != SQLITE_OK && zErr) return vtabError(c->base.pVtab, rc, zErr);
   return rc;
 }
 
@@ -565,19 +566,36 @@ static int awAdvance(awCursor *c) {
   return awCompute(c);
 }
 
-/* An index in [0, count) from a pushed-down = value, or -2 for none. */
-static int indexArg(sqlite3_value *x, int count) {
+/* A pushed-down `layer = x` or `head = x`: x as a number (1.0 and '1' mean
+** 1, as for an INTEGER column). Returns the index, -2 when x matches no row
+** of any model (NULL, a fraction, text that is not a number), or -3 with
+** *pzErr set when x is a whole number outside [0, count): a layer the model
+** does not have is a mistake worth saying, not an empty answer. */
+static int indexArg(sqlite3_value *x, int count, const char *fn,
+                    const char *col, const char *what, char **pzErr) {
   double r;
+  sqlite3_int64 i;
   switch (sqlite3_value_numeric_type(x)) {
-    case SQLITE_INTEGER: {
-      sqlite3_int64 i = sqlite3_value_int64(x);
-      return i >= 0 && i < count ? (int)i : -2;
-    }
+    case SQLITE_INTEGER: i = sqlite3_value_int64(x); break;
     case SQLITE_FLOAT:
       r = sqlite3_value_double(x);
-      return r >= 0 && r < count && r == (double)(int)r ? (int)r : -2;
+      if (r != floor(r)) return -2;
+      if (r < 0 || r >= count) {
+        *pzErr = sqlite3_mprintf("%s: %s = %s is out of range: the model has "
+                                 "%d %s (0 to %d)", fn, col,
+                                 sqlite3_value_text(x), count, what, count - 1);
+        return -3;
+      }
+      return (int)r;
     default: return -2;
   }
+  if (i < 0 || i >= count) {
+    *pzErr = sqlite3_mprintf("%s: %s = %lld is out of range: the model has "
+                             "%d %s (0 to %d)", fn, col, i, count, what,
+                             count - 1);
+    return -3;
+  }
+  return (int)i;
 }
 
 static int awFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
@@ -593,22 +611,22 @@ static int awFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   (void)argc;
   awReset(c);
   c->rowid = 0;
-  if ((idxNum & 3) != 3) {
-    vtabError(cur->pVtab, sqlite3_mprintf("%s: model and tokens arguments "
-                                          "are required", fn));
-    return SQLITE_ERROR;
-  }
+  if ((idxNum & 3) != 3)
+    return vtabError(cur->pVtab, SQLITE_ERROR,
+                     sqlite3_mprintf("%s: model and tokens arguments are "
+                                     "required", fn));
   rc = callBegin(v->conn, fn, argv[0], argv[1], 0, &c->mc, &zErr);
-  if (rc != SQLITE_OK) {
-    vtabError(cur->pVtab, zErr);
-    return rc;
-  }
+  if (rc != SQLITE_OK) return vtabError(cur->pVtab, rc, zErr);
   if (c->mc.n == 0) return SQLITE_OK; /* NULL tokens: no rows */
   cfg = &c->mc.m->cfg;
-  /* layer = x / head = x: x as a number (1.0 and '1' mean 1, as for an
-  ** INTEGER column); one that is not an index in range matches nothing */
-  if (idxNum & 4) layer = indexArg(argv[a++], cfg->n_layers);
-  if (idxNum & 8) head = indexArg(argv[a++], cfg->n_heads);
+  if (idxNum & 4)
+    layer = indexArg(argv[a++], cfg->n_layers, fn, "layer", "layers", &zErr);
+  if ((idxNum & 8) && layer != -3)
+    head = indexArg(argv[a++], cfg->n_heads, fn, "head", "heads", &zErr);
+  if (layer == -3 || head == -3) {
+    callEnd(&c->mc);
+    return vtabError(cur->pVtab, SQLITE_ERROR, zErr);
+  }
   if (layer == -2 || head == -2) {
     callEnd(&c->mc);
     return SQLITE_OK;
@@ -622,17 +640,15 @@ static int awFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   cells = (sqlite3_uint64)c->mc.n * (sqlite3_uint64)c->mc.n;
   rc = callMemory(&c->mc, fn, sizeof(float) * cells, &zErr);
   if (rc != SQLITE_OK) {
-    vtabError(cur->pVtab, zErr);
     awReset(c);
-    return rc;
+    return vtabError(cur->pVtab, rc, zErr);
   }
   c->map = sqlite3_malloc64(sizeof(float) * cells);
   if (!c->map) {
-    vtabError(cur->pVtab,
-              sqlite3_mprintf("%s: out of memory for a %d x %d attention map",
-                              fn, c->mc.n, c->mc.n));
     awReset(c);
-    return SQLITE_NOMEM;
+    return vtabError(cur->pVtab, SQLITE_NOMEM,
+                     sqlite3_mprintf("%s: out of memory for a %d x %d "
+                                     "attention map", fn, c->mc.n, c->mc.n));
   }
   return awCompute(c);
 }

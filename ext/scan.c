@@ -34,9 +34,11 @@
 ** n_tokens alone, no LM head for embedding alone.
 **
 ** Cancellation: while waiting, xNext steps a trivial statement every 50 ms;
-** after sqlite3_interrupt it fails with SQLITE_INTERRUPT, so the statement
-** ends within the batches in flight. xClose stops the workers, joins them (each
-** finishes at most the batch it holds) and frees everything.
+** after sqlite3_interrupt it fails with SQLITE_INTERRUPT. Ending the scan
+** (an error, a LIMIT, xClose) cancels each worker's pool, so a forward pass
+** in flight stops within one of its tasks; the workers are joined and
+** everything is freed. A scan run inline (WHERE id = ?) polls the
+** interrupt itself between tasks, as the scalar functions do.
 **
 ** Progress (relattn_progress(1), or stderr is a terminal): rows done / total,
 ** tokens/s and ETA on stderr, a line per second (redrawn in place on a tty;
@@ -501,6 +503,11 @@ static void scanRun(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
   err[0] = 0;
   rc = relattn_forward_batch(cur->model, f, count, w->pool, err, sizeof err);
   for (i = 0; i < count; i++) {
+    if (rc == RELATTN_OK &&
+        (slot[i]->status = relattn_forward_check_finite(
+             &f[i], cur->model->cfg.d_model, slot[i]->err, ERR_LEN)) !=
+            RELATTN_OK)
+      continue;
     if (rc != RELATTN_OK) {
       slot[i]->status = rc;
       memcpy(slot[i]->err, err, ERR_LEN);
@@ -523,6 +530,9 @@ static void scanBatch(void *ctx, int64_t first, int count, int worker) {
 
 /* Stops and joins the workers; the ring is then the caller's alone. */
 static void scanStopWorkers(scan_cursor *cur) {
+  int i;
+  /* a forward pass in flight stops within a task, not at its end */
+  for (i = 0; i < cur->n_workers; i++) relattn_pool_cancel(cur->workers[i].pool);
   relattn_batch_free(cur->runner);
   cur->runner = NULL;
 }
@@ -589,7 +599,7 @@ static int scanError(scan_cursor *cur, int rc, const char *fmt, ...) {
   va_start(ap, fmt);
   msg = sqlite3_vmprintf(fmt, ap);
   va_end(ap);
-  return relattn_vtab_error(&cur->vt->base, rc, msg);
+  return relattn_vtab_error(cur->vt->conn->db, &cur->vt->base, rc, msg);
 }
 
 /* Reads source rows into the ring while there is room. Token errors are
@@ -691,10 +701,12 @@ static int scanFill(scan_cursor *cur) {
 /* Has sqlite3_interrupt been called? A trivial statement fails then. */
 static int scanInterrupted(scan_cursor *cur) {
   int rc;
-  if (!cur->ping &&
-      sqlite3_prepare_v2(cur->vt->conn->db, "SELECT 1", -1, &cur->ping, NULL) !=
-          SQLITE_OK)
-    return 0;
+  if (!cur->ping) {
+    /* the parser refuses to start once the flag is set */
+    rc = sqlite3_prepare_v2(cur->vt->conn->db, "SELECT 1", -1, &cur->ping,
+                            NULL);
+    if (rc != SQLITE_OK) return rc == SQLITE_INTERRUPT;
+  }
   rc = sqlite3_step(cur->ping);
   sqlite3_reset(cur->ping);
   return rc == SQLITE_INTERRUPT;
@@ -742,12 +754,24 @@ static int scanAdvance(scan_cursor *cur) {
     return SQLITE_OK;
   }
   s = &cur->ring[cur->head % cur->cap];
-  /* Without worker threads the wait runs the row's batch here. */
-  while (relattn_batch_wait(cur->runner, POLL_MS) == 0)
-    if (scanInterrupted(cur))
-      return scanError(cur, SQLITE_INTERRUPT, "interrupted");
+  /* Without worker threads the wait runs the row's batch here, polling
+  ** sqlite3_interrupt between its tasks as the scalar functions do. */
+  if (relattn_batch_threads(cur->runner) == 0) {
+    relattn_watch watch;
+    relattn_watch_begin(&watch, cur->vt->conn, cur->workers[0].pool);
+    while (relattn_batch_wait(cur->runner, POLL_MS) == 0)
+      if (relattn_pool_cancelled(cur->workers[0].pool) || scanInterrupted(cur))
+        break;
+    relattn_watch_end(&watch);
+  } else {
+    while (relattn_batch_wait(cur->runner, POLL_MS) == 0)
+      if (scanInterrupted(cur))
+        return scanError(cur, SQLITE_INTERRUPT, "relattn_scan: interrupted");
+  }
   if (s->status != RELATTN_OK) {
     int code = relattn_status_code(s->status);
+    if (code == SQLITE_INTERRUPT)
+      return scanError(cur, code, "relattn_scan: interrupted");
     if (strncmp(s->err, "relattn_scan:", 13) == 0)
       return scanError(cur, code, "%s", s->err);
     return scanError(cur, code, "relattn_scan: id %lld: %s", s->id, s->err);
@@ -842,7 +866,7 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   cur->read_tokens = cur->want || (idxNum & WANT_TOKENS);
 
   cur->model = relattn_store_acquire(conn, vt->model, "relattn_scan", &zErr);
-  if (!cur->model) return relattn_vtab_error(&vt->base, SQLITE_ERROR, zErr);
+  if (!cur->model) return relattn_vtab_error(db, &vt->base, SQLITE_ERROR, zErr);
   if ((cur->want & WANT_SCORE) && cur->model->cfg.arch != RELATTN_DECODER)
     return scanError(cur, SQLITE_ERROR,
                      "relattn_scan: model '%s' is an encoder; only decoder "
@@ -995,6 +1019,8 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
     cur->blas_prev = relattn_blas_single();
     cur->blas_held = 1;
   }
+  for (i = 0; i < cur->n_workers; i++) /* cancelled by the last scan's end */
+    relattn_pool_set_cancel(cur->workers[i].pool, NULL, NULL);
   cur->runner = relattn_batch_new(n_threads, cur->cap, BATCH_ROWS,
                                   BATCH_TOKENS, scanBatch, cur, err,
                                   sizeof err);

@@ -337,14 +337,14 @@ static int eachFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   c->n = c->pos = 0;
   if (idxNum != 1 || argc < 1) {
     return relattn_vtab_error(
-        cur->pVtab, SQLITE_ERROR,
+        NULL, cur->pVtab, SQLITE_ERROR,
         sqlite3_mprintf("relattn_tokens_each: the tokens argument is missing"));
   }
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return SQLITE_OK; /* no rows */
   c->ids = relattn_tokens_value(argv[0], NULL, "relattn_tokens_each", "tokens",
                                 &c->n, &zErr);
   if (!c->ids) {
-    return relattn_vtab_error(cur->pVtab, SQLITE_ERROR, zErr);
+    return relattn_vtab_error(NULL, cur->pVtab, SQLITE_ERROR, zErr);
   }
   return SQLITE_OK;
 }

@@ -12,6 +12,9 @@
 **   tokens      relattn_tokens_value: a token argument as int32 ids;
 **               relattn_model_input: a token argument as a model's input.
 **   memory      relattn_memory_check / relattn_memory_ok: relattn_max_memory().
+**   interrupt   relattn_watch_begin / relattn_watch_end: sqlite3_interrupt
+**               seen by the worker pool while a call computes;
+**               relattn_interrupted: has it been called?
 **
 ** Example (what a model function does with them):
 **   const relattn_model *m = relattn_model_arg(ctx, argv[0], fn);
@@ -22,6 +25,7 @@
 
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
 
 SQLITE_EXTENSION_INIT3
 
@@ -144,7 +148,26 @@ int relattn_status_code(int status) {
   }
 }
 
+/* After sqlite3_interrupt, a statement of ours fails part way, and what it
+** failed at ("options must be a JSON object") is not the cause: the error
+** becomes "<fn>: interrupted" with SQLITE_INTERRUPT, fn taken from msg. */
+static char *interruptedInstead(sqlite3 *db, char *msg, int *code) {
+  const char *colon;
+  char *instead;
+  if (*code == SQLITE_INTERRUPT || *code == SQLITE_NOMEM || !db ||
+      !relattn_interrupted(db))
+    return msg;
+  colon = msg ? strstr(msg, ": ") : NULL;
+  instead = colon ? sqlite3_mprintf("%.*s: interrupted", (int)(colon - msg), msg)
+                  : sqlite3_mprintf("interrupted");
+  if (!instead) return msg;
+  sqlite3_free(msg);
+  *code = SQLITE_INTERRUPT;
+  return instead;
+}
+
 void relattn_result_error(sqlite3_context *ctx, int code, char *msg) {
+  msg = interruptedInstead(sqlite3_context_db_handle(ctx), msg, &code);
   msg = utf8Message(msg);
   if (!msg || code == SQLITE_NOMEM) {
     sqlite3_free(msg);
@@ -172,7 +195,8 @@ void relattn_result_status(sqlite3_context *ctx, int status, const char *msg) {
                        sqlite3_mprintf("%s", msg));
 }
 
-int relattn_vtab_error(sqlite3_vtab *vtab, int code, char *msg) {
+int relattn_vtab_error(sqlite3 *db, sqlite3_vtab *vtab, int code, char *msg) {
+  msg = interruptedInstead(db, msg, &code);
   sqlite3_free(vtab->zErrMsg);
   vtab->zErrMsg = utf8Message(msg);
   return vtab->zErrMsg || code != SQLITE_ERROR ? code : SQLITE_NOMEM;
@@ -407,4 +431,66 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
   in->n = n + bos;
   in->bos = bos;
   return SQLITE_OK;
+}
+/* ---- interrupt ----------------------------------------------------------- */
+
+/* Polled by the pool on the calling thread between tasks, at most every
+** WATCH_MS: has sqlite3_interrupt been called? SQLite 3.41 answers directly
+** (sqlite3_is_interrupted); before it, a trivial statement stepped while the
+** caller's statement runs fails with SQLITE_INTERRUPT (the flag is only
+** cleared when no statement is active), as ext/scan.c does while it waits. */
+#define WATCH_MS 10
+
+static double nowMs(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+static int watchCheck(void *arg) {
+  relattn_watch *w = arg;
+  double t = nowMs();
+  int rc;
+  if (t - w->last_ms < WATCH_MS) return 0;
+  w->last_ms = t;
+#ifdef sqlite3_is_interrupted
+  if (sqlite3_libversion_number() >= 3041000)
+    return sqlite3_is_interrupted(w->db);
+#endif
+  if (!w->ping) {
+    /* the parser refuses to start once the flag is set */
+    rc = sqlite3_prepare_v2(w->db, "SELECT 1", -1, &w->ping, NULL);
+    if (rc != SQLITE_OK) return rc == SQLITE_INTERRUPT;
+  }
+  rc = sqlite3_step(w->ping);
+  sqlite3_reset(w->ping);
+  return rc == SQLITE_INTERRUPT;
+}
+
+void relattn_watch_begin(relattn_watch *w, relattn_conn *conn,
+                         relattn_pool *pool) {
+  memset(w, 0, sizeof *w);
+  w->db = conn->db;
+  w->pool = pool;
+  w->last_ms = nowMs();
+  if (pool) relattn_pool_set_cancel(pool, watchCheck, w);
+}
+
+int relattn_watch_end(relattn_watch *w) {
+  int stopped = w->pool ? relattn_pool_cancelled(w->pool) : 0;
+  if (w->pool) relattn_pool_set_cancel(w->pool, NULL, NULL);
+  sqlite3_finalize(w->ping);
+  w->ping = NULL;
+  return stopped;
+}
+
+int relattn_interrupted(sqlite3 *db) {
+  relattn_watch w;
+  int rc;
+  memset(&w, 0, sizeof w);
+  w.db = db;
+  w.last_ms = -1e300;
+  rc = watchCheck(&w);
+  sqlite3_finalize(w.ping);
+  return rc;
 }

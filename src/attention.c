@@ -267,7 +267,7 @@ int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
                       size_t errlen) {
   attn_job J;
   relattn_pool *own = NULL;
-  int rc, blas;
+  int rc, blas, stopped;
   long long tasks;
 
   rc = check_attn(a, err, errlen);
@@ -306,7 +306,10 @@ int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
   blas = relattn_blas_single();
   relattn_pool_run(pool, (int)tasks, attn_task, &J);
   relattn_blas_restore(blas);
+  stopped = relattn_pool_cancelled(pool); /* tasks were skipped */
   relattn_pool_free(own);
+  if (stopped)
+    return relattn_errorf(err, errlen, RELATTN_ERR_INTERRUPT, "interrupted");
   if (atomic_load(&J.failed))
     return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
                           "attention: out of memory for %zu bytes of scratch",

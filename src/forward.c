@@ -478,7 +478,7 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
   }
   c.n_blocks = n_blocks;
 
-  for (l = 0; l < n_layers && !c.failed; l++) {
+  for (l = 0; l < n_layers && !c.failed && !relattn_pool_cancelled(pool); l++) {
     /* with maps alone, the last layer run only needs its q and k */
     int whole = want_final || l < n_layers - 1;
     c.layer = &m->layers[l];
@@ -498,6 +498,9 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
   if (want_final && !c.failed && cfg->norm == RELATTN_NORM_PRE)
     relattn_pool_run(pool, n_blocks, final_norm_task, &c);
   if (want_head && !c.failed) relattn_pool_run(pool, n_blocks, head_task, &c);
+  /* the host asked to stop (relattn_pool_set_cancel): tasks were skipped */
+  if (relattn_pool_cancelled(pool))
+    return relattn_errorf(err, errlen, RELATTN_ERR_INTERRUPT, "interrupted");
   if (c.failed)
     return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
                           "relattn_forward: out of memory for worker scratch");
@@ -520,4 +523,35 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
 int relattn_forward(const relattn_model *m, relattn_fwd *f, relattn_pool *pool,
                     char *err, size_t errlen) {
   return relattn_forward_batch(m, f, 1, pool, err, errlen);
+}
+
+int relattn_forward_check_finite(const relattn_fwd *f, int d_model, char *err,
+                                 size_t errlen) {
+  static const char why[] = "is not finite (NaN or Inf): the weights are too "
+                            "large for float32";
+  const size_t rows = f->n > 1 ? (size_t)f->n - 1 : 0;
+  size_t bad;
+  if (f->logprob &&
+      (bad = relattn_find_nonfinite(f->logprob, RELATTN_F32, rows)) < rows)
+    return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                          "the model's log-probability at position %zu %s",
+                          bad + 1, why);
+  if (f->top_logprob &&
+      (bad = relattn_find_nonfinite(f->top_logprob, RELATTN_F32, rows)) < rows)
+    return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                          "the model's top log-probability at position %zu %s",
+                          bad + 1, why);
+  if (f->embedding && (bad = relattn_find_nonfinite(
+                           f->embedding, RELATTN_F32, (size_t)d_model)) <
+                          (size_t)d_model)
+    return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                          "the model's embedding (element %zu) %s", bad, why);
+  if (f->map) {
+    size_t cells = (size_t)f->n * (size_t)f->n;
+    if ((bad = relattn_find_nonfinite(f->map, RELATTN_F32, cells)) < cells)
+      return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                            "the attention weight of query %zu, key %zu %s",
+                            bad / (size_t)f->n, bad % (size_t)f->n, why);
+  }
+  return RELATTN_OK;
 }

@@ -34,7 +34,22 @@ struct relattn_pool {
   int n_tasks;
   atomic_int next;
   pool_scratch *scratch;     /* (n, RELATTN_POOL_SLOTS) */
+  relattn_cancel_fn check;   /* polled by owner between tasks, or NULL */
+  void *check_ctx;
+  pthread_t owner;           /* the thread that set check */
+  atomic_int cancelled;
 };
+
+/* Polls the check when called on its owner's thread; 1 once cancelled. */
+static int stopping(relattn_pool *pool) {
+  if (atomic_load_explicit(&pool->cancelled, memory_order_relaxed)) return 1;
+  if (pool->check && pthread_equal(pthread_self(), pool->owner) &&
+      pool->check(pool->check_ctx)) {
+    atomic_store(&pool->cancelled, 1);
+    return 1;
+  }
+  return 0;
+}
 
 typedef struct worker_arg {
   relattn_pool *pool;
@@ -49,7 +64,9 @@ static void drain(relattn_pool *pool, int worker) {
   in_pool = pool;
   in_pool_worker = worker;
   for (;;) {
-    int t = atomic_fetch_add(&pool->next, 1);
+    int t;
+    if (stopping(pool)) break;
+    t = atomic_fetch_add(&pool->next, 1);
     if (t >= pool->n_tasks) break;
     pool->fn(pool->ctx, t, worker);
   }
@@ -91,6 +108,7 @@ relattn_pool *relattn_pool_new(int n_threads) {
   if (n_threads < 1) n_threads = 1;
   pool = calloc(1, sizeof *pool);
   if (!pool) return NULL;
+  atomic_init(&pool->cancelled, 0);
   pool->n = n_threads;
   pool->scratch = calloc((size_t)n_threads * RELATTN_POOL_SLOTS,
                          sizeof *pool->scratch);
@@ -148,7 +166,8 @@ void relattn_pool_run(relattn_pool *pool, int n_tasks, relattn_task_fn fn,
   if (n_tasks <= 0) return;
   if (!pool || pool->n == 1 || n_tasks == 1 || in_pool) {
     int worker = (pool && in_pool == pool) ? in_pool_worker : 0;
-    for (t = 0; t < n_tasks; t++) fn(ctx, t, worker);
+    for (t = 0; t < n_tasks && !(pool && stopping(pool)); t++)
+      fn(ctx, t, worker);
     return;
   }
   pthread_mutex_lock(&pool->run_lock);
@@ -189,6 +208,23 @@ void *relattn_pool_scratch_slot(relattn_pool *pool, int worker, int slot,
 
 void *relattn_pool_scratch(relattn_pool *pool, int worker, size_t size) {
   return relattn_pool_scratch_slot(pool, worker, 0, size);
+}
+
+void relattn_pool_set_cancel(relattn_pool *pool, relattn_cancel_fn check,
+                             void *ctx) {
+  if (!pool) return;
+  pool->check = check;
+  pool->check_ctx = ctx;
+  pool->owner = pthread_self();
+  atomic_store(&pool->cancelled, 0);
+}
+
+void relattn_pool_cancel(relattn_pool *pool) {
+  if (pool) atomic_store(&pool->cancelled, 1);
+}
+
+int relattn_pool_cancelled(relattn_pool *pool) {
+  return pool ? atomic_load(&pool->cancelled) : 0;
 }
 
 void relattn_pool_trim(relattn_pool *pool, size_t keep) {

@@ -82,6 +82,20 @@ void *relattn_pool_scratch(relattn_pool *pool, int worker, size_t size);
 #define RELATTN_POOL_SLOTS 4
 void *relattn_pool_scratch_slot(relattn_pool *pool, int worker, int slot,
                                 size_t size);
+/* Cancellation. check(ctx), when set, is polled between tasks by the thread
+** that set it (the call's own thread: it may call into the host, which the
+** workers must not), so a run stops within about one task's work of the
+** host's request. Once check answers nonzero, or relattn_pool_cancel was
+** called (from any thread: what another thread uses to stop a worker's
+** pool), the pool starts no more tasks until relattn_pool_set_cancel is
+** called again, and relattn_pool_cancelled answers 1: relattn_attention and
+** the forward pass then return RELATTN_ERR_INTERRUPT. Set it for a call and
+** clear it after (check NULL), as the call's owner. */
+typedef int (*relattn_cancel_fn)(void *ctx);
+void relattn_pool_set_cancel(relattn_pool *pool, relattn_cancel_fn check,
+                             void *ctx);
+void relattn_pool_cancel(relattn_pool *pool);
+int relattn_pool_cancelled(relattn_pool *pool);
 /* Frees every scratch buffer larger than keep bytes (after a call with a
 ** rare huge sequence, so the connection does not hold its memory forever). */
 void relattn_pool_trim(relattn_pool *pool, size_t keep);
@@ -344,6 +358,13 @@ int relattn_forward(const relattn_model *m, relattn_fwd *f, relattn_pool *pool,
 ** pool of any size (src/forward.c, DETERMINISM). */
 int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
                           relattn_pool *pool, char *err, size_t errlen);
+/* After a pass: every output of request f finite? Weights that are finite
+** but so large that float32 overflows give NaN or Inf, which SQL shows as
+** NULL; this names the first such output instead (RELATTN_ERR_FORMAT:
+** "the model's log-probability at position 3 is not finite ..."). d_model
+** sizes the embedding. Per request, so a packed batch can tell whose. */
+int relattn_forward_check_finite(const relattn_fwd *f, int d_model, char *err,
+                                 size_t errlen);
 /* Bytes of scratch relattn_forward needs for n tokens (0 with an overflow),
 ** so callers can check a memory bound before anything is allocated; the
 ** batch form for count sequences of n tokens in all. Each pool worker past

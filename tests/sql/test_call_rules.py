@@ -200,3 +200,42 @@ def test_missing_tensor_one_wording(db, rng):
     assert err(db, "SELECT relattn_embed('m', 'ab')")[0] == (
         "relattn_embed: model 'm': tensor 'layers.1.ln1.weight' is missing "
         "(the config needs it)")
+
+
+def test_non_finite_results_are_errors(db, rng):
+    """Finite weights so large that float32 overflows gave NaN, which SQL
+    shows as NULL: a score of NULL with no error. Now every function says
+    which output is not finite."""
+    cfg = modelgen.config()
+    weights = {k: v * np.float32(1e30) for k, v in modelgen.tensors(cfg, rng).items()}
+    modelgen.load(db, "big", cfg, weights=weights)
+    why = "is not finite (NaN or Inf): the weights are too large for float32"
+    for fn in ("relattn_score", "relattn_perplexity"):
+        assert err(db, f"SELECT {fn}('big', 'abc')")[0] == \
+            f"{fn}: the model's log-probability at position 1 {why}"
+    assert err(db, "SELECT relattn_embed('big', 'abc')")[0] == \
+        f"relattn_embed: the model's embedding (element 0) {why}"
+    assert err(db, "SELECT * FROM relattn_logprobs('big', 'abc')")[0] == \
+        f"relattn_logprobs: the model's log-probability at position 1 {why}"
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body TEXT)")
+    db.execute("INSERT INTO docs VALUES (4, 'abc')")
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan("
+               "model='big', source='docs', tokens='body')")
+    assert err(db, "SELECT score FROM temp.job")[0] == \
+        f"relattn_scan: id 4: the model's log-probability at position 1 {why}"
+
+
+def test_attention_weights_layer_or_head_out_of_range(db, rng):
+    """WHERE layer = 9 on a 2-layer model returned no rows and no error."""
+    modelgen.load(db, "m", modelgen.config(n_layers=2, n_heads=2), rng)
+    q = "SELECT count(*) FROM relattn_attention_weights('m', 'abc') WHERE "
+    for where, msg in (
+            ("layer = 9", "layer = 9 is out of range: the model has 2 layers (0 to 1)"),
+            ("layer = -1", "layer = -1 is out of range: the model has 2 layers (0 to 1)"),
+            ("layer = 2.0", "layer = 2.0 is out of range: the model has 2 layers (0 to 1)"),
+            ("head = 2 AND layer = 0", "head = 2 is out of range: the model has 2 heads (0 to 1)")):
+        assert err(db, q + where)[0] == "relattn_attention_weights: " + msg, where
+    # values no row could equal still match nothing, as for a table
+    for where in ("layer = 0.5", "layer = 'x'", "layer = NULL"):
+        assert db.execute(q + where).fetchone() == (0,), where
+    assert db.execute(q + "layer = 1 AND head = 1").fetchone() == (10,)

@@ -6,6 +6,7 @@ Tolerances: per-token log-probs 1e-4 absolute; embeddings 1e-5 relative (L2);
 attention maps 1e-5 absolute, rows summing to 1 within 1e-5."""
 import math
 import os
+import sqlite3
 import sys
 
 import numpy as np
@@ -166,8 +167,9 @@ def test_attention_weights(db, rng, arch, per_head, clip, bos):
         "EXPLAIN QUERY PLAN SELECT * FROM relattn_attention_weights('m', ?) "
         "WHERE layer = ? AND head = ?", (toks(tokens), layer, head)))
     assert "VIRTUAL TABLE INDEX 15:" in plan, plan
-    assert db.execute("SELECT count(*) FROM relattn_attention_weights('m', ?) "
-                      "WHERE layer = 99", (toks(tokens),)).fetchone()[0] == 0
+    with pytest.raises(sqlite3.OperationalError, match="layer = 99 is out of range"):
+        db.execute("SELECT count(*) FROM relattn_attention_weights('m', ?) "
+                   "WHERE layer = 99", (toks(tokens),)).fetchone()
     assert db.execute("SELECT count(*) FROM relattn_attention_weights('m', ?) "
                       "WHERE head = 0", (toks(tokens),)).fetchone()[0] == \
         cfg["n_layers"] * per_map
@@ -245,16 +247,22 @@ def test_table_functions_in_joins(db, rng):
         assert total == pytest.approx(ref.score(cfg, params, list(body.encode())), abs=1e-4 * count)
     # layer from the outer row, pushed down per row
     got = db.execute("SELECT d.id, count(*) FROM docs d JOIN relattn_attention_weights('m', d.body) w "
-                     "ON w.layer = d.id - 1 AND w.head = 0 GROUP BY d.id").fetchall()
+                     "ON w.layer = d.id - 1 AND w.head = 0 WHERE d.id <= 2 GROUP BY d.id").fetchall()
     n = [len(b.encode()) + 1 for b in bodies]
     assert got == [(1, n[0] * (n[0] + 1) // 2), (2, n[1] * (n[1] + 1) // 2)]
+    # a layer the model does not have (doc 3: layer 2 of 2) is an error
+    with pytest.raises(sqlite3.OperationalError, match="layer = 2 is out of range"):
+        db.execute("SELECT d.id, count(*) FROM docs d JOIN relattn_attention_weights('m', d.body) w "
+                   "ON w.layer = d.id - 1 AND w.head = 0 GROUP BY d.id").fetchall()
 
 
 def test_layer_and_head_values(db, rng):
     cfg = ref.random_config(rng, n_layers=2, n_heads=4, d_model=16)
     load(db, "m", cfg, ref.random_params(rng, cfg))
     per_map = 4 * 5 // 2  # 'abc' and bos, causal
-    for v, maps in ((1, 4), (1.0, 4), ("1", 4), (1.5, 0), ("x", 0), (-1, 0), (2, 0), (None, 0)):
+    # values no layer can equal match nothing; a layer the model lacks is an
+    # error (tests/sql/test_call_rules.py)
+    for v, maps in ((1, 4), (1.0, 4), ("1", 4), (1.5, 0), ("x", 0), (None, 0)):
         assert db.execute("SELECT count(*) FROM relattn_attention_weights('m', 'abc') "
                           "WHERE layer = ?", (v,)).fetchone()[0] == maps * per_map, v
     assert db.execute("SELECT count(*) FROM relattn_attention_weights('m', 'abc') "

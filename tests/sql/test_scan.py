@@ -267,7 +267,8 @@ def test_interrupt_stops_within_a_batch(rng, tmp_path):
                 seen.append(row[0])
         stopped = time.perf_counter() - t
         timer.join()
-        assert str(e.value) == "interrupted"
+        # ours while a worker computes, SQLite's own between rows
+        assert str(e.value) in ("relattn_scan: interrupted", "interrupted")
         assert type(e.value).__name__ == "OperationalError"
         assert 0 < len(seen) < 200 and seen == list(range(1, len(seen) + 1))
         # the rows in flight finish; nothing waits for the rest of the corpus

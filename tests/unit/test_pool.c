@@ -1,7 +1,9 @@
 /*
 ** test_pool.c: the thread pool runs every task exactly once, on valid
-** workers, nested runs go serial, and scratch is reused per worker and slot.
+** workers, nested runs go serial, and scratch is reused per worker and slot;
+** a cancel check stops a run (and the attention kernel) between tasks.
 */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -33,6 +35,69 @@ static void nesting_task(void *ctx, int task, int worker) {
   job *j = ctx;
   count_task(ctx, task, worker);
   relattn_pool_run(j->inner, 3, inner_task, ctx);
+}
+
+/* The host's check: answers 1 from the stop-th poll on; counts polls and
+** notes a poll from any thread but the one that installed it. */
+typedef struct {
+  int polls, stop;
+  pthread_t owner;
+  int foreign;
+} canceller;
+
+static int cancel_check(void *ctx) {
+  canceller *c = ctx;
+  if (!pthread_equal(pthread_self(), c->owner)) c->foreign = 1;
+  return ++c->polls >= c->stop;
+}
+
+static void cancel_tests(int threads) {
+  relattn_pool *pool = relattn_pool_new(threads);
+  static job j;
+  canceller c;
+  int i, ran;
+  if (!pool) return;
+  /* the check stops the run: fewer tasks than asked, the rest skipped */
+  memset(&j, 0, sizeof j);
+  memset(&c, 0, sizeof c);
+  c.stop = 3;
+  c.owner = pthread_self();
+  j.n_workers = threads;
+  relattn_pool_set_cancel(pool, cancel_check, &c);
+  relattn_pool_run(pool, 1000, count_task, &j);
+  for (i = 0, ran = 0; i < 1000; i++) ran += atomic_load(&j.counts[i]);
+  CHECK(relattn_pool_cancelled(pool), "threads=%d: cancelled", threads);
+  CHECK(ran < 1000, "threads=%d: %d of 1000 tasks ran after the stop", threads,
+        ran);
+  CHECK(!c.foreign, "the check ran on the thread that set it only");
+  /* once cancelled, a run starts nothing, and the kernel says interrupted */
+  memset(&j, 0, sizeof j);
+  j.n_workers = threads;
+  relattn_pool_run(pool, 10, count_task, &j);
+  CHECK(atomic_load(&j.counts[0]) == 0, "no task after the stop");
+  {
+    enum { N = 300, H = 2, D = 8 };
+    static float q[N * H * D], out[N * H * D];
+    relattn_attn a;
+    char err[128] = "";
+    for (i = 0; i < N * H * D; i++) q[i] = (float)((i * 7919) % 13) / 13.0f;
+    memset(&a, 0, sizeof a);
+    a.n = N, a.heads = H, a.d_head = D;
+    a.q = a.k = a.v = q, a.ldq = a.ldk = a.ldv = a.ldo = H * D;
+    a.out = out;
+    CHECK(relattn_attention(&a, pool, err, sizeof err) == RELATTN_ERR_INTERRUPT &&
+              strcmp(err, "interrupted") == 0,
+          "attention on a cancelled pool: %s", err);
+    /* cleared: everything runs again */
+    relattn_pool_set_cancel(pool, NULL, NULL);
+    CHECK(!relattn_pool_cancelled(pool), "cleared");
+    CHECK(relattn_attention(&a, pool, err, sizeof err) == RELATTN_OK, "%s", err);
+    /* relattn_pool_cancel, as another thread stops a worker's pool */
+    relattn_pool_cancel(pool);
+    CHECK(relattn_attention(&a, pool, err, sizeof err) == RELATTN_ERR_INTERRUPT,
+          "attention after relattn_pool_cancel");
+  }
+  relattn_pool_free(pool);
 }
 
 int main(void) {
@@ -82,6 +147,7 @@ int main(void) {
       }
     }
     relattn_pool_free(pool);
+    cancel_tests(threads);
   }
   UNIT_DONE();
 }
