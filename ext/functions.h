@@ -72,6 +72,35 @@ void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 extern sqlite3_module relattn_logprobs_module;
 extern sqlite3_module relattn_attention_weights_module;
 
+/* ext/model_fn.c: one model call as the functions there make it, for the
+** other ext/ files. relattn_call_begin checks the model and tokens (scores:
+** the model must be a decoder) and gives *out, or NULL for NULL tokens (the
+** caller answers NULL); errors set *pzErr (sqlite3_malloc'd). Then
+** relattn_call_memory checks the forward pass plus extra bytes against
+** relattn_max_memory(), relattn_call_run runs the forward pass of f (tokens
+** and n filled in), relattn_call_end frees it all. */
+typedef struct model_call relattn_call;
+int relattn_call_begin(relattn_conn *conn, const char *fn,
+                       sqlite3_value *model, sqlite3_value *tokens,
+                       int scores, relattn_call **out, char **pzErr);
+const relattn_model *relattn_call_model(const relattn_call *mc);
+/* The model's input ([bos] + tokens), its length, and whether it has bos. */
+const int32_t *relattn_call_input(const relattn_call *mc, int *n, int *bos);
+int relattn_call_memory(relattn_call *mc, const char *fn,
+                        sqlite3_uint64 extra, char **pzErr);
+int relattn_call_run(relattn_call *mc, const char *fn, relattn_fwd *f,
+                     char **pzErr);
+void relattn_call_end(relattn_call *mc);
+
+/* ext/svg_fn.c: pictures as SVG text. */
+void relattn_svg_attention_func(sqlite3_context *ctx, int argc,
+                                sqlite3_value **argv);
+void relattn_svg_surprise_func(sqlite3_context *ctx, int argc,
+                               sqlite3_value **argv);
+void relattn_svg_profile_step(sqlite3_context *ctx, int argc,
+                              sqlite3_value **argv);
+void relattn_svg_profile_final(sqlite3_context *ctx);
+
 /* ext/scan.c: the batch virtual table. */
 extern sqlite3_module relattn_scan_module;
 

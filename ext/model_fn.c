@@ -713,3 +713,48 @@ sqlite3_module relattn_attention_weights_module = {
     awRowid,      /* xRowid */
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 /* xUpdate .. xShadowName */
 };
+
+/* ---- one model call, for the other ext/ files (ext/svg_fn.c) -------------- */
+
+int relattn_call_begin(relattn_conn *conn, const char *fn,
+                       sqlite3_value *model, sqlite3_value *tokens,
+                       int scores, relattn_call **out, char **pzErr) {
+  model_call *mc = sqlite3_malloc64(sizeof *mc);
+  int rc;
+  *out = NULL;
+  *pzErr = NULL;
+  if (!mc) return SQLITE_NOMEM;
+  rc = callBegin(conn, fn, model, tokens, scores, mc, pzErr);
+  if (rc != SQLITE_OK || mc->n == 0) {
+    sqlite3_free(mc);
+    return rc;
+  }
+  *out = mc;
+  return SQLITE_OK;
+}
+
+const relattn_model *relattn_call_model(const relattn_call *mc) {
+  return mc->m;
+}
+
+const int32_t *relattn_call_input(const relattn_call *mc, int *n, int *bos) {
+  *n = mc->n;
+  *bos = mc->bos;
+  return mc->input;
+}
+
+int relattn_call_memory(relattn_call *mc, const char *fn,
+                        sqlite3_uint64 extra, char **pzErr) {
+  return callMemory(mc, fn, extra, pzErr);
+}
+
+int relattn_call_run(relattn_call *mc, const char *fn, relattn_fwd *f,
+                     char **pzErr) {
+  return callRun(mc, fn, f, pzErr);
+}
+
+void relattn_call_end(relattn_call *mc) {
+  if (!mc) return;
+  callEnd(mc);
+  sqlite3_free(mc);
+}

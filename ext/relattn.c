@@ -189,6 +189,16 @@ static const struct {
     {"relattn_perplexity", 2, READS, relattn_perplexity_func, 0, 0},
     {"relattn_embed", 2, READS, relattn_embed_func, 0, 0},
 
+    /* ext/svg_fn.c */
+    {"relattn_svg_attention", 4, READS, relattn_svg_attention_func, 0, 0},
+    {"relattn_svg_surprise", 2, READS, relattn_svg_surprise_func, 0, 0},
+    {"relattn_svg_profile", 2, SQLITE_UTF8 | SQLITE_INNOCUOUS, 0,
+     relattn_svg_profile_step, relattn_svg_profile_final},
+    {"relattn_svg_profile", 3, SQLITE_UTF8 | SQLITE_INNOCUOUS, 0,
+     relattn_svg_profile_step, relattn_svg_profile_final},
+    {"relattn_svg_profile", 4, SQLITE_UTF8 | SQLITE_INNOCUOUS, 0,
+     relattn_svg_profile_step, relattn_svg_profile_final},
+
 };
 
 static const struct {
