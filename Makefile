@@ -30,9 +30,11 @@ HEADERS  := $(wildcard src/*.h ext/*.h)
 
 # Debian packages the build, the tests and the demo need (g++: npm ci builds
 # better-sqlite3 from source for the Node client test, no prebuilt download here;
-# python3-torch: the test of models/train_corpus.py trains a small model).
+# python3-torch: the test of models/train_corpus.py trains a small model;
+# chromium and a font: the SVG pictures rendered in a real browser).
 DEB_PKGS ?= gcc make libc6-dev libsqlite3-dev sqlite3 libopenblas-dev \
-            python3 python3-numpy python3-pytest g++ python3-torch
+            python3 python3-numpy python3-pytest g++ python3-torch chromium \
+            fonts-dejavu-core
 DEB_BENCH ?= python3-torch
 DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
