@@ -107,3 +107,29 @@ FROM (SELECT s.*, row_number() OVER (PARTITION BY s.id ORDER BY s.bits DESC) AS 
 JOIN shown USING (id)
 WHERE k <= 3
 ORDER BY id, k;
+
+-- 6. Pictures, as SVG: one head's attention map (a local head and a broad one), every head's mean
+--    weight by distance over the whole corpus, and two texts shaded by surprise. Open them in a browser.
+CREATE TEMP TABLE pictures(file TEXT, svg TEXT);
+INSERT INTO pictures VALUES
+  ('docs/img/attention_layer0_head0.svg',
+   relattn_svg_attention('tiny', 'And God said, Let there be light: and there was light.', 0, 0)),
+  ('docs/img/attention_layer2_head2.svg',
+   relattn_svg_attention('tiny', 'And God said, Let there be light: and there was light.', 2, 2));
+INSERT INTO pictures
+SELECT 'docs/img/distance_profile.svg',
+       relattn_svg_profile(w.distance, w.weight, 'layer ' || w.layer || ', head ' || w.head,
+                           (SELECT json_extract(config, '$.position.clip') FROM relattn_model
+                             WHERE name = 'tiny'))
+FROM corpus, relattn_attention_weights('tiny', corpus.body) AS w;
+INSERT INTO pictures
+SELECT 'docs/img/surprise_' || CASE kind WHEN 'held-out verse' THEN 'verse' ELSE 'french' END || '.svg',
+       relattn_svg_surprise('tiny', body)
+FROM corpus WHERE (kind, label) IN (VALUES ('held-out verse', '1Jn 3:14'), ('other language', 'French'));
+
+.print
+.print Pictures (SVG), written with the shell's writefile:
+.print
+.mode list
+.headers off
+SELECT '  ' || file FROM pictures WHERE writefile(file, svg) > 0 ORDER BY file;

@@ -4,6 +4,7 @@ import os
 import pathlib
 import re
 import subprocess
+import xml.etree.ElementTree as ET
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SO = os.environ.get("RELATTN_SO", str(ROOT / "relattn.so"))
@@ -14,6 +15,9 @@ def test_demo_runs_and_ranks(tmp_path):
     so = SO[:-3] if SO.endswith(".so") else SO
     assert ".load ./relattn\n" in sql
     sql = sql.replace(".load ./relattn\n", f".load {so}\n")
+    # the pictures go to the test's directory, not over the committed ones
+    assert "'docs/img/" in sql
+    sql = sql.replace("'docs/img/", f"'{tmp_path}/img/")
     r = subprocess.run(["sqlite3", str(tmp_path / "demo.db")], input=sql, cwd=ROOT,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stderr == "", r.stderr
@@ -32,3 +36,19 @@ def test_demo_runs_and_ranks(tmp_path):
     # the surprise section: each shown text, then a line of marks under each line of text
     assert "Where the model is surprised" in out
     assert "held-out verse (" in out and "most surprising bytes" in out
+    # the pictures: the same files as the committed ones in docs/img, each an
+    # SVG with the parts of its kind (the README shows the committed ones)
+    made = sorted(p.name for p in (tmp_path / "img").glob("*.svg"))
+    assert made == sorted(p.name for p in (ROOT / "docs" / "img").glob("*.svg"))
+    assert made == ["attention_layer0_head0.svg", "attention_layer2_head2.svg",
+                    "distance_profile.svg", "surprise_french.svg", "surprise_verse.svg"]
+    for name in made:
+        new = ET.parse(tmp_path / "img" / name).getroot()
+        old = ET.parse(ROOT / "docs" / "img" / name).getroot()
+        # the committed picture is what this demo makes: same size, same elements
+        assert (new.get("width"), new.get("height")) == (old.get("width"), old.get("height"))
+        assert [e.tag for e in new.iter()] == [e.tag for e in old.iter()], name
+        assert f"  {tmp_path}/img/{name}\n" in out
+    prof = ET.parse(tmp_path / "img" / "distance_profile.svg").getroot()
+    panels = prof.findall(".//{http://www.w3.org/2000/svg}g[@class='panel']")
+    assert len(panels) == 16  # 4 layers x 4 heads
