@@ -2,7 +2,7 @@
 SQLITE_EXTENSION_INIT3
 /*
 ** attention_fn.c: relattn_attention(q, k, v, rel_k, rel_v, options), Shaw
-** relative self-attention on float32 matrices (DESIGN §5, §6).
+** relative self-attention on float32 matrices (docs/reference.md, relattn_attention).
 **
 **   .load ./relattn
 **   SELECT hex(relattn_attention('[[1,0],[0,1]]', '[[1,0],[0,1]]',

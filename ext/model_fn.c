@@ -14,7 +14,7 @@
 **
 ** tokens is a BLOB of little-endian int32 ids or TEXT for the model's
 ** tokenizer. When the tokenizer has bos, the model's input is [bos] + tokens
-** and every token is scored; without, tokens 1..n-1 are (DESIGN §6). The
+** and every token is scored; without, tokens 1..n-1 are (docs/reference.md). The
 ** embedding is the mean of the final hidden states over the sequence's own
 ** tokens (BOS left out). A NULL tokens argument gives NULL (no rows).
 ** Encoder models embed and show attention maps; they cannot score.

@@ -1,5 +1,5 @@
 /*
-** tokens.c: token sequences (DESIGN sec. 2): BLOBs of little-endian int32
+** tokens.c: token sequences (docs/reference.md, Formats): BLOBs of little-endian int32
 ** ids, JSON arrays, text through a model's byte tokenizer.
 **
 **   SELECT relattn_tokens('[72,105]');              -- X'4800000069000000'

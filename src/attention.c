@@ -2,7 +2,7 @@
 ** attention.c: Shaw relative self-attention as one fused, blocked kernel.
 **
 ** Shaw, Uszkoreit & Vaswani 2018, eq. 3-4, with the value term of
-** tensor2tensor's dot_product_attention_relative (DESIGN §5).
+** tensor2tensor's dot_product_attention_relative.
 **
 ** HOW IT WORKS
 ** One task is one (head, block of queries). It walks the keys in blocks with

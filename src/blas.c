@@ -2,7 +2,7 @@
 ** blas.c: the one file that includes cblas.h.
 **
 ** relattn runs its own worker threads and keeps OpenBLAS single-threaded
-** inside them (DESIGN §5): several multi-threaded sgemm calls at once would
+** inside them: several multi-threaded sgemm calls at once would
 ** oversubscribe the cores. OpenBLAS's thread count is process-wide and may
 ** belong to the host, so it is set for the duration of a call and restored.
 */

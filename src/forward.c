@@ -1,5 +1,5 @@
 /*
-** forward.c: one token sequence through a relattn model (DESIGN §4).
+** forward.c: one token sequence through a relattn model (docs/reference.md, The forward pass).
 **
 **   x = tok_emb[tokens]
 **   per layer, pre-norm:  x += attn(LN1(x));  x += ffn(LN2(x))

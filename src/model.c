@@ -1,5 +1,5 @@
 /*
-** model.c: which tensors a config needs (DESIGN sec. 4) and the float32
+** model.c: which tensors a config needs (docs/reference.md, Tensor names and shapes) and the float32
 ** model built from them.
 **
 ** The tensors have a fixed order: tok_emb; per layer ln1.weight, ln1.bias,

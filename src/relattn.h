@@ -185,7 +185,7 @@ enum { RELATTN_DECODER = 0, RELATTN_ENCODER = 1 };
 enum { RELATTN_NORM_PRE = 0, RELATTN_NORM_POST = 1 };
 enum { RELATTN_GELU = 0, RELATTN_RELU = 1 };
 
-/* DESIGN §4, decoded from JSON by ext/ (JSON goes through SQLite). */
+/* The model config (docs/reference.md), decoded from JSON by ext/ (JSON goes through SQLite). */
 typedef struct relattn_config {
   int arch;               /* RELATTN_DECODER | RELATTN_ENCODER */
   int vocab_size, d_model, n_layers, n_heads, d_ff;
@@ -290,7 +290,7 @@ void relattn_sha256_set_portable(int on);
 int relattn_config_check(const relattn_config *c, const char *what, char *err,
                          size_t errlen);
 
-/* The tensors a config needs (DESIGN sec. 4), in a fixed order: tok_emb,
+/* The tensors a config needs (docs/reference.md), in a fixed order: tok_emb,
 ** then each layer's, then ln_f (pre-norm), then lm_head (untied). */
 #define RELATTN_NAME_MAX 64
 typedef struct relattn_tensor_spec {
@@ -322,7 +322,7 @@ void relattn_model_free(relattn_model *m);          /* frees m->mem */
 
 /* ---- byte tokenizer (src/tokenizer.c) ----------------------------------- */
 
-/* DESIGN sec. 4: UTF-8 bytes are ids 0-255. out has n entries. */
+/* The byte tokenizer: UTF-8 bytes are ids 0-255. out has n entries. */
 void relattn_tokenize_bytes(const uint8_t *text, size_t n,
                             int32_t *out /* (n) */);
 /* Ids 0-255 become bytes; bos, eos and pad are left out; any other id is

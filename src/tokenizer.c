@@ -1,5 +1,5 @@
 /*
-** tokenizer.c: the byte tokenizer of DESIGN sec. 4. UTF-8 bytes are ids
+** tokenizer.c: the byte tokenizer (docs/reference.md). UTF-8 bytes are ids
 ** 0-255; bos, eos and pad (from the config) are ids >= 256.
 */
 #include "relattn.h"
