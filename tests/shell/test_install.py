@@ -96,6 +96,7 @@ def test_install_prefix_usr_goes_to_the_loader_directory():
     r = subprocess.run(["make", "-n", "-o", SO, f"SO={SO}", "install", "PREFIX=/usr"], cwd=ROOT,
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    multiarch = subprocess.run(["cc", "-print-multiarch"], capture_output=True,
+    multiarch = subprocess.run(["cc", "-print-multiarch"], capture_output=True, env=env,
                                text=True).stdout.strip()
+    assert multiarch
     assert f"/usr/lib/{multiarch}/relattn.so" in r.stdout
