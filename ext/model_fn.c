@@ -94,10 +94,11 @@ static int callBegin(relattn_conn *conn, const char *fn, sqlite3_value *model,
 }
 
 /* Checks what a call will allocate: the forward pass's scratch for the
-** input plus extra bytes of results, against relattn_max_memory(). */
+** input on every worker of the connection's pool, plus extra bytes of
+** results, against relattn_max_memory(). */
 static int callMemory(model_call *mc, const char *fn, sqlite3_uint64 extra,
                       char **pzErr) {
-  size_t need = relattn_forward_bytes(mc->m, mc->n);
+  size_t need = relattn_forward_memory(mc->m, mc->n, 1, mc->conn->n_threads);
   if (extra > SIZE_MAX || need == 0 ||
       !relattn_add_ok(need, (size_t)extra, &need))
     need = SIZE_MAX;
@@ -126,7 +127,7 @@ static int callRun(model_call *mc, const char *fn, relattn_fwd *f,
   relattn_blas_restore(blas);
   /* The scratch stays for the next call, unless a rare long sequence made it
   ** big: then the connection should not hold that memory until it closes. */
-  if (relattn_forward_bytes(mc->m, mc->n) > KEEP_SCRATCH)
+  if (relattn_forward_memory(mc->m, mc->n, 1, 1) > KEEP_SCRATCH)
     relattn_pool_trim(pool, KEEP_SCRATCH);
   if (rc == RELATTN_OK) return SQLITE_OK;
   *pzErr = sqlite3_mprintf("%s: %s", fn, err);

@@ -518,7 +518,7 @@ static void scanRun(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
     }
   }
   /* A rare huge sequence should not pin its scratch for the whole scan. */
-  if (relattn_forward_bytes_batch(cur->model, total, count) > TRIM_BYTES)
+  if (relattn_forward_memory(cur->model, total, count, 1) > TRIM_BYTES)
     relattn_pool_trim(w->pool, TRIM_BYTES);
 }
 
@@ -605,13 +605,15 @@ static int scanError(scan_cursor *cur, int rc, const char *fmt, ...) {
 /* Reads source rows into the ring while there is room. Token errors are
 ** kept in the row's slot and reported when its turn comes, so the rows
 ** before it are returned whatever the read-ahead. */
-/* What a row of n tokens may hold: its forward pass's scratch on every
-** worker at once (each may run a row that long), so the per-call bound
-** covers the whole scan. SIZE_MAX on overflow. */
+/* What a row of n tokens may hold: on every worker at once (each may run a
+** row that long, or a batch of BATCH_TOKENS), its own one-worker pool's
+** scratch for the forward pass and its log-prob buffer, so the per-call
+** bound covers the whole scan. SIZE_MAX on overflow. */
 static size_t scanRowBytes(const scan_cursor *cur, const relattn_model *m,
                            int n) {
-  size_t one = relattn_forward_bytes(m, n), all;
-  if (!one ||
+  int rows = n > BATCH_TOKENS ? n : BATCH_TOKENS;
+  size_t one = relattn_forward_memory(m, rows, BATCH_ROWS, 1), all;
+  if (!one || !relattn_add_ok(one, sizeof(float) * (size_t)rows, &one) ||
       !relattn_mul_ok(one, (size_t)(cur->n_workers > 1 ? cur->n_workers : 1),
                       &all))
     return SIZE_MAX;

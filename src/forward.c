@@ -76,10 +76,11 @@ static size_t max_blocks(int n, int count) {
   return (size_t)n / ROWS_MIN + (size_t)count;
 }
 
-/* Floats in one worker's block buffer. */
-static size_t rows_floats(const relattn_config *c) {
+/* Floats in one worker's block buffer when blocks have up to rows rows. */
+static size_t rows_floats(const relattn_config *c, int rows) {
   size_t w = (size_t)(c->d_ff > c->vocab_size ? c->d_ff : c->vocab_size);
-  return round16((size_t)ROWS_MAX * w);
+  if (rows > ROWS_MAX) rows = ROWS_MAX;
+  return round16((size_t)rows * w);
 }
 
 /* Floats of the activation buffers for n rows in count sequences; 0 on
@@ -97,18 +98,33 @@ static size_t acts_floats(const relattn_config *c, int n, int count) {
   return total;
 }
 
-size_t relattn_forward_bytes_batch(const relattn_model *m, int n, int count) {
-  size_t acts, total;
-  if (!m) return 0;
-  acts = acts_floats(&m->cfg, n, count);
-  if (!acts || !relattn_add_ok(acts, rows_floats(&m->cfg), &total) ||
-      !relattn_mul_ok(total, sizeof(float), &total))
+/* Every buffer a pass may hold, as relattn_forward_batch and the attention
+** kernel take them: worker 0's activations, and on each worker (tasks go to
+** any) a block buffer of min(n, ROWS_MAX) rows and the kernel's scratch for
+** a sequence of n rows (its longest; the scratch grows with min(clip, n)). */
+size_t relattn_forward_memory(const relattn_model *m, int n, int count,
+                              int workers) {
+  const relattn_config *c;
+  relattn_attn a;
+  size_t acts, per, total;
+  if (!m || workers < 1) return 0;
+  c = &m->cfg;
+  acts = acts_floats(c, n, count);
+  if (!acts || !relattn_mul_ok(acts, sizeof(float), &total) ||
+      !relattn_mul_ok(rows_floats(c, n), sizeof(float), &per))
+    return 0;
+  memset(&a, 0, sizeof a);
+  a.n = n;
+  a.heads = c->n_heads;
+  a.d_head = c->n_heads > 0 ? c->d_model / c->n_heads : 0;
+  a.clip = c->clip;
+  a.rel_k = (const float *)m; /* only whether there is a table counts */
+  a.rel_v = c->rel_values ? a.rel_k : NULL;
+  if (!relattn_add_ok(per, relattn_attention_scratch_bytes(&a), &per) ||
+      !relattn_mul_ok(per, (size_t)workers, &per) ||
+      !relattn_add_ok(total, per, &total))
     return 0;
   return total;
-}
-
-size_t relattn_forward_bytes(const relattn_model *m, int n) {
-  return relattn_forward_bytes_batch(m, n, 1);
 }
 
 /* ---- row-wise pieces ----------------------------------------------------- */
@@ -251,6 +267,7 @@ typedef struct fwd_ctx {
   int *start;            /* (count) first row of each sequence */
   int32_t *blocks;       /* (n_blocks, 3): sequence, first row, rows */
   int n_blocks;
+  int block_max;         /* rows of the largest block */
   int failed;            /* a worker's scratch could not be had */
 } fwd_ctx;
 
@@ -294,7 +311,7 @@ static void ffn_task(void *ctxp, int task, int worker) {
   int r0, rows = block_rows(c, task, &r0), d = c->d, pre;
   float *x = c->x + (size_t)r0 * d, *h = c->h + (size_t)r0 * d, *in;
   float *hid = relattn_pool_scratch_slot(c->pool, worker, SLOT_ROWS,
-                                         rows_floats(cfg) * sizeof(float));
+                                         rows_floats(cfg, c->block_max) * sizeof(float));
   if (!hid) {
     c->failed = 1;
     return;
@@ -333,7 +350,7 @@ static void head_task(void *ctxp, int task, int worker) {
   const relattn_config *cfg = &c->m->cfg;
   int r0, rows = block_rows(c, task, &r0), r, t, V = cfg->vocab_size;
   float *logits = relattn_pool_scratch_slot(c->pool, worker, SLOT_ROWS,
-                                            rows_floats(cfg) * sizeof(float));
+                                            rows_floats(cfg, c->block_max) * sizeof(float));
   if (!logits) {
     c->failed = 1;
     return;
@@ -439,7 +456,7 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
   if (want_final) n_layers = cfg->n_layers;
   if (n_layers == 0) return RELATTN_OK; /* nothing asked for */
 
-  if (!relattn_forward_bytes_batch(m, (int)total, count))
+  if (!relattn_forward_memory(m, (int)total, count, relattn_pool_size(pool)))
     return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
                           "relattn_forward: %zu tokens overflow the scratch "
                           "size", total);
@@ -471,6 +488,8 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
       c.blocks[3 * n_blocks] = s;
       c.blocks[3 * n_blocks + 1] = (int)total + b;
       c.blocks[3 * n_blocks + 2] = f[s].n - b < rows ? f[s].n - b : rows;
+      if (c.blocks[3 * n_blocks + 2] > c.block_max)
+        c.block_max = c.blocks[3 * n_blocks + 2];
     }
     for (i = 0; i < f[s].n; i++, total++)
       memcpy(c.x + total * c.d, m->tok_emb + (size_t)f[s].tokens[i] * c.d,

@@ -365,11 +365,13 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
 ** sizes the embedding. Per request, so a packed batch can tell whose. */
 int relattn_forward_check_finite(const relattn_fwd *f, int d_model, char *err,
                                  size_t errlen);
-/* Bytes of scratch relattn_forward needs for n tokens (0 with an overflow),
-** so callers can check a memory bound before anything is allocated; the
-** batch form for count sequences of n tokens in all. Each pool worker past
-** the first adds a buffer of 256 x max(d_ff, vocab_size) floats, whatever n. */
-size_t relattn_forward_bytes(const relattn_model *m, int n);
-size_t relattn_forward_bytes_batch(const relattn_model *m, int n, int count);
+/* Bytes of scratch relattn_forward_batch may hold for count sequences of n
+** tokens in all on a pool of workers workers (0 with an overflow): the one
+** estimate callers check a memory bound against before anything is
+** allocated. Activations (n, 5 d_model) once; on every worker a block
+** buffer of min(n, 256) x max(d_ff, vocab_size) floats and the attention
+** kernel's scratch, which grows with min(clip, n). */
+size_t relattn_forward_memory(const relattn_model *m, int n, int count,
+                              int workers);
 
 #endif /* RELATTN_H */

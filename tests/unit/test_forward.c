@@ -362,7 +362,7 @@ static void check_errors(relattn_pool *pool) {
   f.map_layer = 1;
   CHECK(relattn_forward(&t.m, &f, pool, err, sizeof err) == RELATTN_ERR_ARG,
         "map layer: %s", err);
-  CHECK(relattn_forward_bytes(&t.m, 1 << 30) == 0 || sizeof(size_t) > 4,
+  CHECK(relattn_forward_memory(&t.m, 1 << 30, 1, 1) == 0 || sizeof(size_t) > 4,
         "overflow gives 0");
   free(t.arena), free(t.m.layers);
 }

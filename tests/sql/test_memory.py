@@ -1,0 +1,133 @@
+"""relattn_max_memory counts what a call may hold: the forward pass's
+activations, and on every worker thread its block buffer (FFN hidden rows or
+a block of logits) and the attention kernel's scratch, which grows with
+min(clip, n). The scalar functions run on relattn_threads() workers of the
+connection's pool, relattn_scan on as many workers with a pool each.
+
+The expected byte counts are written here from how src/forward.c and
+src/attention.c lay out their buffers (the sizes in their comments): a call
+over the bound is refused with the exact text and that count; a bound of
+exactly that count lets it run."""
+import sqlite3
+
+import numpy as np
+import pytest
+
+import modelgen
+
+ROWS_MIN, ROWS_MAX = 64, 256     # src/forward.c: row blocks
+BLOCK_Q, BLOCK_K = 256, 512      # src/attention.c: query and key blocks
+BATCH_TOKENS, BATCH_ROWS = 256, 16  # ext/scan.c: rows per forward pass
+
+
+def r16(x):
+    return (x + 15) // 16 * 16
+
+
+def activations(cfg, n, count):
+    """Worker 0's buffers, bytes: x, h (n, d), qkv (n, 3d), sequence starts,
+    the block list."""
+    d = cfg["d_model"]
+    return 4 * (5 * r16(n * d) + r16(count) + r16(3 * (n // ROWS_MIN + count)))
+
+
+def per_worker(cfg, n):
+    """One worker's bytes: a block of min(n, 256) rows of max(d_ff, vocab)
+    floats, and the attention kernel's scratch for a sequence of n rows."""
+    block = 4 * r16(min(n, ROWS_MAX) * max(cfg["d_ff"], cfg["vocab_size"]))
+    dh = cfg["d_model"] // cfg["n_heads"]
+    bq = min(n, BLOCK_Q)
+    rows = 2 * min(cfg["position"]["clip"], n - 1) + 1
+    tables = 2 if cfg["position"]["values"] else 1
+    attn = 4 * (bq * BLOCK_K + bq * dh + tables * bq * rows + 5 * bq)
+    return block + attn
+
+
+def scalar_need(cfg, n_tokens, threads, extra):
+    n = n_tokens + 1  # BOS
+    return activations(cfg, n, 1) + threads * per_worker(cfg, n) + extra
+
+
+def scan_need(cfg, n_tokens, threads):
+    rows = max(n_tokens + 1, BATCH_TOKENS)
+    one = activations(cfg, rows, BATCH_ROWS) + per_worker(cfg, rows) + 4 * rows
+    return threads * one
+
+
+def refused(db, sql, args=()):
+    with pytest.raises(sqlite3.DataError) as e:
+        db.execute(sql, args).fetchall()
+    return str(e.value)
+
+
+@pytest.fixture
+def big_vocab(db, rng):
+    # The block buffer dominates with a large vocabulary: 256 rows of 4096
+    # floats is 4 MiB a worker.
+    cfg = modelgen.config(vocab_size=4096, d_model=32, n_heads=2, d_ff=64,
+                          n_layers=1, clip=40)
+    modelgen.load(db, "m", cfg, rng)
+    return cfg
+
+
+@pytest.mark.parametrize("threads", [1, 2, 8])
+def test_scalar_bound_counts_every_worker_and_the_attention(db, rng, big_vocab, threads):
+    cfg = big_vocab
+    tokens = rng.integers(0, 256, 299).astype("<i4").tobytes()
+    db.execute("SELECT relattn_threads(?)", (threads,))
+    free = db.execute("SELECT relattn_score('m', ?)", (tokens,)).fetchone()[0]
+    need = scalar_need(cfg, 299, threads, extra=4 * 300)  # + the log-probs
+    db.execute("SELECT relattn_max_memory(?)", (need - 1,))
+    assert refused(db, "SELECT relattn_score('m', ?)", (tokens,)) == (
+        f"relattn_score: needs {need} bytes, over the limit of {need - 1} per call "
+        "(relattn_max_memory)")
+    db.execute("SELECT relattn_max_memory(?)", (need,))
+    assert db.execute("SELECT relattn_score('m', ?)", (tokens,)).fetchone()[0] == free
+    # the embedding's extra is its vector; the same scratch
+    need = scalar_need(cfg, 299, threads, extra=4 * cfg["d_model"])
+    db.execute("SELECT relattn_max_memory(?)", (need - 1,))
+    assert refused(db, "SELECT relattn_embed('m', ?)", (tokens,)) == (
+        f"relattn_embed: needs {need} bytes, over the limit of {need - 1} per call "
+        "(relattn_max_memory)")
+    db.execute("SELECT relattn_max_memory(?)", (need,))
+    assert len(db.execute("SELECT relattn_embed('m', ?)", (tokens,)).fetchone()[0]) == 128
+
+
+def test_scalar_bound_grows_with_threads_and_clip(db, rng):
+    # Each worker past the first adds its block buffer and attention scratch;
+    # the scratch grows with min(clip, n), not with n past the clip.
+    def need(clip, threads, n):
+        cfg = modelgen.config(vocab_size=1024, d_model=32, n_heads=2, d_ff=64,
+                              n_layers=1, clip=clip)
+        modelgen.load(db, f"c{clip}", cfg, rng)
+        db.execute("SELECT relattn_threads(?)", (threads,))
+        db.execute("SELECT relattn_max_memory(1048576)")
+        msg = refused(db, f"SELECT relattn_embed('c{clip}', ?)",
+                      (rng.integers(0, 256, n).astype("<i4").tobytes(),))
+        db.execute("SELECT relattn_max_memory(1 << 31)")
+        return int(msg.split("needs ")[1].split()[0])
+    one, eight = need(4, 1, 600), need(4, 8, 600)
+    assert eight - one == 7 * (4 * 256 * 1024 + 4 * (256 * 512 + 256 * 16 + 2 * 256 * 9 + 5 * 256))
+    # clip 4 -> 100 at n = 600: two tables of 256 x (2 clip + 1) floats more per worker
+    assert need(100, 8, 600) - eight == 8 * 4 * 2 * 256 * (201 - 9)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_scan_bound_counts_every_worker_and_the_attention(db, rng, big_vocab, threads):
+    cfg = big_vocab
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
+    db.execute("INSERT INTO docs VALUES (1, ?)", (rng.integers(0, 256, 20).astype("<i4").tobytes(),))
+    db.execute("INSERT INTO docs VALUES (2, ?)", (rng.integers(0, 256, 599).astype("<i4").tobytes(),))
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', source='docs', "
+               "tokens='body')")
+    db.execute("SELECT relattn_threads(?)", (threads,))
+    free = db.execute("SELECT id, score FROM temp.job").fetchall()
+    need = scan_need(cfg, 599, threads)
+    db.execute("SELECT relattn_max_memory(?)", (need - 1,))
+    assert refused(db, "SELECT id, score FROM temp.job") == (
+        f"relattn_scan: body of id 2: needs {need} bytes, over the limit of {need - 1} "
+        "per call (relattn_max_memory)")
+    # the short row before it fits (it is charged a whole batch of tokens)
+    assert db.execute("SELECT id, score FROM temp.job WHERE id = 1").fetchall() == free[:1]
+    db.execute("SELECT relattn_max_memory(?)", (need,))
+    assert db.execute("SELECT id, score FROM temp.job").fetchall() == free
