@@ -1,0 +1,58 @@
+"""The error messages README.md quotes in its prose are the ones the functions
+give: each is found in README.md verbatim and produced by an input made for
+it. (The README's SQL blocks are run by tests/shell/test_doc_examples.py;
+this covers the messages quoted in sentences, where "q has 1000 bytes, not a
+multiple of 4" once stood: 1000 is a multiple of 4.)"""
+import pathlib
+import sqlite3
+
+import numpy as np
+import pytest
+
+import modelgen
+
+README = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+README_FLAT = " ".join(README.split())  # quotes may wrap across lines
+
+OPT = "'{\"heads\": 2, \"d_head\": 4}'"
+
+
+def f32(n, bad=None):
+    a = np.ones(n, dtype="<f4")
+    if bad is not None:
+        a[bad] = np.nan
+    return a.tobytes()
+
+
+CASES = [
+    ("relattn_attention: q has 1002 bytes, not a multiple of 4",
+     f"SELECT relattn_attention(zeroblob(1002), zeroblob(1002), zeroblob(1002), NULL, NULL, {OPT})", ()),
+    ("relattn_attention: k has 48 floats, q has 64 (q, k and v must have the same shape)",
+     f"SELECT relattn_attention(?, ?, ?, NULL, NULL, {OPT})", (f32(64), f32(48), f32(64))),
+    ("relattn_attention: rel_k has 4 rows, not an odd number (2k+1)",
+     f"SELECT relattn_attention(?, ?, ?, ?, NULL, {OPT})", (f32(64), f32(64), f32(64), f32(16))),
+    ("relattn_attention: options lack d_head",
+     "SELECT relattn_attention(?, ?, ?, NULL, NULL, '{\"heads\": 2}')", (f32(64),) * 3),
+    ("relattn_attention: unknown option 'causel' (known: heads, d_head, causal, per_head)",
+     "SELECT relattn_attention(?, ?, ?, NULL, NULL, '{\"heads\": 2, \"d_head\": 4, \"causel\": 1}')",
+     (f32(64),) * 3),
+    ("relattn_attention: v has a NaN or Inf at float 7",
+     f"SELECT relattn_attention(?, ?, ?, NULL, NULL, {OPT})", (f32(64), f32(64), f32(64, bad=7))),
+    ("relattn_score: tokens starts with bos (256); leave it out: the model puts bos in front itself",
+     "SELECT relattn_score('m', ?)", (np.array([256, 72], dtype="<i4").tobytes(),)),
+    ("relattn_score: no model named 'x'", "SELECT relattn_score('x', 'abc')", ()),
+    ("relattn_score: tokens is empty", "SELECT relattn_score('m', '')", ()),
+    ("relattn_attention_weights: layer = 9 is out of range: the model has 2 layers (0 to 1)",
+     "SELECT * FROM relattn_attention_weights('m', 'abc') WHERE layer = 9", ()),
+]
+
+
+@pytest.mark.parametrize("msg,sql,args", CASES, ids=[c[0][:60] for c in CASES])
+def test_readme_error_is_real(db, msg, sql, args):
+    modelgen.load(db, "m", modelgen.config(n_layers=2), np.random.default_rng(0))
+    # the README's example for the layer uses the bundled model's 4 layers
+    quoted = msg.replace("2 layers (0 to 1)", "4 layers (0 to 3)")
+    assert quoted in README_FLAT, f"README.md does not quote: {quoted}"
+    with pytest.raises(sqlite3.Error) as e:
+        db.execute(sql, args).fetchall()
+    assert str(e.value) == msg
