@@ -21,6 +21,12 @@ void relattn_store_close(relattn_conn *conn);
 const relattn_model *relattn_store_acquire(relattn_conn *conn,
                                            const char *name, const char *fn,
                                            char **pzErr);
+/* The same, reading the model tables of database schema ("main", "aux", ...)
+** alone; schema NULL: where SQLite resolves the unqualified names. */
+const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
+                                              const char *schema,
+                                              const char *name, const char *fn,
+                                              char **pzErr);
 void relattn_store_release(relattn_conn *conn, const relattn_model *m);
 
 /* ext/util.c: the model named by argument v (TEXT), acquired; NULL with

@@ -165,20 +165,51 @@ static int scanParseArg(const char *arg, char **key, char **val) {
   return *key && *val;
 }
 
+/* The database that holds the scan's table `name` (its source, or the model
+** tables): the scan's own, as FTS5 reads its content= table in the schema
+** of the FTS5 table. A scan in temp (the connection's own, as in
+** CREATE VIRTUAL TABLE temp.job ...) reads temp when the name is there, else
+** main. Never another attached database: a scan stored in a database reads
+** that database alone, and never switches to a temp table of the same name
+** made later. */
+static const char *scanSchemaOf(sqlite3 *db, const scan_vtab *vt,
+                                const char *name) {
+  sqlite3_stmt *st = NULL;
+  int in_temp = 0;
+  if (sqlite3_stricmp(vt->schema, "temp") != 0) return vt->schema;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT 1 FROM temp.sqlite_master WHERE name = ?1 "
+                         "COLLATE NOCASE AND type IN ('table', 'view')",
+                         -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    in_temp = sqlite3_step(st) == SQLITE_ROW;
+  }
+  sqlite3_finalize(st);
+  return in_temp ? "temp" : "main";
+}
+
+/* Where the scan looks, for messages: "main", or "temp or main". */
+static const char *scanWhere(const scan_vtab *vt) {
+  return sqlite3_stricmp(vt->schema, "temp") == 0 ? "temp or main"
+                                                  : vt->schema;
+}
+
 /* Checks that source is a table or view with the named columns. */
 static int scanCheckSource(sqlite3 *db, scan_vtab *vt, char **pzErr) {
   sqlite3_stmt *st = NULL;
   int found = 0, has_tokens = 0, has_id = 0, rc;
   char *sql;
+  const char *schema = scanSchemaOf(db, vt, vt->source);
   rc = sqlite3_prepare_v2(db,
-                          "SELECT name, type FROM pragma_table_xinfo(?1)", -1,
-                          &st, NULL);
+                          "SELECT name, type FROM pragma_table_xinfo(?1, ?2)",
+                          -1, &st, NULL);
   if (rc != SQLITE_OK) {
     *pzErr = sqlite3_mprintf("relattn_scan: cannot inspect source '%s': %s",
                              vt->source, sqlite3_errmsg(db));
     return SQLITE_ERROR;
   }
   sqlite3_bind_text(st, 1, vt->source, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, schema, -1, SQLITE_STATIC);
   while (sqlite3_step(st) == SQLITE_ROW) {
     const char *name = (const char *)sqlite3_column_text(st, 0);
     const char *type = (const char *)sqlite3_column_text(st, 1);
@@ -199,8 +230,8 @@ static int scanCheckSource(sqlite3 *db, scan_vtab *vt, char **pzErr) {
   }
   sqlite3_finalize(st);
   if (!found) {
-    *pzErr = sqlite3_mprintf("relattn_scan: source '%s' is not a table or view",
-                             vt->source);
+    *pzErr = sqlite3_mprintf("relattn_scan: source '%s' is not a table or view "
+                             "in %s", vt->source, scanWhere(vt));
     return SQLITE_ERROR;
   }
   if (!has_tokens) {
@@ -217,11 +248,11 @@ static int scanCheckSource(sqlite3 *db, scan_vtab *vt, char **pzErr) {
   if (!vt->id) {
     rc = sqlite3_prepare_v2(db,
                             "SELECT type FROM pragma_table_list WHERE name = ?1 "
-                            "COLLATE NOCASE ORDER BY schema = 'temp' DESC, "
-                            "schema = 'main' DESC LIMIT 1",
+                            "COLLATE NOCASE AND schema = ?2",
                             -1, &st, NULL);
     if (rc == SQLITE_OK) {
       sqlite3_bind_text(st, 1, vt->source, -1, SQLITE_STATIC);
+      sqlite3_bind_text(st, 2, schema, -1, SQLITE_STATIC);
       if (sqlite3_step(st) == SQLITE_ROW &&
           sqlite3_stricmp((const char *)sqlite3_column_text(st, 0), "view") ==
               0) {
@@ -235,8 +266,9 @@ static int scanCheckSource(sqlite3 *db, scan_vtab *vt, char **pzErr) {
     sqlite3_finalize(st);
   }
   /* The query xFilter runs must prepare. */
-  sql = sqlite3_mprintf("SELECT \"%w\", \"%w\" FROM \"%w\"",
-                        vt->id ? vt->id : "rowid", vt->tokens, vt->source);
+  sql = sqlite3_mprintf("SELECT \"%w\", \"%w\" FROM \"%w\".\"%w\"",
+                        vt->id ? vt->id : "rowid", vt->tokens, schema,
+                        vt->source);
   if (!sql) return SQLITE_NOMEM;
   rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
   sqlite3_free(sql);
@@ -320,7 +352,9 @@ static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
       scanFreeVtab(vt);
       return rc;
     }
-    m = relattn_store_acquire(vt->conn, vt->model, "relattn_scan", pzErr);
+    m = relattn_store_acquire_in(vt->conn,
+                                 scanSchemaOf(db, vt, "relattn_model"),
+                                 vt->model, "relattn_scan", pzErr);
     if (!m) {
       scanFreeVtab(vt);
       return SQLITE_ERROR;
@@ -855,7 +889,7 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   sqlite3_str *where;
   sqlite3_int64 limit = -1, offset = 0;
   char *zErr = NULL, *sql, *cond, err[128];
-  const char *idcol;
+  const char *idcol, *schema;
   int i, rc, n_threads, d;
   sqlite3_stmt *count = NULL, *last = NULL;
   sqlite3_value *bound = NULL; /* the largest id when the scan begins */
@@ -867,7 +901,9 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   cur->want = idxNum & (WANT_SCORE | WANT_EMB);
   cur->read_tokens = cur->want || (idxNum & WANT_TOKENS);
 
-  cur->model = relattn_store_acquire(conn, vt->model, "relattn_scan", &zErr);
+  cur->model = relattn_store_acquire_in(
+      conn, scanSchemaOf(db, vt, "relattn_model"), vt->model, "relattn_scan",
+      &zErr);
   if (!cur->model) return relattn_vtab_error(db, &vt->base, SQLITE_ERROR, zErr);
   if ((cur->want & WANT_SCORE) && cur->model->cfg.arch != RELATTN_DECODER)
     return scanError(cur, SQLITE_ERROR,
@@ -901,8 +937,9 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   ** order up to the largest id it holds when the scan begins. (Rows changed
   ** in the middle of that range meanwhile are seen or not, as SQLite says of
   ** its own tables changed by the connection that reads them.) */
-  sql = sqlite3_mprintf("SELECT max(\"%w\") FROM \"%w\"%s", idcol, vt->source,
-                        cond ? cond : "");
+  schema = scanSchemaOf(db, vt, vt->source);
+  sql = sqlite3_mprintf("SELECT max(\"%w\") FROM \"%w\".\"%w\"%s", idcol,
+                        schema, vt->source, cond ? cond : "");
   if (!sql) {
     sqlite3_free(cond);
     return SQLITE_NOMEM;
@@ -952,10 +989,11 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   if (offset < 0) offset = 0;
   cur->to_read = limit < 0 || limit > INT64_MAX - offset ? -1 : limit + offset;
   /* With only id read, the token column is not even fetched. */
-  sql = sqlite3_mprintf("SELECT \"%w\", %s%w%s FROM \"%w\"%s ORDER BY \"%w\"",
+  sql = sqlite3_mprintf("SELECT \"%w\", %s%w%s FROM \"%w\".\"%w\"%s ORDER BY "
+                        "\"%w\"",
                         idcol, cur->read_tokens ? "\"" : "",
                         cur->read_tokens ? vt->tokens : "NULL",
-                        cur->read_tokens ? "\"" : "", vt->source,
+                        cur->read_tokens ? "\"" : "", schema, vt->source,
                         cond ? cond : "", idcol);
   if (!sql) {
     sqlite3_free(cond);
@@ -964,8 +1002,8 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   rc = sqlite3_prepare_v2(db, sql, -1, &cur->src, NULL);
   sqlite3_free(sql);
   if (rc == SQLITE_OK && (conn->progress || isatty(2))) {
-    sql = sqlite3_mprintf("SELECT count(*) FROM \"%w\"%s", vt->source,
-                          cond ? cond : "");
+    sql = sqlite3_mprintf("SELECT count(*) FROM \"%w\".\"%w\"%s", schema,
+                          vt->source, cond ? cond : "");
     if (sql) rc = sqlite3_prepare_v2(db, sql, -1, &count, NULL);
     sqlite3_free(sql);
   }

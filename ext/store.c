@@ -279,6 +279,7 @@ struct relattn_cache_entry {
   relattn_model model;        /* first: release maps the pointer back */
   relattn_cache_entry *next;
   atomic_int refs;            /* 1 while in the cache, + 1 per holder */
+  char *schema;               /* the database holding the model's tables */
   char *name;
   sqlite3_int64 version;
   sqlite3_int64 rowid;        /* of the model row: new for each fresh import */
@@ -289,6 +290,7 @@ struct relattn_cache_entry {
 static void entryUnref(relattn_cache_entry *e) {
   if (atomic_fetch_sub(&e->refs, 1) != 1) return;
   relattn_model_free(&e->model);
+  sqlite3_free(e->schema);
   sqlite3_free(e->name);
   sqlite3_free(e->sha256);
   sqlite3_free(e->config);
@@ -329,15 +331,16 @@ static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
   unsigned char *seen;
   sqlite3_stmt *st;
   relattn_tensor_spec spec;
-  char want[96];
+  char want[96], *sql;
 
   seen = sqlite3_malloc64((sqlite3_uint64)n);
   if (!seen) return SQLITE_NOMEM;
   memset(seen, 0, (size_t)n);
-  st = prepare(db,
-               "SELECT name, dtype, CASE WHEN json_valid(shape) THEN "
-               "json(shape) END, data FROM relattn_tensor WHERE model = ?1",
-               what, pzErr);
+  sql = sqlite3_mprintf("SELECT name, dtype, CASE WHEN json_valid(shape) "
+                        "THEN json(shape) END, data FROM \"%w\".relattn_tensor "
+                        "WHERE model = ?1", e->schema);
+  st = sql ? prepare(db, sql, what, pzErr) : NULL;
+  sqlite3_free(sql);
   if (!st) {
     sqlite3_free(seen);
     return SQLITE_ERROR;
@@ -421,10 +424,13 @@ static int checkSize(relattn_conn *conn, relattn_cache_entry *e,
   char **names;
   sqlite3_stmt *st;
   size_t bytes;
-  char err[256];
+  char err[256], *sql;
 
-  st = prepare(conn->db, "SELECT name FROM relattn_tensor WHERE model = ?1",
-               what, pzErr);
+  sql = sqlite3_mprintf("SELECT name FROM \"%w\".relattn_tensor WHERE "
+                        "model = ?1", e->schema);
+  if (!sql) return SQLITE_NOMEM;
+  st = prepare(conn->db, sql, what, pzErr);
+  sqlite3_free(sql);
   if (!st) return SQLITE_ERROR;
   sqlite3_bind_text(st, 1, e->name, -1, SQLITE_STATIC);
   while (sqlite3_step(st) == SQLITE_ROW) have++;
@@ -459,10 +465,43 @@ static int checkSize(relattn_conn *conn, relattn_cache_entry *e,
 const relattn_model *relattn_store_acquire(relattn_conn *conn,
                                            const char *name, const char *fn,
                                            char **pzErr) {
+  return relattn_store_acquire_in(conn, NULL, name, fn, pzErr);
+}
+
+/* The database whose relattn_model an unqualified name reads, as SQLite
+** resolves names: temp, then main, then attached ones in order. NULL (and
+** no error) when there is none. So a model reached with and without a
+** schema is one cache entry. */
+static char *modelSchema(sqlite3 *db, char **pzErr, const char *fn) {
+  sqlite3_stmt *st = NULL;
+  char *schema = NULL;
+  int rc = sqlite3_prepare_v2(db,
+                              "SELECT t.schema FROM pragma_table_list(?1) t "
+                              "JOIN pragma_database_list d ON d.name = "
+                              "t.schema ORDER BY d.seq = 1 DESC, d.seq "
+                              "LIMIT 1",
+                              -1, &st, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, "relattn_model", -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+      schema = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
+      rc = schema ? SQLITE_DONE : SQLITE_NOMEM;
+    }
+  }
+  if (rc != SQLITE_DONE) *pzErr = relattn_sql_errmsg(db, fn, rc);
+  sqlite3_finalize(st);
+  return schema;
+}
+
+const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
+                                              const char *schema,
+                                              const char *name, const char *fn,
+                                              char **pzErr) {
   sqlite3 *db = conn->db;
   sqlite3_stmt *st = NULL;
-  relattn_cache_entry *e, *old = NULL;
-  char *what = NULL, err[256];
+  relattn_cache_entry *e = NULL, *old = NULL;
+  char *what = NULL, err[256], *sql, *in = NULL;
   sqlite3_int64 version, rowid;
   const char *sha, *config;
   int rc;
@@ -472,21 +511,35 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
     *pzErr = relattn_bad_model_msg(fn);
     return NULL;
   }
-  if (sqlite3_prepare_v2(db,
-                         "SELECT version, sha256, config, rowid FROM "
-                         "relattn_model "
-                         "WHERE name = ?1",
-                         -1, &st, NULL) != SQLITE_OK) {
+  if (!schema) {
+    in = modelSchema(db, pzErr, fn);
+    if (!in) {
+      /* no tables yet: nothing was ever imported here */
+      if (!*pzErr) *pzErr = relattn_no_model_msg(fn, name);
+      return NULL;
+    }
+    schema = in;
+  }
+  sql = sqlite3_mprintf("SELECT version, sha256, config, rowid FROM "
+                        "\"%w\".relattn_model WHERE name = ?1", schema);
+  if (!sql) goto nomem;
+  rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) {
     /* no tables yet: nothing was ever imported here */
     if (strstr(sqlite3_errmsg(db), "no such table"))
       *pzErr = relattn_no_model_msg(fn, name);
     else
       *pzErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
     sqlite3_finalize(st);
+    sqlite3_free(in);
     return NULL;
   }
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-  for (old = conn->cache; old && strcmp(old->name, name) != 0; old = old->next) {
+  for (old = conn->cache;
+       old && (strcmp(old->name, name) != 0 ||
+               sqlite3_stricmp(old->schema, schema) != 0);
+       old = old->next) {
   }
   rc = sqlite3_step(st);
   if (rc != SQLITE_ROW) {
@@ -497,6 +550,7 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
       *pzErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
     }
     sqlite3_finalize(st);
+    sqlite3_free(in);
     return NULL;
   }
   version = sqlite3_column_int64(st, 0);
@@ -508,6 +562,7 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
       same_text(old->sha256, sha) &&
       strcmp(old->config, config) == 0) {
     sqlite3_finalize(st);
+    sqlite3_free(in);
     atomic_fetch_add(&old->refs, 1);
     return &old->model;
   }
@@ -520,6 +575,7 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
   e->version = version;
   e->rowid = rowid;
   e->name = sqlite3_mprintf("%s", name);
+  e->schema = sqlite3_mprintf("%s", schema);
   e->config = sqlite3_mprintf("%s", config);
   e->sha256 = sha ? sqlite3_mprintf("%s", sha) : NULL;
   /* st stays open (on its row) until the tensors are read: while one
@@ -527,7 +583,8 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
   ** the statements below read the same snapshot as the row. Without it,
   ** another process's import committed in between gave one model's config
   ** with the other's tensors (or "tensor ... is missing"). */
-  if (!e->name || !e->config || (sha && !e->sha256)) goto nomem;
+  if (!e->name || !e->schema || !e->config || (sha && !e->sha256))
+    goto nomem;
   what = sqlite3_mprintf("%s: model '%s': config", fn, name);
   if (!what) goto nomem;
   if (configDecode(db, e->config, &e->model.cfg, what, pzErr) != SQLITE_OK)
@@ -542,6 +599,7 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
   if (loadTensors(db, e, what, pzErr) != SQLITE_OK) goto fail;
   sqlite3_finalize(st);
   sqlite3_free(what);
+  sqlite3_free(in);
   if (old) entryDrop(conn, old);
   e->next = conn->cache;
   conn->cache = e;
@@ -554,6 +612,7 @@ nomem:
 fail:
   sqlite3_finalize(st);
   sqlite3_free(what);
+  sqlite3_free(in);
   if (e) entryUnref(e);
   return NULL;
 }

@@ -168,7 +168,7 @@ def test_create_errors(db, rng):
     cases = [
         ("model='nope', source='docs', tokens='body'", "relattn_scan: no model named 'nope'"),
         ("model='m', source='nope', tokens='body'",
-         "relattn_scan: source 'nope' is not a table or view"),
+         "relattn_scan: source 'nope' is not a table or view in temp or main"),
         ("model='m', source='docs', tokens='bdy'",
          "relattn_scan: source 'docs' has no column 'bdy' (tokens=)"),
         ("model='m', source='docs', tokens='body', id='x'",

@@ -173,3 +173,61 @@ def test_inserting_into_the_source_while_scanning_it_ends(db, rng):
         want = scores.get(3 + i)  # the rows after id 2, the first n of them
         if i < n - 2:
             assert (b is None) if want is None else float(b) == pytest.approx(want, abs=1e-3)
+
+
+def test_a_scan_reads_its_own_database(tmp_path, rng):
+    # A scan stored in an attached database, fired by a trigger there, read
+    # main.docs of the connection that attached it (and main's model): names
+    # now resolve in the scan's own database, as FTS5's content= does.
+    cfg = modelgen.config()
+    aux = connect(str(tmp_path / "aux.db"))
+    modelgen.load(aux, "m", cfg, rng)
+    aux.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body TEXT)")
+    aux.execute("INSERT INTO docs VALUES (1, 'decoy one'), (2, 'decoy two')")
+    aux.execute("CREATE VIRTUAL TABLE job USING relattn_scan("
+                "model='m', source='docs', tokens='body')")
+    aux.execute("CREATE TABLE loot(id, n_tokens, score)")
+    aux.execute("CREATE TABLE poke(x)")
+    aux.execute("CREATE TRIGGER grab AFTER INSERT ON poke BEGIN "
+                "INSERT INTO loot SELECT id, n_tokens, score FROM job; END")
+    want = [(i, len(t.encode()), s) for i, t, s in aux.execute(
+        "SELECT id, body, relattn_score('m', body) FROM docs ORDER BY id")]
+    aux.commit()
+    aux.close()
+
+    db = connect()
+    modelgen.load(db, "m", cfg, rng)  # another model of the same name
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body TEXT)")
+    db.executemany("INSERT INTO docs(body) VALUES (?)",
+                   [("secret %d" % i,) for i in range(5)])
+    db.execute("ATTACH ? AS aux", (str(tmp_path / "aux.db"),))
+    db.execute("INSERT INTO aux.poke VALUES (1)")
+    got = db.execute("SELECT id, n_tokens, score FROM aux.loot ORDER BY id").fetchall()
+    assert [g[:2] for g in got] == [w[:2] for w in want]
+    for g, w in zip(got, want):
+        assert g[2] == pytest.approx(w[2], abs=2e-5 * 12)
+    # a main scan does not switch to a temp table of the same name made later
+    db.execute("CREATE VIRTUAL TABLE job USING relattn_scan("
+               "model='m', source='docs', tokens='body')")
+    db.execute("CREATE TEMP TABLE docs(id INTEGER PRIMARY KEY, body TEXT)")
+    db.execute("INSERT INTO temp.docs VALUES (1, 'temp')")
+    assert [r[0] for r in db.execute("SELECT n_tokens FROM main.job")] == [8] * 5
+    # a scan in temp reads temp when the name is there, else main
+    db.execute("CREATE VIRTUAL TABLE temp.tjob USING relattn_scan("
+               "model='m', source='docs', tokens='body')")
+    assert [r[0] for r in db.execute("SELECT n_tokens FROM temp.tjob")] == [4]
+    db.execute("DROP TABLE temp.docs")
+    assert [r[0] for r in db.execute("SELECT n_tokens FROM temp.tjob")] == [8] * 5
+    # the README's way to scan an attached database from temp
+    db.execute("CREATE TEMP VIEW v AS SELECT * FROM aux.docs")
+    db.execute("CREATE VIRTUAL TABLE temp.vjob USING relattn_scan("
+               "model='m', source='v', tokens='body', id='id')")
+    assert [r[0] for r in db.execute("SELECT n_tokens FROM temp.vjob")] == [9, 9]
+    # never an attached database: a name only there is not found
+    db.execute("CREATE TABLE aux.only_aux(id INTEGER PRIMARY KEY, body TEXT)")
+    with pytest.raises(sqlite3.OperationalError) as e:
+        db.execute("CREATE VIRTUAL TABLE job2 USING relattn_scan("
+                   "model='m', source='only_aux', tokens='body')")
+    assert str(e.value) == ("relattn_scan: source 'only_aux' is not a table or "
+                            "view in main")
+    db.close()
