@@ -169,6 +169,21 @@ def test_interrupt_and_resume_gives_the_same_model(tmp_path, rng):
     assert ca["heldout_bits_per_byte"] == cb["heldout_bits_per_byte"]
     assert [p["heldout_bits_per_byte"] for p in ca["curve"]] == [p["heldout_bits_per_byte"] for p in cb["curve"]]
 
+    # killed outright (no chance to save): the periodic checkpoint, here after every step
+    cmd[-1] = "killed.safetensors"
+    p = subprocess.Popen(cmd + ["--checkpoint-minutes", "0"], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    for line in p.stdout:
+        if " step 5/60 " in line:
+            p.kill()
+            break
+    p.communicate(timeout=300)
+    assert p.returncode == -signal.SIGKILL and (tmp_path / "killed.safetensors.ckpt").exists()
+    out = train(tmp_path, *steps, "--out", "killed.safetensors").stdout
+    assert 1 <= int(out.split("resuming from killed.safetensors.ckpt at step ")[1].split()[0]) < 60
+    c = tensors(tmp_path / "killed.safetensors")
+    assert all(np.array_equal(a[k], c[k]) for k in a)
+
 
 def header(path):
     data = path.read_bytes()
