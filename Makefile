@@ -1,7 +1,8 @@
 # relattn: SQLite loadable extension for relative-position self-attention.
 #
 #   make            build relattn.so (.load ./relattn)
-#   make test       unit tests (C), SQL tests (pytest), shell tests
+#   make test       unit tests (C), SQL tests (pytest), shell tests; the
+#                   numerical ones again under each OpenBLAS kernel set
 #   make asan       the same tests under -fsanitize=address,undefined
 #   make demo       the bundled model on the bundled corpus, in the sqlite3 shell
 #   make bench      ratios: relative vs plain attention, SQL overhead, scaling
@@ -99,8 +100,15 @@ test: deps
 	$(MAKE) asan-build
 	@echo "== tests (normal build)"
 	@$(TEST_ENV) $(PYTHON) -m pytest -q tests || exit 1; \
+	 $(TEST_ENV) sh tests/coretypes.sh $(PYTHON) $(NUMERIC_TESTS) || exit 1; \
 	 echo "== tests under ASan + UBSan + LeakSanitizer"; \
 	 bash tests/run_sanitized.sh env $(ASAN_ENV) $(PYTHON) -m pytest -q tests
+
+# The numerical tests, rerun by make test under each OpenBLAS kernel set the
+# CPU can run (tests/coretypes.sh): about a minute a set here.
+NUMERIC_TESTS := tests/sql/test_attention.py tests/sql/test_model_fn.py \
+                 tests/sql/test_determinism.py tests/sql/test_bundled_model.py \
+                 tests/test_unit.py
 
 TEST_ENV := RELATTN_SO=$(abspath $(SO)) RELATTN_UNIT=$(abspath $(BUILD)/unit)
 

@@ -8,6 +8,7 @@ The rows mix short sequences (packed several to a pass by the scan) with long
 ones (several row blocks and attention query blocks each), so both the
 packing and the split of a sequence into tasks are exercised."""
 import ctypes
+import os
 import time
 
 import numpy as np
@@ -175,3 +176,17 @@ def test_openblas_threads_restored_around_scan(db, rng):
         assert blas.openblas_get_num_threads() == 2
     finally:
         blas.openblas_set_num_threads(before)
+
+
+def test_debug_names_the_kernel_set(db):
+    # relattn_debug() says which OpenBLAS kernel set this process runs (the
+    # one make test forces with OPENBLAS_CORETYPE in its reruns).
+    blas = ctypes.CDLL("libopenblas.so.0")
+    blas.openblas_get_corename.restype = ctypes.c_char_p
+    core = blas.openblas_get_corename().decode()
+    line = [x for x in db.execute("SELECT relattn_debug()").fetchone()[0].split("\n")
+            if x.startswith("blas: ")][0]
+    assert f" {core} " in line, (core, line)
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    if forced:
+        assert core.lower() == forced.lower(), (core, forced)
