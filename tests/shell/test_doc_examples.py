@@ -163,3 +163,32 @@ def test_the_checker_catches_wrong_docs(tmp_path):
                     "-- Error: relattn_threads: n must be between 1 and 256, not 0\n"
                     "SELECT 'a'\n UNION ALL SELECT 'b';\n-- => a\n-- => b\n", 1, tmp_path, "x")
     assert [s.want_out for s in stmts[1:]] == [["2"], [], ["a", "b"]]
+
+
+def anchors(path):
+    """GitHub's anchors for a Markdown file's headings: lower case, spaces to
+    dashes, punctuation other than - and _ dropped."""
+    out = set()
+    for line in path.read_text().splitlines():
+        m = re.match(r"#+ (.*)", line)
+        if m:
+            out.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
+    return out
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_doc_links_resolve(path):
+    """Every relative link of the docs names a file that exists and, with
+    #anchor, a heading in it."""
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    bad = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (path.parent / file).resolve() if file else path
+        if not dest.exists():
+            bad.append(f"{target}: no file {dest}")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            bad.append(f"{target}: no heading #{anchor} in {dest.name}")
+    assert not bad, "\n".join(bad)
