@@ -183,8 +183,9 @@ static int positiveOption(sqlite3_context *ctx, sqlite3_stmt *st,
   const char *type = (const char *)sqlite3_column_text(st, 1);
   sqlite3_int64 x = sqlite3_column_int64(st, 2);
   if (!type || strcmp(type, "integer") != 0 || x <= 0 || x > INT_MAX) {
+    char e[RELATTN_ECHO_BUF];
     relattn_result_errorf(ctx, FN ": options.%s must be a positive integer, not %s",
-                          key, sqlite3_column_text(st, 3));
+                          key, relattn_echo(e, sqlite3_column_text(st, 3), -1));
     return 0;
   }
   *out = x;
@@ -202,8 +203,9 @@ static int boolOption(sqlite3_context *ctx, sqlite3_stmt *st, const char *key,
              (sqlite3_column_int64(st, 2) == 0 || sqlite3_column_int64(st, 2) == 1)) {
     *out = sqlite3_column_int(st, 2);
   } else {
+    char e[RELATTN_ECHO_BUF];
     relattn_result_errorf(ctx, FN ": options.%s must be true or false, not %s",
-                          key, sqlite3_column_text(st, 3));
+                          key, relattn_echo(e, sqlite3_column_text(st, 3), -1));
     return 0;
   }
   return 1;
@@ -258,9 +260,10 @@ static int parseOptions(sqlite3_context *ctx, sqlite3_value *v,
     } else if (strcmp(key, "per_head") == 0) {
       ok = boolOption(ctx, st, key, &o->per_head);
     } else {
+      char e[RELATTN_ECHO_BUF];
       relattn_result_errorf(
           ctx, FN ": unknown option '%s' (known: heads, d_head, causal, per_head)",
-          key);
+          relattn_echo(e, key, -1));
       ok = 0;
     }
   }

@@ -69,6 +69,11 @@ int relattn_status_code(int status);
 ** "<fn>: interrupted" for SQLITE_INTERRUPT, else "<fn>: <sqlite3_errmsg>". */
 char *relattn_sql_errmsg(sqlite3 *db, const char *fn, int rc);
 
+/* msg (sqlite3_malloc'd, taken) as valid UTF-8: itself when it already is,
+** else a copy with each byte outside valid UTF-8 as \xNN (msg freed). NULL
+** stays NULL. For messages that do not pass through the setters above (a
+** virtual table's xCreate). */
+char *relattn_utf8_message(char *msg);
 /* Input bytes quoted in a message: valid UTF-8 as is, each control character
 ** and each byte outside valid UTF-8 as \xNN, cut on a character boundary
 ** with "..." past RELATTN_ECHO_BUF - 1 bytes. n < 0: up to the NUL. Returns

@@ -375,13 +375,17 @@ static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
 static int scanCreate(sqlite3 *db, void *aux, int argc,
                       const char *const *argv, sqlite3_vtab **ppVtab,
                       char **pzErr) {
-  return scanInit(db, aux, argc, argv, ppVtab, pzErr, 1);
+  int rc = scanInit(db, aux, argc, argv, ppVtab, pzErr, 1);
+  if (rc != SQLITE_OK) *pzErr = relattn_utf8_message(*pzErr); /* echoes */
+  return rc;
 }
 
 static int scanConnect(sqlite3 *db, void *aux, int argc,
                        const char *const *argv, sqlite3_vtab **ppVtab,
                        char **pzErr) {
-  return scanInit(db, aux, argc, argv, ppVtab, pzErr, 0);
+  int rc = scanInit(db, aux, argc, argv, ppVtab, pzErr, 0);
+  if (rc != SQLITE_OK) *pzErr = relattn_utf8_message(*pzErr);
+  return rc;
 }
 
 static int scanDisconnect(sqlite3_vtab *p) {

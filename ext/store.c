@@ -225,8 +225,9 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
           }
           for (p = list; *p; p++)
             if (*p == '|') *p = ',';
+          char e[RELATTN_ECHO_BUF];
           *pzErr = sqlite3_mprintf("%s: '%s' must be one of %s, not '%s'",
-                                   what, k->key, list, s ? s : "");
+                                   what, k->key, list, relattn_echo(e, s, -1));
           sqlite3_free(list);
           rc = SQLITE_ERROR;
           goto done;
@@ -353,39 +354,42 @@ static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
     const void *data = sqlite3_column_blob(st, 3);
     sqlite3_uint64 bytes = (sqlite3_uint64)sqlite3_column_bytes(st, 3);
     int dtype = relattn_dtype_parse(dtype_s);
+    char ename[RELATTN_ECHO_BUF], edtype[RELATTN_ECHO_BUF];
     size_t bad;
     if (!name) name = "";
+    relattn_echo(ename, name, -1); /* input bytes, for messages */
+    relattn_echo(edtype, dtype_s, -1);
     i = relattn_model_index(c, name);
     if (i < 0) {
       *pzErr = sqlite3_mprintf("%s: unexpected tensor '%s' (not part of "
-                               "the config)", what, name);
+                               "the config)", what, ename);
       goto fail;
     }
     relattn_model_spec(c, i, &spec);
     relattn_shape_json(spec.shape, spec.ndim, want, sizeof want);
     if (dtype < 0) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' has dtype '%s'; expected "
-                               "F32, F16 or BF16", what, name,
-                               dtype_s ? dtype_s : "");
+                               "F32, F16 or BF16", what, ename,
+                               edtype);
       goto fail;
     }
     if (!shape || strcmp(shape, want) != 0) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' has shape %s; the config "
-                               "needs %s", what, name,
+                               "needs %s", what, ename,
                                shape ? shape : "(not JSON)", want);
       goto fail;
     }
     if (bytes != (sqlite3_uint64)spec.numel * relattn_dtype_size(dtype)) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' has %llu bytes of data, but "
-                               "dtype %s and shape %s need %llu", what, name,
-                               bytes, dtype_s, want,
+                               "dtype %s and shape %s need %llu", what, ename,
+                               bytes, edtype, want,
                                (sqlite3_uint64)spec.numel *
                                    relattn_dtype_size(dtype));
       goto fail;
     }
     if ((bad = relattn_find_nonfinite(data, dtype, spec.numel)) < spec.numel) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' has NaN or Inf at element "
-                               "%llu", what, name, (sqlite3_uint64)bad);
+                               "%llu", what, ename, (sqlite3_uint64)bad);
       goto fail;
     }
     if (!seen[i]) seen_count++;
@@ -714,7 +718,9 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
     const char *ftype;
     int64_t off[2];
     int n, too_big, ok;
+    char ekey[RELATTN_ECHO_BUF], edt[RELATTN_ECHO_BUF];
     if (!key) key = "";
+    relattn_echo(ekey, key, -1); /* input bytes, for messages */
     if (strcmp(key, "__metadata__") == 0) {
       if (strcmp(type, "object") != 0) {
         *pzErr = sqlite3_mprintf("%s: safetensors __metadata__ is not an "
@@ -739,7 +745,7 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
     }
     if (strcmp(type, "object") != 0) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' is not a JSON object in the "
-                               "header", fn, key);
+                               "header", fn, ekey);
       goto done;
     }
     if (s->n == s->cap) {
@@ -758,25 +764,25 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
     if (sqlite3_step(fields) != SQLITE_ROW) goto sqlerr;
     ftype = (const char *)sqlite3_column_text(fields, 0);
     if (!ftype || strcmp(ftype, "text") != 0) {
-      *pzErr = sqlite3_mprintf("%s: tensor '%s' has no dtype string", fn, key);
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has no dtype string", fn, ekey);
       goto done;
     }
     t->dtype = relattn_dtype_parse((const char *)sqlite3_column_text(fields, 1));
     if (t->dtype < 0) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' has dtype '%s'; expected F32, "
-                               "F16 or BF16", fn, key,
-                               (const char *)sqlite3_column_text(fields, 1));
+                               "F16 or BF16", fn, ekey,
+                               relattn_echo(edt, sqlite3_column_text(fields, 1), -1));
       goto done;
     }
     ftype = (const char *)sqlite3_column_text(fields, 2);
     if (!ftype || strcmp(ftype, "array") != 0) {
-      *pzErr = sqlite3_mprintf("%s: tensor '%s' has no shape array", fn, key);
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has no shape array", fn, ekey);
       goto done;
     }
     ftype = (const char *)sqlite3_column_text(fields, 3);
     if (!ftype || strcmp(ftype, "array") != 0) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' has no data_offsets array",
-                               fn, key);
+                               fn, ekey);
       goto done;
     }
     sqlite3_reset(fields);
@@ -785,17 +791,17 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
       goto sqlmsg;
     if (!ok) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' has a shape that is not an "
-                               "array of integers", fn, key);
+                               "array of integers", fn, ekey);
       goto done;
     }
     if (too_big) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' has a shape whose size "
-                               "overflows", fn, key);
+                               "overflows", fn, ekey);
       goto done;
     }
     if (n > RELATTN_ST_MAX_DIMS) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' has %d dimensions, more than "
-                               "%d", fn, key, n, RELATTN_ST_MAX_DIMS);
+                               "%d", fn, ekey, n, RELATTN_ST_MAX_DIMS);
       goto done;
     }
     t->ndim = n;
@@ -804,7 +810,7 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
       goto sqlmsg;
     if (!ok || n != 2 || too_big) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' has data_offsets that are not "
-                               "two integers", fn, key);
+                               "two integers", fn, ekey);
       goto done;
     }
     t->begin = off[0], t->end = off[1];
@@ -1078,15 +1084,17 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     relattn_tensor_spec spec;
     char have[96], want[96];
     int k = relattn_model_index(&cfg, t->name), d, same;
+    char ename[RELATTN_ECHO_BUF]; /* input bytes, for messages */
     size_t bad;
+    relattn_echo(ename, t->name, -1);
     if (k < 0) {
       zErr = sqlite3_mprintf("%s: unexpected tensor '%s' (not part of the "
-                             "config)", fn, t->name);
+                             "config)", fn, ename);
       goto fail;
     }
     if (order[k] >= 0) {
       zErr = sqlite3_mprintf("%s: tensor '%s' appears twice in the header", fn,
-                             t->name);
+                             ename);
       goto fail;
     }
     relattn_model_spec(&cfg, k, &spec);
@@ -1096,13 +1104,13 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
       relattn_shape_json(t->shape, t->ndim, have, sizeof have);
       relattn_shape_json(spec.shape, spec.ndim, want, sizeof want);
       zErr = sqlite3_mprintf("%s: tensor '%s' has shape %s; the config needs "
-                             "%s", fn, t->name, have, want);
+                             "%s", fn, ename, have, want);
       goto fail;
     }
     bad = relattn_find_nonfinite(data + t->begin, t->dtype, t->numel);
     if (bad < t->numel) {
       zErr = sqlite3_mprintf("%s: tensor '%s' has NaN or Inf at element %llu",
-                             fn, t->name, (sqlite3_uint64)bad);
+                             fn, ename, (sqlite3_uint64)bad);
       goto fail;
     }
     order[k] = i;

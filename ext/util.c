@@ -101,9 +101,8 @@ const char *relattn_echo(char buf[RELATTN_ECHO_BUF], const void *p, int n) {
   return relattn_echo_into(buf, RELATTN_ECHO_BUF, p, n);
 }
 
-/* msg (sqlite3_malloc'd, taken) as valid UTF-8: itself when it already is,
-** else an escaped copy (the original freed). NULL stays NULL. */
-static char *utf8Message(char *msg) {
+/* Each byte outside valid UTF-8 escaped; controls kept (see ext.h). */
+char *relattn_utf8_message(char *msg) {
   const unsigned char *p = (const unsigned char *)msg;
   size_t n, i, cap;
   char *fixed;
@@ -168,7 +167,7 @@ static char *interruptedInstead(sqlite3 *db, char *msg, int *code) {
 
 void relattn_result_error(sqlite3_context *ctx, int code, char *msg) {
   msg = interruptedInstead(sqlite3_context_db_handle(ctx), msg, &code);
-  msg = utf8Message(msg);
+  msg = relattn_utf8_message(msg);
   if (!msg || code == SQLITE_NOMEM) {
     sqlite3_free(msg);
     sqlite3_result_error_nomem(ctx);
@@ -198,7 +197,7 @@ void relattn_result_status(sqlite3_context *ctx, int status, const char *msg) {
 int relattn_vtab_error(sqlite3 *db, sqlite3_vtab *vtab, int code, char *msg) {
   msg = interruptedInstead(db, msg, &code);
   sqlite3_free(vtab->zErrMsg);
-  vtab->zErrMsg = utf8Message(msg);
+  vtab->zErrMsg = relattn_utf8_message(msg);
   return vtab->zErrMsg || code != SQLITE_ERROR ? code : SQLITE_NOMEM;
 }
 

@@ -2,7 +2,9 @@
 applies them: a token argument becomes model input one way (limit before
 decoding, bos, the vocabulary), errors are valid UTF-8 with input bytes
 escaped, and the same input gets the same message everywhere."""
+import json
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -239,3 +241,46 @@ def test_attention_weights_layer_or_head_out_of_range(db, rng):
     for where in ("layer = 0.5", "layer = 'x'", "layer = NULL"):
         assert db.execute(q + where).fetchone() == (0,), where
     assert db.execute(q + "layer = 1 AND head = 1").fetchone() == (10,)
+
+
+def st_file(header):
+    """A safetensors file with this header (bytes) and 4 bytes of data."""
+    return struct.pack("<Q", len(header)) + header + b"\0\0\0\0"
+
+
+def with_extra_tensor(blob, name):
+    """blob, a whole model's safetensors file, with one more 1-float tensor
+    whose name is the bytes `name`."""
+    n = struct.unpack("<Q", blob[:8])[0]
+    header, data = json.loads(blob[8:8 + n]), blob[8 + n:]
+    header["@NAME@"] = {"dtype": "F32", "shape": [1],
+                        "data_offsets": [len(data), len(data) + 4]}
+    h = json.dumps(header).encode().replace(b"@NAME@", name)
+    return struct.pack("<Q", len(h)) + h + data + b"\0\0\0\0"
+
+
+def test_echoed_input_is_escaped_and_cut(db):
+    """Tensor names and dtypes from a safetensors header, config values and
+    option names are input bytes: echoed escaped, long ones cut."""
+    cfg = json.dumps(modelgen.config()).encode()
+    imp = "SELECT relattn_import('x', ?, CAST(? AS TEXT))"
+    t = b'{"dtype":"F32","shape":[1],"data_offsets":[0,4]}'
+    whole = modelgen.safetensors(modelgen.config(), np.random.default_rng(5))
+    assert err(db, imp, with_extra_tensor(whole, b"A\xff\x7fB"), cfg)[0] == \
+        "relattn_import: unexpected tensor 'A\\xFF\\x7FB' (not part of the config)"
+    assert err(db, imp, with_extra_tensor(whole, "é".encode() * 300), cfg)[0] == \
+        "relattn_import: unexpected tensor '" + "é" * 48 + "...' (not part of the config)"
+    assert err(db, imp, st_file(b'{"tok_emb":{"dtype":"F\xff","shape":[1],'
+                                b'"data_offsets":[0,4]}}'), cfg)[0] == \
+        "relattn_import: tensor 'tok_emb' has dtype 'F\\xFF'; expected F32, F16 or BF16"
+    bad_cfg = cfg.replace(b'"decoder"', b'"dec\xffoder"')
+    assert err(db, imp, st_file(b'{"tok_emb":' + t + b'}'), bad_cfg)[0] == \
+        "relattn_import: config: 'arch' must be one of decoder,encoder, not 'dec\\xFFoder'"
+    assert err(db, "SELECT relattn_attention('[[1,0]]', '[[1,0]]', '[[1,0]]', NULL, "
+                   "NULL, CAST(? AS TEXT))",
+               b'{"heads":1,"d_head":2,"c\xffausel":1}')[0] == \
+        "relattn_attention: unknown option 'c\\xFFausel' (known: heads, d_head, causal, per_head)"
+    assert err(db, "SELECT relattn_attention('[[1,0]]', '[[1,0]]', '[[1,0]]', NULL, "
+                   "NULL, CAST(? AS TEXT))",
+               b'{"heads":"\xff","d_head":2}')[0] == \
+        "relattn_attention: options.heads must be a positive integer, not \"\\xFF\""
