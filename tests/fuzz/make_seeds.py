@@ -153,3 +153,13 @@ for i in range(12):
              R.randrange(12), R.randrange(7), R.randrange(48)]
     write("config", f"shaped_{i}", bytes([2, flags, ids] + shape)
           + bytes(R.randrange(256) for _ in range(48)))
+
+# svg: byte 0 picks the SQL (mod 6), bit 4 binds the rest as a BLOB; byte 1
+# the layer and head, byte 2 the clip; then hostile text or ids.
+hostile = "é<&>\"' \\\x00\x01\x1b\x7f".encode() + b"\x80\xc0\xaf\xed\xa0\x80\xff" + \
+    "\u202e\ufffe\U0001f600 ok".encode()
+svg_ids = struct.pack("<8i", 256, 0, 60, 38, 195, 169, 255, 258)
+for op, lh, clip, arg in [(0, 0x11, 0, hostile), (1, 0x12, 0, hostile), (0 | 16, 0x01, 0, svg_ids),
+                          (2, 0, 0, hostile), (2 | 16, 0, 0, svg_ids), (3, 0, 0, b"abc"),
+                          (4, 0x01, 10, hostile), (5, 0x03, 2, hostile), (0, 0x07, 0, b"x" * 300)]:
+    write("svg", f"op{op}_{len(arg)}_{arg[:4].hex()}", bytes([op, lh, clip]) + arg)
