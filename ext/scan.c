@@ -25,10 +25,12 @@
 ** depends on the rows alone, and a row's result does not depend on what
 ** shares its call anyway (src/forward.c, DETERMINISM): the scan gives the
 ** same bits as relattn_score / relattn_embed, at any thread count and
-** reading pace. Sharing a call no longer shares GEMMs; it saves the
-** hand-offs between threads (measured at one thread on 10-40-token rows,
-** d_model 256: 6671 tokens per CPU second packed, 5393 one row a call; on
-** 50-500-token rows 8073 and 8035). xNext waits only for the next row in
+** reading pace. Sharing a call no longer shares GEMMs; it saves hand-offs
+** between threads and per-call set-up. Measured at one thread, d_model 256,
+** 4 layers, tokens per CPU second (5 interleaved runs, medians): 10-40-token
+** rows 6366 packed, 5317 one row a call, 8186 when packed rows shared GEMMs
+** (results then depended on the packing); 50-500-token rows 9014, 8289 and
+** 9026. xNext waits only for the next row in
 ** order, so rows come out in id order as soon as they are done. Only the
 ** columns the query reads are computed (colUsed): no forward pass for id /
 ** n_tokens alone, no LM head for embedding alone.

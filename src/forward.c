@@ -41,7 +41,10 @@
 ** grid depends on n alone), and every reduction (LayerNorm, log-softmax, the
 ** embedding's mean) is a fixed loop over one row or one sequence. Packing
 ** therefore no longer makes short sequences' GEMMs bigger; what a batch still
-** shares is the buffers and one round of tasks per step.
+** shares is the buffers and one round of tasks per step. The price, measured
+** on relattn_scan at one thread (d_model 256, 4 layers): 22% fewer tokens per
+** CPU second on 10-40-token rows than when packed rows shared GEMMs (OpenBLAS
+** packs the weights once per product: per sequence now), none on 50-500.
 ** Only the outputs asked for are computed: the LM head only for log-probs,
 ** and for an attention map alone only the layers up to the map's.
 */
