@@ -59,10 +59,11 @@ SQLITE_EXTENSION_INIT3
 #include <time.h>
 #include <unistd.h>
 
-enum { COL_ID, COL_NTOK, COL_SCORE, COL_PPL, COL_EMB };
+enum { COL_ID, COL_NTOK, COL_SCORE, COL_PPL, COL_EMB, COL_ERR };
 #define WANT_SCORE 1  /* score or perplexity: the LM head */
 #define WANT_EMB 2    /* embedding */
 #define WANT_TOKENS 4 /* n_tokens: the tokens are read, no model runs */
+#define WANT_ERRORS 8 /* error: a bad row is a row, not a failure */
 #define ERR_LEN 320
 #define POLL_MS 50    /* interrupt check while waiting for a row */
 #define BATCH_TOKENS 256 /* pack rows into one pass up to this many tokens */
@@ -90,6 +91,7 @@ typedef struct scan_slot {
   int n;                  /* 0: NULL tokens, nothing to compute */
   int n_tokens;           /* the sequence's own tokens */
   int status;             /* RELATTN_OK or an error in err */
+  int fatal;              /* an error the error column cannot hold */
   double score;           /* sum of ln p over the scored tokens */
   float *embedding;       /* (d_model), into the cursor's emb block */
   char err[ERR_LEN];
@@ -119,6 +121,8 @@ struct scan_cursor {
   sqlite3_int64 head, tail;
   sqlite3_int64 to_read;  /* rows still allowed by a LIMIT; -1: any */
   int src_done, eof;
+  int keep_errors;        /* the error column is read: rows' errors are data */
+  int failed;             /* an error was returned: the scan did not finish */
   /* workers */
   relattn_batch *runner;  /* src/batch.c: runs the ring's rows in batches */
   scan_worker *workers;   /* (n_workers), or one used inline when 0 threads */
@@ -365,7 +369,8 @@ static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
   }
   rc = sqlite3_declare_vtab(db,
                             "CREATE TABLE x(id INTEGER, n_tokens INTEGER, "
-                            "score REAL, perplexity REAL, embedding BLOB)");
+                            "score REAL, perplexity REAL, embedding BLOB, "
+                            "error TEXT HIDDEN)");
   if (rc != SQLITE_OK) {
     scanFreeVtab(vt);
     return rc;
@@ -469,6 +474,7 @@ static int scanBestIndex(sqlite3_vtab *tab, sqlite3_index_info *info) {
     want |= WANT_SCORE;
   if (info->colUsed & ((sqlite3_uint64)1 << COL_EMB)) want |= WANT_EMB;
   if (info->colUsed & ((sqlite3_uint64)1 << COL_NTOK)) want |= WANT_TOKENS;
+  if (info->colUsed & ((sqlite3_uint64)1 << COL_ERR)) want |= WANT_ERRORS;
   info->idxNum = want;
   if (n) {
     info->idxStr = sqlite3_mprintf("%s", letters);
@@ -591,9 +597,11 @@ static void scanProgressLine(scan_cursor *cur, int final);
 /* Ends a scan: workers joined, rows freed, model released, BLAS restored. */
 static void scanReset(scan_cursor *cur) {
   scanStopWorkers(cur);
+  /* Left early: "(stopped)" when the scan failed (an error, an interrupt);
+  ** a LIMIT met or a client done reading is a normal end. */
   if (cur->progress && cur->t0 > 0 && !cur->eof &&
       (cur->asked || cur->t_shown > cur->t0))
-    scanProgressLine(cur, 2);
+    scanProgressLine(cur, cur->failed ? 2 : 1);
   scanFreeSlots(cur);
   sqlite3_finalize(cur->src);
   cur->src = NULL;
@@ -639,6 +647,7 @@ static int scanError(scan_cursor *cur, int rc, const char *fmt, ...) {
   va_start(ap, fmt);
   msg = sqlite3_vmprintf(fmt, ap);
   va_end(ap);
+  cur->failed = 1;
   return relattn_vtab_error(cur->vt->conn->db, &cur->vt->base, rc, msg);
 }
 
@@ -688,15 +697,23 @@ static int scanFill(scan_cursor *cur) {
     s->n = s->n_tokens = 0;
     s->score = 0;
     s->id = sqlite3_column_int64(cur->src, 0);
+    s->fatal = 0;
     if (sqlite3_column_type(cur->src, 0) != SQLITE_INTEGER) {
+      int type = sqlite3_column_type(cur->src, 0);
+      char *msg = sqlite3_mprintf(
+          "relattn_scan: '%s' has a row whose id is %s, not an integer",
+          cur->vt->source,
+          type == SQLITE_NULL    ? "NULL"
+          : type == SQLITE_FLOAT ? "REAL"
+          : type == SQLITE_TEXT  ? "TEXT"
+                                 : "a BLOB");
+      /* no id to file the row's error under, nor to resume after */
+      s->fatal = 1;
       s->status = RELATTN_ERR_ARG;
-      sqlite3_snprintf(ERR_LEN, s->err,
-                       "relattn_scan: '%s' has a row whose id is %s, not an "
-                       "integer",
-                       cur->vt->source,
-                       sqlite3_column_type(cur->src, 0) == SQLITE_NULL
-                           ? "NULL"
-                           : "not an integer");
+      /* cut on a character boundary, as every message kept in a slot */
+      relattn_echo_into(s->err, ERR_LEN,
+                        msg ? msg : "relattn_scan: out of memory", -1);
+      sqlite3_free(msg);
     } else if (cur->read_tokens &&
                sqlite3_column_type(cur->src, 1) != SQLITE_NULL) {
       /* the rules of every model function: relattn_model_input */
@@ -810,6 +827,15 @@ static int scanAdvance(scan_cursor *cur) {
       if (scanInterrupted(cur))
         return scanError(cur, SQLITE_INTERRUPT, "relattn_scan: interrupted");
   }
+  if (s->status != RELATTN_OK && cur->keep_errors && !s->fatal &&
+      (s->status == RELATTN_ERR_ARG || s->status == RELATTN_ERR_TOOBIG ||
+       s->status == RELATTN_ERR_FORMAT)) {
+    /* The row's own fault (its tokens, its length, a non-finite result):
+    ** with the error column read, it is a row like the others. Running out
+    ** of memory or an interrupt still ends the statement. */
+    cur->rows_done++;
+    return SQLITE_OK;
+  }
   if (s->status != RELATTN_OK) {
     int code = relattn_status_code(s->status);
     if (code == SQLITE_INTERRUPT)
@@ -905,7 +931,9 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   cur->src_done = 0;
   cur->rows_done = cur->tok_done = 0;
   cur->want = idxNum & (WANT_SCORE | WANT_EMB);
-  cur->read_tokens = cur->want || (idxNum & WANT_TOKENS);
+  cur->keep_errors = (idxNum & WANT_ERRORS) != 0;
+  cur->read_tokens = cur->want || (idxNum & (WANT_TOKENS | WANT_ERRORS));
+  cur->failed = 0;
 
   cur->model = relattn_store_acquire_in(
       conn, scanSchemaOf(db, vt, "relattn_model"), vt->model, "relattn_scan",
@@ -982,8 +1010,15 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
     return rc;
   }
   sqlite3_finalize(last);
-  sql = sqlite3_mprintf("%s%s \"%w\" <= ?%d", cond ? cond : "",
-                        cond ? " AND" : " WHERE", idcol, argc + 1);
+  /* A named id column may hold NULL (no rowid does): such a row is still
+  ** read, to fail with its error rather than vanish. */
+  if (vt->id)
+    sql = sqlite3_mprintf("%s%s (\"%w\" <= ?%d OR \"%w\" IS NULL)",
+                          cond ? cond : "", cond ? " AND" : " WHERE", idcol,
+                          argc + 1, idcol);
+  else
+    sql = sqlite3_mprintf("%s%s \"%w\" <= ?%d", cond ? cond : "",
+                          cond ? " AND" : " WHERE", idcol, argc + 1);
   sqlite3_free(cond);
   cond = sql;
   if (!cond) {
@@ -1084,6 +1119,19 @@ static int scanColumn(sqlite3_vtab_cursor *p, sqlite3_context *ctx, int col) {
   scan_cursor *cur = (scan_cursor *)p;
   scan_slot *s = &cur->ring[cur->head % cur->cap];
   int scored = s->n - 1;
+  if (s->status != RELATTN_OK) {
+    /* a bad row kept (the error column is read): its id and its error */
+    if (col == COL_ID) sqlite3_result_int64(ctx, s->id);
+    if (col != COL_ERR) return SQLITE_OK;
+    if (strncmp(s->err, "relattn_scan:", 13) == 0)
+      sqlite3_result_text(ctx, s->err, -1, SQLITE_TRANSIENT);
+    else {
+      char *msg = sqlite3_mprintf("relattn_scan: id %lld: %s", s->id, s->err);
+      if (!msg) return SQLITE_NOMEM;
+      sqlite3_result_text(ctx, msg, -1, sqlite3_free);
+    }
+    return SQLITE_OK;
+  }
   switch (col) {
     case COL_ID: sqlite3_result_int64(ctx, s->id); break;
     case COL_NTOK:

@@ -11,6 +11,11 @@ import pytest
 import modelgen
 from conftest import connect
 
+
+def toks(ids):
+    return np.asarray(ids, dtype="<i4").tobytes()
+
+
 TEXTS = ["In the beginning", "And", "SELECT * FROM t WHERE x > 1", "xq zv",
          "the the the the the the", "ünïcode ✓ and more text here", None, "a"]
 
@@ -231,3 +236,87 @@ def test_a_scan_reads_its_own_database(tmp_path, rng):
     assert str(e.value) == ("relattn_scan: source 'only_aux' is not a table or "
                             "view in main")
     db.close()
+
+
+def test_the_error_column_records_a_bad_row_and_goes_on(db, rng):
+    # Naming the hidden error column makes a bad row a row: NULL results and
+    # the message the statement would have failed with. Without it, a bad row
+    # fails the statement as before; SELECT * leaves the column out.
+    modelgen.load(db, "m", modelgen.config(vocab_size=259), rng)
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body)")
+    good = [np.asarray(rng.integers(0, 256, int(rng.integers(2, 30))), dtype="<i4").tobytes()
+            for _ in range(4)]
+    rows = [(1, good[0]), (2, ""), (3, good[1]), (4, toks([5, 300, 7])),
+            (5, None), (6, toks(rng.integers(0, 256, 40))), (7, good[2]),
+            (8, b"\x01\x00"), (9, good[3])]
+    db.executemany("INSERT INTO docs VALUES (?, ?)", rows)
+    db.execute("SELECT relattn_max_tokens(30)")
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan("
+               "model='m', source='docs', tokens='body')")
+    errors = {
+        2: "relattn_scan: body of id 2 is empty",
+        4: ("relattn_scan: body of id 4 has token 300 at position 1, outside the "
+            "model's vocabulary [0, 259)"),
+        6: "relattn_scan: body of id 6 has 40 tokens, over relattn_max_tokens() = 30",
+        8: "relattn_scan: body of id 8 has 2 bytes, not a multiple of 4",
+    }
+    got = db.execute("SELECT id, n_tokens, score, perplexity, embedding, error "
+                     "FROM temp.job").fetchall()
+    assert [g[0] for g in got] == list(range(1, 10))
+    for (i, body), (gid, n, score, ppl, emb, error) in zip(rows, got):
+        if i in errors:
+            assert (n, score, ppl, emb, error) == (None, None, None, None, errors[i])
+        elif body is None:
+            assert (n, score, ppl, emb, error) == (None, None, None, None, None)
+        else:
+            want = db.execute("SELECT relattn_score('m', ?)", (body,)).fetchone()[0]
+            assert error is None and n == len(body) // 4
+            assert score == pytest.approx(want, abs=2e-5 * (n + 1))
+    # only the errors, or only the good rows
+    assert db.execute("SELECT id, error FROM temp.job WHERE error IS NOT NULL "
+                      "AND score IS NULL").fetchall() == sorted(errors.items())
+    assert [r[0] for r in db.execute("SELECT id FROM temp.job WHERE error IS NULL "
+                                     "AND score IS NOT NULL")] == [1, 3, 7, 9]
+    # the error column alone checks the tokens (no model runs)
+    assert db.execute("SELECT id, error FROM temp.job WHERE error IS NOT NULL"
+                      ).fetchall() == sorted(errors.items())
+    # not named: the first bad row fails the statement
+    with pytest.raises(sqlite3.OperationalError) as e:
+        db.execute("SELECT id, score FROM temp.job").fetchall()
+    assert str(e.value) == errors[2]
+    assert [d[0] for d in db.execute("SELECT * FROM temp.job LIMIT 1").description] == [
+        "id", "n_tokens", "score", "perplexity", "embedding"]
+    # a row without an integer id has nowhere to file its error: it still fails
+    db.execute("CREATE VIEW v AS SELECT CASE WHEN id = 3 THEN 'x' ELSE id END AS id, "
+               "body FROM docs")
+    db.execute("CREATE VIRTUAL TABLE temp.vjob USING relattn_scan("
+               "model='m', source='v', tokens='body', id='id')")
+    with pytest.raises(sqlite3.OperationalError) as e:
+        db.execute("SELECT id, error FROM temp.vjob").fetchall()
+    assert str(e.value) == "relattn_scan: 'v' has a row whose id is TEXT, not an integer"
+
+
+def test_long_messages_are_cut_on_a_character_boundary(db, rng):
+    # A row's message is kept in a fixed buffer; it used to be cut in the
+    # middle of a UTF-8 character (Python then raised UnicodeDecodeError).
+    modelgen.load(db, "m", modelgen.config(), rng)
+    name = "é" * 170  # 340 bytes: past the buffer whatever is around it
+    db.execute(f'CREATE TABLE "{name}"(id INTEGER PRIMARY KEY, "{name}" TEXT)')
+    db.execute(f'INSERT INTO "{name}" VALUES (1, \'\')')
+    db.execute(f'CREATE VIEW v AS SELECT CASE id WHEN 1 THEN NULL END AS id, '
+               f'"{name}" AS body FROM "{name}"')
+    db.execute(f'CREATE VIEW "{name}v" AS SELECT * FROM v')
+    cases = [
+        (f"source='{name}', tokens='{name}'", f"relattn_scan: {name} of id 1 is empty"),
+        (f"source='{name}v', tokens='body', id='id'",
+         f"relattn_scan: '{name}v' has a row whose id is NULL, not an integer"),
+    ]
+    for i, (args, full) in enumerate(cases):
+        db.execute(f"CREATE VIRTUAL TABLE temp.j{i} USING relattn_scan(model='m', {args})")
+        for cols in ("id, score", "id, error"):
+            try:
+                got = db.execute(f"SELECT {cols} FROM temp.j{i}").fetchall()[0][1]
+            except sqlite3.OperationalError as e:
+                got = str(e)
+            assert got.endswith("...") and full.startswith(got[:-3]), got
+            assert len(got.encode()) < 320 and len(got) > 150
