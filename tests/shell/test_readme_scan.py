@@ -21,6 +21,7 @@ def test_readme_scan(tmp_path, rng):
     assert out[6:8] == ["2", "3"]
     assert out[8] == "1|16"
     assert out[9] == "5"
+    assert out[10:] == ["6||relattn_scan: body of id 6 is empty", "7|13|"]
 
 
 def test_readme_score_corpus_command(tmp_path, rng):

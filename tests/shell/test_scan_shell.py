@@ -5,6 +5,7 @@ must be complete, without duplicates, and equal to a run never interrupted
 (scores within 2e-5 per token: rows may be packed into different batches)."""
 import os
 import pathlib
+import shlex
 import shutil
 import signal
 import sqlite3
@@ -37,9 +38,14 @@ def make_corpus(path, rng, n_rows, lo, hi, d_model=32):
     db.close()
 
 
-def job(path, *settings):
-    cmds = [f".load {LOAD}"] + [f".parameter set {k} {v}" for k, v in settings]
-    return ["sqlite3", str(path)] + sum([["-cmd", c] for c in cmds], [])
+def job(path, *settings, last=()):
+    """The README's pipeline: the script (settings on the first sqlite3) prints
+    the SQL that prints the job, which the last sqlite3 runs. For
+    subprocess with shell=True, the script on stdin."""
+    db = shlex.quote(str(path))
+    first = " ".join(f"-cmd {shlex.quote(f'.parameter set {k} {v}')}" for k, v in settings)
+    cmds = " ".join(f"-cmd {shlex.quote(c)}" for c in [f".load {LOAD}", *last])
+    return f"sqlite3 {db} {first} | sqlite3 {db} | sqlite3 {db} {cmds}"
 
 
 def results(path):
@@ -80,7 +86,7 @@ def test_score_corpus_resumes_after_sigkill(tmp_path):
 
     t = time.monotonic()
     r = subprocess.run(job(whole, *settings), input=SCRIPT, capture_output=True,
-                       text=True, timeout=600)
+                       text=True, timeout=600, shell=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == 'score_corpus: done, 300 rows in "docs_scores"'
     t_whole = time.monotonic() - t
@@ -88,8 +94,9 @@ def test_score_corpus_resumes_after_sigkill(tmp_path):
     assert len(want) == 300
 
     # kill it once some chunks are in, well before the end
-    p = subprocess.Popen(job(killed, *settings), stdin=subprocess.PIPE,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    p = subprocess.Popen(job(killed, *settings), stdin=subprocess.PIPE, shell=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+                         start_new_session=True)
     p.stdin.write(SCRIPT)
     p.stdin.close()
     done = 0
@@ -104,14 +111,14 @@ def test_score_corpus_resumes_after_sigkill(tmp_path):
         if done >= 50:
             break
         time.sleep(0.01)
-    p.send_signal(signal.SIGKILL)
+    os.killpg(p.pid, signal.SIGKILL)  # the whole pipeline
     p.wait()
     partial = results(killed)
     assert 0 < len(partial) < 300, "the job was not stopped in the middle"
     assert len(partial) % 25 == 0  # whole chunks only
 
     r = subprocess.run(job(killed, *settings), input=SCRIPT, capture_output=True,
-                       text=True, timeout=600)
+                       text=True, timeout=600, shell=True)
     assert r.returncode == 0, r.stderr
     got = results(killed)
     assert [g[0] for g in got] == [w[0] for w in want]  # complete, no duplicates
@@ -121,7 +128,86 @@ def test_score_corpus_resumes_after_sigkill(tmp_path):
         assert abs(g[3] - w[3]) <= 2e-5 * w[3]
     # a third run finds nothing left to do
     r = subprocess.run(job(killed, *settings), input=SCRIPT, capture_output=True,
-                       text=True, timeout=600)
+                       text=True, timeout=600, shell=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == 'score_corpus: done, 300 rows in "docs_scores"'
     assert results(killed) == got
+
+
+def test_score_corpus_writes_no_file():
+    # It used to write /tmp/relattn_score_corpus.*.sql and .read it back: two
+    # jobs clashed, and another local user could plant SQL there. Now each
+    # step pipes the SQL of the next: no dot-command of the script names a file.
+    dots = [l.split()[0] for l in SCRIPT.splitlines() if l.startswith(".")]
+    assert dots and set(dots) <= {".bail", ".parameter", ".headers", ".mode"}, dots
+
+
+def test_score_corpus_bad_rows_are_recorded_and_the_job_goes_on(tmp_path):
+    # One empty, oversized or bad-token row used to stop the whole job.
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    path = tmp_path / "c.db"
+    make_corpus(path, rng, 0, 1, 1)
+    db = connect(str(path))
+    vocab = db.execute("SELECT config ->> '$.vocab_size' FROM relattn_model").fetchone()[0]
+    rows = {}
+    for i in range(1, 41):
+        kind = i % 5
+        if kind == 1:
+            body = b""                                            # empty
+        elif kind == 2:
+            body = np.asarray(rng.integers(0, 256, 60), dtype="<i4").tobytes()  # too long
+        elif kind == 3:
+            body = np.asarray([5, vocab + i, 7], dtype="<i4").tobytes()      # bad token
+        else:
+            body = np.asarray(rng.integers(0, 256, int(rng.integers(2, 40))),
+                              dtype="<i4").tobytes()
+        rows[i] = body
+    db.executemany("INSERT INTO docs VALUES (?, ?)", rows.items())
+    db.commit()
+    r = subprocess.run(job(path, ("@chunk", 7), last=["SELECT relattn_max_tokens(50)"]),
+                       input=SCRIPT, capture_output=True, text=True, timeout=600, shell=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == 'score_corpus: done, 40 rows in "docs_scores"'
+    got = db.execute("SELECT id, n_tokens, score, perplexity, error FROM docs_scores "
+                     "ORDER BY id").fetchall()
+    assert [g[0] for g in got] == list(rows)
+    for (i, n, score, ppl, error), body in zip(got, rows.values()):
+        kind = i % 5
+        if kind == 1:
+            assert (n, score, error) == (None, None, f"relattn_scan: body of id {i} is empty")
+        elif kind == 2:
+            assert (n, score, error) == (None, None, f"relattn_scan: body of id {i} has 60 "
+                                         "tokens, over relattn_max_tokens() = 50")
+        elif kind == 3:
+            assert (n, score, error) == (None, None, (
+                f"relattn_scan: body of id {i} has token {vocab + i} at position 1, "
+                f"outside the model's vocabulary [0, {vocab})"))
+        else:
+            want = db.execute("SELECT relattn_score('tiny', ?)", (body,)).fetchone()[0]
+            assert error is None and n == len(body) // 4
+            assert abs(score - want) <= 2e-5 * (n + 1)
+    db.close()
+
+
+def test_score_corpus_chunks_end_without_stopped(tmp_path):
+    # Every chunk is a scan cut by its LIMIT: a normal end, not "(stopped)".
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    path = tmp_path / "c.db"
+    make_corpus(path, rng, 20, 3, 20)
+    r = subprocess.run(job(path, ("@chunk", 6), last=["SELECT relattn_progress(1)"]),
+                       input=SCRIPT, capture_output=True, text=True, timeout=600, shell=True)
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert [l.split(" rows in ")[0] for l in lines] == ["relattn_scan: 6"] * 3 + ["relattn_scan: 2"]
+    assert not any("stopped" in l for l in lines), lines
+    # a scan that fails still says so
+    r = subprocess.run(["sqlite3", str(path), "-cmd", f".load {LOAD}", "-cmd",
+                        "SELECT relattn_progress(1)"],
+                       input="INSERT INTO docs VALUES (100, x'');\n"
+                             "CREATE VIRTUAL TABLE temp.j USING relattn_scan("
+                             "model='tiny', source='docs', tokens='body');\n"
+                             "SELECT count(score) FROM temp.j;\n",
+                       capture_output=True, text=True, timeout=600)
+    assert r.stderr.splitlines()[0].startswith("relattn_scan: 20 rows in ")
+    assert r.stderr.splitlines()[0].endswith(" (stopped)")
+    assert "relattn_scan: body of id 100 is empty" in r.stderr.splitlines()[1]
