@@ -19,6 +19,7 @@ extern const sqlite3_api_routines *sqlite3_api;
 #define RELATTN_SUBTYPE_VECTOR 223 /* float32 vectors, as sqlite-vec */
 #define RELATTN_DEFAULT_MAX_TOKENS 65536
 #define RELATTN_DEFAULT_MAX_MEMORY ((sqlite3_int64)2 << 30) /* bytes per call */
+#define RELATTN_DEFAULT_CACHE_SIZE ((sqlite3_int64)1 << 30) /* bytes of models */
 
 typedef struct relattn_cache_entry relattn_cache_entry; /* ext/store.c */
 
@@ -31,6 +32,7 @@ typedef struct relattn_conn {
   sqlite3_int64 max_memory; /* relattn_max_memory(): bytes one call may allocate */
   relattn_pool *pool;     /* n_threads workers, made on first use */
   relattn_cache_entry *cache; /* loaded models, see ext/store.c */
+  sqlite3_int64 cache_size; /* relattn_cache_size(): bytes of models kept */
 } relattn_conn;
 
 /* The connection's pool with its current thread count; NULL when out of memory. */

@@ -28,6 +28,13 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
                                               const char *name, const char *fn,
                                               char **pzErr);
 void relattn_store_release(relattn_conn *conn, const relattn_model *m);
+/* ext/store.c: the number of models in the connection's cache and their
+** bytes of float32 weights (relattn_debug). */
+void relattn_store_stats(relattn_conn *conn, int *n_models,
+                         sqlite3_int64 *bytes);
+/* ext/store.c: drops the least recently used models until the rest fit
+** relattn_cache_size(); the most recent one always stays. */
+void relattn_store_trim(relattn_conn *conn);
 
 /* ext/util.c: the model named by argument v (TEXT), acquired; NULL with
 ** the SQL error set ("<fn>: model must be a model name (TEXT)", unknown

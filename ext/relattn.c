@@ -6,6 +6,7 @@
 **   SELECT relattn_debug();            -- build, BLAS, SIMD path, threads
 **   SELECT relattn_threads(2);         -- this connection's worker threads
 **   SELECT relattn_max_memory();       -- bytes one call may allocate
+**   SELECT relattn_cache_size();       -- bytes of models a connection keeps
 **
 ** Every SQL function is one row of the table below, registered in a loop; a
 ** failure names the function. All rows share one relattn_conn (ext.h).
@@ -46,8 +47,11 @@ static void versionFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 static void debugFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   relattn_conn *conn = sqlite3_user_data(ctx);
   char *s;
+  int n_models;
+  sqlite3_int64 cache_bytes;
   (void)argc;
   (void)argv;
+  relattn_store_stats(conn, &n_models, &cache_bytes);
   s = sqlite3_mprintf(
       "relattn %s\n"
       "build: %s %s%s\n"
@@ -56,7 +60,10 @@ static void debugFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       "simd: %s\n"
       "threads: %d (cores %d)\n"
       "max_tokens: %d\n"
-      "max_memory: %lld",
+      "max_memory: %lld\n"
+      "cache_size: %lld\n"
+      "cached_models: %d\n"
+      "cached_bytes: %lld",
       RELATTN_VERSION, __DATE__,
 #if defined(__OPTIMIZE__)
       "optimized",
@@ -70,7 +77,7 @@ static void debugFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 #endif
       sqlite3_libversion(), relattn_blas_config(), relattn_simd_path(),
       conn->n_threads, relattn_cpu_count(), conn->max_tokens,
-      conn->max_memory);
+      conn->max_memory, conn->cache_size, n_models, cache_bytes);
   if (!s) {
     sqlite3_result_error_nomem(ctx);
     return;
@@ -135,6 +142,30 @@ static void maxMemoryFunc(sqlite3_context *ctx, int argc,
   sqlite3_result_int64(ctx, conn->max_memory);
 }
 
+/* relattn_cache_size([bytes]): how many bytes of float32 weights the
+** connection keeps of models it is not using; setting it drops at once what
+** no longer fits. 0 keeps only the model used last. */
+static void cacheSizeFunc(sqlite3_context *ctx, int argc,
+                          sqlite3_value **argv) {
+  relattn_conn *conn = sqlite3_user_data(ctx);
+  if (argc == 1) {
+    sqlite3_int64 n;
+    if (sqlite3_value_type(argv[0]) != SQLITE_INTEGER) {
+      relattn_result_errorf(ctx, "relattn_cache_size: bytes must be an integer");
+      return;
+    }
+    n = sqlite3_value_int64(argv[0]);
+    if (n < 0) {
+      relattn_result_errorf(
+          ctx, "relattn_cache_size: bytes must be at least 0, not %lld", n);
+      return;
+    }
+    conn->cache_size = n;
+    relattn_store_trim(conn);
+  }
+  sqlite3_result_int64(ctx, conn->cache_size);
+}
+
 static void progressFunc(sqlite3_context *ctx, int argc,
                          sqlite3_value **argv) {
   relattn_conn *conn = sqlite3_user_data(ctx);
@@ -166,6 +197,8 @@ static const struct {
     {"relattn_max_tokens", 1, WRITES, maxTokensFunc, 0, 0},
     {"relattn_max_memory", 0, SQLITE_UTF8, maxMemoryFunc, 0, 0},
     {"relattn_max_memory", 1, WRITES, maxMemoryFunc, 0, 0},
+    {"relattn_cache_size", 0, SQLITE_UTF8, cacheSizeFunc, 0, 0},
+    {"relattn_cache_size", 1, WRITES, cacheSizeFunc, 0, 0},
     {"relattn_progress", 0, SQLITE_UTF8, progressFunc, 0, 0},
     {"relattn_progress", 1, WRITES, progressFunc, 0, 0},
 
@@ -232,6 +265,7 @@ int sqlite3_relattn_init(sqlite3 *db, char **pzErrMsg,
   conn->n_threads = relattn_cpu_count();
   conn->max_tokens = RELATTN_DEFAULT_MAX_TOKENS;
   conn->max_memory = RELATTN_DEFAULT_MAX_MEMORY;
+  conn->cache_size = RELATTN_DEFAULT_CACHE_SIZE;
 
   for (i = 0; i < sizeof functions / sizeof functions[0]; i++) {
     conn->refs++;

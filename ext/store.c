@@ -36,6 +36,9 @@
 ** to the same (version, sha256 NULL) as the cached copy. Cached
 ** models are reference counted: one that a worker still holds stays valid
 ** after a newer version replaced it, and is freed on its last release.
+** The list is kept in order of use and bounded by relattn_cache_size()
+** bytes (the model used last always stays); each load also drops the
+** models whose rows are gone or changed, so deleted models do not pile up.
 */
 #include "ext.h"
 #include "functions.h"
@@ -286,6 +289,7 @@ struct relattn_cache_entry {
   sqlite3_int64 rowid;        /* of the model row: new for each fresh import */
   char *sha256;               /* NULL when the row has none */
   char *config;
+  sqlite3_int64 bytes;        /* of float32 weights (relattn_model_bytes) */
 };
 
 static void entryUnref(relattn_cache_entry *e) {
@@ -313,6 +317,44 @@ void relattn_store_close(relattn_conn *conn) {
   while (conn->cache) entryDrop(conn, conn->cache);
 }
 
+void relattn_store_stats(relattn_conn *conn, int *n_models,
+                         sqlite3_int64 *bytes) {
+  relattn_cache_entry *e;
+  *n_models = 0;
+  *bytes = 0;
+  for (e = conn->cache; e; e = e->next) (*n_models)++, *bytes += e->bytes;
+}
+
+/* The list is in order of use, most recent first: keep the first, then
+** each next one that still fits relattn_cache_size(). A model a call still
+** holds leaves the list but lives until its release. */
+void relattn_store_trim(relattn_conn *conn) {
+  relattn_cache_entry *e, *next;
+  sqlite3_int64 kept;
+  if (!conn->cache) return;
+  kept = conn->cache->bytes;
+  for (e = conn->cache->next; e; e = next) {
+    next = e->next;
+    if (kept + e->bytes <= conn->cache_size)
+      kept += e->bytes;
+    else
+      entryDrop(conn, e);
+  }
+}
+
+/* Moves e to the front of the list (most recently used). */
+static void entryTouch(relattn_conn *conn, relattn_cache_entry *e) {
+  relattn_cache_entry **pp;
+  if (conn->cache == e) return;
+  for (pp = &conn->cache; *pp; pp = &(*pp)->next)
+    if (*pp == e) {
+      *pp = e->next;
+      break;
+    }
+  e->next = conn->cache;
+  conn->cache = e;
+}
+
 void relattn_store_release(relattn_conn *conn, const relattn_model *m) {
   (void)conn;
   if (m) entryUnref((relattn_cache_entry *)(void *)m);
@@ -321,6 +363,39 @@ void relattn_store_release(relattn_conn *conn, const relattn_model *m) {
 static int same_text(const char *a, const char *b) {
   if (!a || !b) return a == b;
   return strcmp(a, b) == 0;
+}
+
+/* Drops every cached model but keep whose row is gone or changed: a model
+** deleted, or replaced, is not used again under that key (nor is one whose
+** database was detached). Run after a load (a load reads the model's
+** tables anyway; a hit stays one lookup). Best effort: a lookup that fails
+** for another reason (interrupted, busy) keeps the entry for the next one. */
+static void dropGone(relattn_conn *conn, relattn_cache_entry *keep) {
+  relattn_cache_entry *e, *next;
+  for (e = conn->cache; e; e = next) {
+    sqlite3_stmt *st = NULL;
+    char *sql;
+    int rc, same = 0;
+    next = e->next;
+    if (e == keep) continue;
+    sql = sqlite3_mprintf("SELECT version, sha256, config, rowid FROM "
+                          "\"%w\".relattn_model WHERE name = ?1", e->schema);
+    if (!sql) return;
+    rc = sqlite3_prepare_v2(conn->db, sql, -1, &st, NULL);
+    sqlite3_free(sql);
+    if (rc == SQLITE_OK) {
+      sqlite3_bind_text(st, 1, e->name, -1, SQLITE_STATIC);
+      rc = sqlite3_step(st);
+      same = rc == SQLITE_ROW && sqlite3_column_int64(st, 0) == e->version &&
+             sqlite3_column_int64(st, 3) == e->rowid &&
+             same_text((const char *)sqlite3_column_text(st, 1), e->sha256) &&
+             same_text((const char *)sqlite3_column_text(st, 2), e->config);
+    }
+    sqlite3_finalize(st);
+    /* SQLITE_ERROR from prepare: no such table or database any more */
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE && rc != SQLITE_ERROR) return;
+    if (!same) entryDrop(conn, e);
+  }
 }
 
 /* Reads the tensors of model `name` into e->model, checking each. */
@@ -462,6 +537,7 @@ static int checkSize(relattn_conn *conn, relattn_cache_entry *e,
     *pzErr = sqlite3_mprintf("%s", err);
     return SQLITE_ERROR;
   }
+  e->bytes = (sqlite3_int64)bytes;
   *pzErr = relattn_memory_check(conn, what, bytes);
   return *pzErr ? SQLITE_TOOBIG : SQLITE_OK;
 }
@@ -568,6 +644,7 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
     sqlite3_finalize(st);
     sqlite3_free(in);
     atomic_fetch_add(&old->refs, 1);
+    entryTouch(conn, old);
     return &old->model;
   }
 
@@ -608,6 +685,8 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
   e->next = conn->cache;
   conn->cache = e;
   atomic_fetch_add(&e->refs, 1);
+  dropGone(conn, e);
+  relattn_store_trim(conn);
   return &e->model;
 
 nomem:

@@ -13,6 +13,7 @@ def test_readme_limits_example():
     sql = re.search(r"```sql\n(.*?)```", section, re.S).group(1)
     r = shell(sql.replace("\n-- Error", "\n--"))
     lines = r.stdout.split()
-    assert lines[:3] == ["65536|2147483648", "536870912", "4096"], r.stdout + r.stderr
+    assert lines[:4] == ["65536|2147483648", "536870912", "4096", "268435456"], \
+        r.stdout + r.stderr
     want = re.search(r"-- Error: (.*)", sql).group(1)
     assert want in r.stderr

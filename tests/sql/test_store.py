@@ -978,6 +978,97 @@ def test_two_processes_see_one_consistent_model(tmp_path, rng):
     assert seen.get("aa", 0) > 0 and seen.get("bb", 0) > 0, seen
 
 
+def cached(db):
+    """(models, bytes) in the connection's cache, from relattn_debug()."""
+    debug = dict(line.split(": ", 1) for line in
+                 db.execute("SELECT relattn_debug()").fetchone()[0].splitlines()[1:])
+    return int(debug["cached_models"]), int(debug["cached_bytes"])
+
+
+def model_bytes(db, cfg, rng):
+    """The cache's bytes for a model of cfg: its float32 weights (and the
+    tables the model builds from them)."""
+    probe = connect()
+    modelgen.load(probe, "probe", cfg, rng)
+    weights(probe, "tok_emb", "probe")
+    n, b = cached(probe)
+    probe.close()
+    assert n == 1 and b >= 4 * sum(int(np.prod(s)) for _, s in modelgen.shapes(cfg))
+    return b
+
+
+def test_cache_drops_deleted_models(db, rng):
+    # import, use, delete, 150 times under new names: every model deleted
+    # is dropped from the cache by the next load (it used to keep all 150)
+    blob = modelgen.safetensors(CFG, rng)
+    toks = rng.integers(0, 256, 8).astype("<i4").tobytes()
+    b = model_bytes(db, CFG, rng)
+    assert cached(db) == (0, 0)
+    for i in range(150):
+        db.execute("SELECT relattn_import(?, ?)", (f"m{i}", blob))
+        score(db, toks, f"m{i}")
+        db.execute("DELETE FROM relattn_model WHERE name = ?", (f"m{i}",))
+        assert cached(db) == (1, b), i
+    # a replaced model too (its old version)
+    db.execute("SELECT relattn_import('a', ?)", (blob,))
+    db.execute("SELECT relattn_import('b', ?)", (blob,))
+    weights(db, "tok_emb", "a")
+    weights(db, "tok_emb", "b")
+    assert cached(db) == (2, 2 * b)
+    db.execute("SELECT relattn_import('a', ?)", (modelgen.safetensors(CFG, rng),))
+    db.execute("DELETE FROM relattn_model WHERE name = 'm149'")
+    weights(db, "tok_emb", "b")                      # a hit: no sweep
+    assert cached(db) == (2, 2 * b)
+    db.execute("SELECT relattn_import('c', ?)", (blob,))
+    weights(db, "tok_emb", "c")                      # a load: a's old copy goes
+    assert cached(db) == (2, 2 * b)
+
+
+def test_cache_drops_models_of_a_detached_database(tmp_path, rng):
+    other = connect(str(tmp_path / "other.db"))
+    modelgen.load(other, "x", CFG, rng)
+    other.commit()
+    other.close()
+    db = connect()
+    b = model_bytes(db, CFG, rng)
+    db.execute("ATTACH ? AS aux", (str(tmp_path / "other.db"),))
+    weights(db, "tok_emb", "x")                      # read from aux
+    assert cached(db) == (1, b)
+    db.execute("DETACH aux")
+    modelgen.load(db, "y", CFG, rng)
+    weights(db, "tok_emb", "y")                      # the load drops x
+    assert cached(db) == (1, b)
+    db.close()
+
+
+def test_cache_size_bounds_the_cache(db, rng):
+    b = model_bytes(db, CFG, rng)
+    ws = {}
+    for name in "abcd":
+        ws[name] = modelgen.load(db, name, CFG, rng)
+        weights(db, "tok_emb", name)
+    assert db.execute("SELECT relattn_cache_size()").fetchone()[0] == 1 << 30
+    assert cached(db) == (4, 4 * b)
+    # a smaller bound drops the least recently used at once
+    weights(db, "tok_emb", "b")                      # order of use: b d c a
+    assert db.execute("SELECT relattn_cache_size(?)", (2 * b + b // 2,)).fetchone()[0] == 2 * b + b // 2
+    assert cached(db) == (2, 2 * b)                  # b and d kept
+    assert np.array_equal(weights(db, "tok_emb", "a"), ws["a"]["tok_emb"].ravel())
+    assert cached(db) == (2, 2 * b)                  # a and b
+    # 0: only the model used last, however big
+    db.execute("SELECT relattn_cache_size(0)")
+    assert cached(db) == (1, b)
+    for name in "cdab":
+        assert np.array_equal(weights(db, "tok_emb", name), ws[name]["tok_emb"].ravel())
+        assert cached(db) == (1, b)
+    for arg, error in [(-1, "relattn_cache_size: bytes must be at least 0, not -1"),
+                       ("1", "relattn_cache_size: bytes must be an integer")]:
+        with pytest.raises(Exception) as e:
+            db.execute("SELECT relattn_cache_size(?)", (arg,))
+        assert str(e.value) == error
+    assert db.execute("SELECT relattn_cache_size()").fetchone()[0] == 0
+
+
 def test_weights_errors(db, rng):
     modelgen.load(db, "m", modelgen.config(n_layers=1), rng)
     with pytest.raises(Exception) as e:
