@@ -571,6 +571,39 @@ def test_import_in_a_transaction_rolls_back(db, rng):
     assert db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
 
 
+@pytest.mark.parametrize("case", ["truncated", "missing_tensor", "config_missing_key",
+                                  "nan_weight", "write_fails"])
+def test_failed_import_inside_a_transaction(rng, case):
+    # BEGIN; the user's own write; an import of 'm' that fails (checked
+    # before writing, or refused half-way through writing its tensors by a
+    # trigger): the previous 'm' is intact, the user's write is still
+    # there, the transaction still open, and COMMIT keeps exactly that.
+    db = connect(isolation_level=None)
+    cfg = modelgen.config(n_layers=1, d_model=8, n_heads=2, d_ff=4, clip=1)
+    w = modelgen.load(db, "m", cfg, rng)
+    db.execute("CREATE TABLE notes(x)")
+    before = snapshot(db)
+    if case == "write_fails":
+        db.execute("CREATE TRIGGER refuse BEFORE INSERT ON relattn_tensor "
+                   "WHEN new.name = 'ln_f.bias' BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        blob, error = modelgen.safetensors(cfg, rng), "relattn_import: refused"
+    else:
+        blob, error = CASES[case](rng)
+    db.execute("BEGIN")
+    db.execute("INSERT INTO notes VALUES ('mine')")
+    with pytest.raises(Exception) as e:
+        db.execute("SELECT relattn_import('m', ?)", (blob,))
+    assert str(e.value).startswith(error), str(e.value)
+    assert db.in_transaction
+    assert snapshot(db) == before
+    assert db.execute("SELECT x FROM notes").fetchall() == [("mine",)]
+    assert np.array_equal(weights(db, "tok_emb"), w["tok_emb"].ravel())
+    db.execute("COMMIT")
+    assert snapshot(db) == before
+    assert db.execute("SELECT x FROM notes").fetchall() == [("mine",)]
+    db.close()
+
+
 def test_import_is_direct_only(db, rng):
     db.execute("CREATE TABLE files(name, blob)")
     db.execute("INSERT INTO files VALUES ('m', ?)", (modelgen.safetensors(CFG, rng),))
