@@ -47,7 +47,8 @@ def render(tmp_path, name, svg):
     # height than the picture needs and check the rest stayed empty
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
            "--no-first-run", "--disable-background-networking", "--disable-component-update",
-           "--disable-sync", f"--user-data-dir={tmp_path / ('profile-' + name)}",
+           "--disable-sync", "--disable-dev-shm-usage",
+           f"--user-data-dir={tmp_path / ('profile-' + name)}",
            "--hide-scrollbars", "--force-device-scale-factor=1", f"--screenshot={png}",
            f"--window-size={w},{h + 200}", path.as_uri()]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env,
