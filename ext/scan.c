@@ -9,6 +9,11 @@
 ** sequence's own tokens, BOS not counted), score and perplexity (as
 ** relattn_score and relattn_perplexity), embedding (as relattn_embed: float32
 ** [d_model], subtype 223). A NULL token value gives NULL results.
+** Hidden: error. A bad row (its tokens, its length, a result not finite)
+** fails the statement, unless the query reads error: then it is a row with
+** NULL results and its message there, and the scan goes on.
+**
+**   SELECT id, score, error FROM temp.job;      -- a job one row cannot end
 **
 ** HOW IT WORKS
 ** xFilter acquires the model once: every row of one scan comes from that
@@ -367,6 +372,9 @@ static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
     }
     relattn_store_release(vt->conn, m);
   }
+  /* error is HIDDEN, as SQLite's table-valued functions hide their extra
+  ** columns (generate_series' start/stop/step, json_each's json and root):
+  ** SELECT * leaves it out, and naming it is the choice to keep bad rows. */
   rc = sqlite3_declare_vtab(db,
                             "CREATE TABLE x(id INTEGER, n_tokens INTEGER, "
                             "score REAL, perplexity REAL, embedding BLOB, "
@@ -894,7 +902,8 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
 /* A source (or a model table) that is a view selecting from this very scan
 ** would start it again from inside itself, without end, until the stack
 ** overflows; a database file can be made to hold such a view. The scan is
-** marked while it runs its own SQL, and entering it again then fails. */
+** marked while it runs its own SQL, and entering it again then fails, as
+** SQLite refuses a view defined in terms of itself ("circularly defined"). */
 static int scanFilter(sqlite3_vtab_cursor *p, int idxNum, const char *idxStr,
                       int argc, sqlite3_value **argv) {
   scan_cursor *cur = (scan_cursor *)p;
