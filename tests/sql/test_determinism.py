@@ -9,6 +9,7 @@ ones (several row blocks and attention query blocks each), so both the
 packing and the split of a sequence into tasks are exercised."""
 import ctypes
 import os
+import sqlite3
 import time
 
 import numpy as np
@@ -173,6 +174,11 @@ def test_openblas_threads_restored_around_scan(db, rng):
         cur.close()                                        # closed early
         del cur
         db.execute("SELECT 1").fetchall()
+        assert blas.openblas_get_num_threads() == 2
+        db.execute("INSERT INTO docs(id, body) VALUES (1000, x'')")  # ends in an error
+        with pytest.raises(sqlite3.OperationalError) as e:
+            db.execute("SELECT id, score FROM temp.job").fetchall()
+        assert str(e.value) == "relattn_scan: body of id 1000 is empty"
         assert blas.openblas_get_num_threads() == 2
     finally:
         blas.openblas_set_num_threads(before)
