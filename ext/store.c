@@ -1264,7 +1264,7 @@ void relattn_export_func(sqlite3_context *ctx, int argc,
                         sqlite3_value **argv) {
   static const char fn[] = "relattn_export";
   sqlite3 *db = sqlite3_context_db_handle(ctx);
-  sqlite3_stmt *st = NULL;
+  sqlite3_stmt *st = NULL, *pin = NULL;
   sqlite3_str *hdr = NULL;
   const char *model;
   char *header = NULL;
@@ -1307,7 +1307,13 @@ void relattn_export_func(sqlite3_context *ctx, int argc,
   ** the BLOBs, so this pass is cheap however big the model. */
   hdr = sqlite3_str_new(db);
   sqlite3_str_appendf(hdr, "{\"__metadata__\":%s", sqlite3_column_text(st, 0));
-  sqlite3_finalize(st);
+  /* The row's statement stays open on its row until the data is copied:
+  ** while it is active, the connection's read transaction holds, so the
+  ** config, the header and the data all come from one snapshot. Without
+  ** it, an import committed by another process in between gave a file
+  ** with one model's config and another's tensors. */
+  pin = st;
+  st = NULL;
   rc = sqlite3_prepare_v2(db,
                           "SELECT rowid, json_quote(name), json_quote(dtype), "
                           "json(shape), length(data) FROM relattn_tensor "
@@ -1361,7 +1367,7 @@ void relattn_export_func(sqlite3_context *ctx, int argc,
     sqlite3_bind_int64(st, 1, rows[i].rowid);
     if (sqlite3_step(st) != SQLITE_ROW) goto sqlerr;
     if (sqlite3_column_bytes(st, 0) != rows[i].size) {
-      /* cannot happen within one statement's read transaction */
+      /* cannot happen within one read transaction (pin) */
       relattn_result_errorf(ctx, "%s: model '%s' changed while exporting", fn,
                             model);
       goto done;
@@ -1371,6 +1377,7 @@ void relattn_export_func(sqlite3_context *ctx, int argc,
     sqlite3_reset(st);
   }
   sqlite3_finalize(st);
+  sqlite3_finalize(pin);
   sqlite3_free(rows);
   sqlite3_free(header);
   sqlite3_result_blob64(ctx, out, total, sqlite3_free);
@@ -1382,6 +1389,7 @@ sqlerr:
   relattn_result_errorf(ctx, "%s: %s", fn, sqlite3_errmsg(db));
 done:
   sqlite3_finalize(st);
+  sqlite3_finalize(pin);
   if (hdr) sqlite3_free(sqlite3_str_finish(hdr));
   sqlite3_free(rows);
   sqlite3_free(header);

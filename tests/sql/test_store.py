@@ -1102,6 +1102,45 @@ def test_cache_size_bounds_the_cache(db, rng):
     assert db.execute("SELECT relattn_cache_size()").fetchone()[0] == 0
 
 
+def test_two_processes_export_one_consistent_model(tmp_path, rng):
+    # the same writer; this process exports all the while: each file must
+    # be one model's config with that model's tensors
+    import subprocess
+    import sys
+    cfg = {"a": modelgen.config(n_layers=2, activation="gelu"),
+           "b": modelgen.config(n_layers=2, activation="relu", norm_eps=1e-3)}
+    w = {k: modelgen.tensors(cfg[k], rng) for k in cfg}
+    files = []
+    for k in cfg:
+        f = tmp_path / f"{k}.safetensors"
+        f.write_bytes(modelgen.safetensors(cfg[k], weights=w[k]))
+        files.append(str(f))
+    path = str(tmp_path / "wal.db")
+    db = connect(path, isolation_level=None, timeout=60)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("SELECT relattn_import('m', ?)", (pathlib.Path(files[0]).read_bytes(),))
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, path, SO, "150"] + files,
+                              stderr=subprocess.PIPE, text=True)
+    seen = {}
+    while True:
+        done = writer.poll() is not None
+        try:
+            got, meta = sp.read(db.execute("SELECT relattn_export('m')").fetchone()[0])
+            c = next(k for k in cfg if json.loads(meta["relattn.config"]) == cfg[k])
+            d = next((k for k in cfg if all(got[n][2] == a.tobytes() for n, a in w[k].items())),
+                     "other")
+            key = c + d
+        except Exception as e:
+            key = str(e)
+        seen[key] = seen.get(key, 0) + 1
+        if done:
+            break
+    assert writer.wait() == 0, writer.stderr.read()
+    db.close()
+    assert set(seen) <= {"aa", "bb"}, seen
+    assert seen.get("aa", 0) > 0 and seen.get("bb", 0) > 0, seen
+
+
 def test_weights_errors(db, rng):
     modelgen.load(db, "m", modelgen.config(n_layers=1), rng)
     with pytest.raises(Exception) as e:
