@@ -199,6 +199,28 @@ static const char *scanSchemaOf(sqlite3 *db, const scan_vtab *vt,
   return in_temp ? "temp" : "main";
 }
 
+/* The model tables' database for relattn_store_acquire_in: scanSchemaOf,
+** or NULL when the bare names resolve there anyway (temp, main, then attached
+** databases in order), so the scan and the scalar functions share one cached
+** copy of the model. */
+static const char *scanModelSchema(sqlite3 *db, const scan_vtab *vt) {
+  const char *schema = scanSchemaOf(db, vt, "relattn_model");
+  sqlite3_stmt *st = NULL;
+  int same = 0;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT t.schema FROM pragma_table_list(?1) t "
+                         "JOIN pragma_database_list d ON d.name = t.schema "
+                         "ORDER BY d.seq = 1 DESC, d.seq LIMIT 1",
+                         -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, "relattn_model", -1, SQLITE_STATIC);
+    same = sqlite3_step(st) == SQLITE_ROW &&
+           sqlite3_stricmp((const char *)sqlite3_column_text(st, 0), schema) ==
+               0;
+  }
+  sqlite3_finalize(st);
+  return same ? NULL : schema;
+}
+
 /* Where the scan looks, for messages: "main", or "temp or main". */
 static const char *scanWhere(const scan_vtab *vt) {
   return sqlite3_stricmp(vt->schema, "temp") == 0 ? "temp or main"
@@ -363,9 +385,8 @@ static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
       scanFreeVtab(vt);
       return rc;
     }
-    m = relattn_store_acquire_in(vt->conn,
-                                 scanSchemaOf(db, vt, "relattn_model"),
-                                 vt->model, "relattn_scan", pzErr);
+    m = relattn_store_acquire_in(vt->conn, scanModelSchema(db, vt), vt->model,
+                                 "relattn_scan", pzErr);
     if (!m) {
       scanFreeVtab(vt);
       return SQLITE_ERROR;
@@ -944,9 +965,8 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   cur->read_tokens = cur->want || (idxNum & (WANT_TOKENS | WANT_ERRORS));
   cur->failed = 0;
 
-  cur->model = relattn_store_acquire_in(
-      conn, scanSchemaOf(db, vt, "relattn_model"), vt->model, "relattn_scan",
-      &zErr);
+  cur->model = relattn_store_acquire_in(conn, scanModelSchema(db, vt),
+                                        vt->model, "relattn_scan", &zErr);
   if (!cur->model) return relattn_vtab_error(db, &vt->base, SQLITE_ERROR, zErr);
   if ((cur->want & WANT_SCORE) && cur->model->cfg.arch != RELATTN_DECODER)
     return scanError(cur, SQLITE_ERROR,

@@ -279,11 +279,17 @@ done:
 
 /* ---- the weight cache ---------------------------------------------------- */
 
+/* printf arguments for "%s%w%s" before a table name: "schema". when schema is
+** given, nothing for SQLite's own resolution of the bare name. */
+#define IN_SCHEMA(schema) \
+  (schema) ? "\"" : "", (schema) ? (schema) : "", (schema) ? "\"." : ""
+
 struct relattn_cache_entry {
   relattn_model model;        /* first: release maps the pointer back */
   relattn_cache_entry *next;
   atomic_int refs;            /* 1 while in the cache, + 1 per holder */
-  char *schema;               /* the database holding the model's tables */
+  char *schema;               /* the database of the model's tables; NULL:
+                              ** wherever SQLite resolves the bare names */
   char *name;
   sqlite3_int64 version;
   sqlite3_int64 rowid;        /* of the model row: new for each fresh import */
@@ -379,7 +385,8 @@ static void dropGone(relattn_conn *conn, relattn_cache_entry *keep) {
     next = e->next;
     if (e == keep) continue;
     sql = sqlite3_mprintf("SELECT version, sha256, config, rowid FROM "
-                          "\"%w\".relattn_model WHERE name = ?1", e->schema);
+                          "%s%w%srelattn_model WHERE name = ?1",
+                          IN_SCHEMA(e->schema));
     if (!sql) return;
     rc = sqlite3_prepare_v2(conn->db, sql, -1, &st, NULL);
     sqlite3_free(sql);
@@ -413,8 +420,8 @@ static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
   if (!seen) return SQLITE_NOMEM;
   memset(seen, 0, (size_t)n);
   sql = sqlite3_mprintf("SELECT name, dtype, CASE WHEN json_valid(shape) "
-                        "THEN json(shape) END, data FROM \"%w\".relattn_tensor "
-                        "WHERE model = ?1", e->schema);
+                        "THEN json(shape) END, data FROM %s%w%srelattn_tensor "
+                        "WHERE model = ?1", IN_SCHEMA(e->schema));
   st = sql ? prepare(db, sql, what, pzErr) : NULL;
   sqlite3_free(sql);
   if (!st) {
@@ -505,8 +512,8 @@ static int checkSize(relattn_conn *conn, relattn_cache_entry *e,
   size_t bytes;
   char err[256], *sql;
 
-  sql = sqlite3_mprintf("SELECT name FROM \"%w\".relattn_tensor WHERE "
-                        "model = ?1", e->schema);
+  sql = sqlite3_mprintf("SELECT name FROM %s%w%srelattn_tensor WHERE "
+                        "model = ?1", IN_SCHEMA(e->schema));
   if (!sql) return SQLITE_NOMEM;
   st = prepare(conn->db, sql, what, pzErr);
   sqlite3_free(sql);
@@ -548,30 +555,10 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
   return relattn_store_acquire_in(conn, NULL, name, fn, pzErr);
 }
 
-/* The database whose relattn_model an unqualified name reads, as SQLite
-** resolves names: temp, then main, then attached ones in order. NULL (and
-** no error) when there is none. So a model reached with and without a
-** schema is one cache entry. */
-static char *modelSchema(sqlite3 *db, char **pzErr, const char *fn) {
-  sqlite3_stmt *st = NULL;
-  char *schema = NULL;
-  int rc = sqlite3_prepare_v2(db,
-                              "SELECT t.schema FROM pragma_table_list(?1) t "
-                              "JOIN pragma_database_list d ON d.name = "
-                              "t.schema ORDER BY d.seq = 1 DESC, d.seq "
-                              "LIMIT 1",
-                              -1, &st, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_bind_text(st, 1, "relattn_model", -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-      schema = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
-      rc = schema ? SQLITE_DONE : SQLITE_NOMEM;
-    }
-  }
-  if (rc != SQLITE_DONE) *pzErr = relattn_sql_errmsg(db, fn, rc);
-  sqlite3_finalize(st);
-  return schema;
+/* NULL (SQLite's resolution) only matches NULL; names match as SQLite's do. */
+static int sameSchema(const char *a, const char *b) {
+  if (!a || !b) return a == b;
+  return sqlite3_stricmp(a, b) == 0;
 }
 
 const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
@@ -581,7 +568,7 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
   sqlite3 *db = conn->db;
   sqlite3_stmt *st = NULL;
   relattn_cache_entry *e = NULL, *old = NULL;
-  char *what = NULL, err[256], *sql, *in = NULL;
+  char *what = NULL, err[256], *sql;
   sqlite3_int64 version, rowid;
   const char *sha, *config;
   int rc;
@@ -591,17 +578,9 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
     *pzErr = relattn_bad_model_msg(fn);
     return NULL;
   }
-  if (!schema) {
-    in = modelSchema(db, pzErr, fn);
-    if (!in) {
-      /* no tables yet: nothing was ever imported here */
-      if (!*pzErr) *pzErr = relattn_no_model_msg(fn, name);
-      return NULL;
-    }
-    schema = in;
-  }
   sql = sqlite3_mprintf("SELECT version, sha256, config, rowid FROM "
-                        "\"%w\".relattn_model WHERE name = ?1", schema);
+                        "%s%w%srelattn_model WHERE name = ?1",
+                        IN_SCHEMA(schema));
   if (!sql) goto nomem;
   rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
   sqlite3_free(sql);
@@ -612,13 +591,11 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
     else
       *pzErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
     sqlite3_finalize(st);
-    sqlite3_free(in);
     return NULL;
   }
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
   for (old = conn->cache;
-       old && (strcmp(old->name, name) != 0 ||
-               sqlite3_stricmp(old->schema, schema) != 0);
+       old && (strcmp(old->name, name) != 0 || !sameSchema(old->schema, schema));
        old = old->next) {
   }
   rc = sqlite3_step(st);
@@ -630,7 +607,6 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
       *pzErr = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
     }
     sqlite3_finalize(st);
-    sqlite3_free(in);
     return NULL;
   }
   version = sqlite3_column_int64(st, 0);
@@ -642,7 +618,6 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
       same_text(old->sha256, sha) &&
       strcmp(old->config, config) == 0) {
     sqlite3_finalize(st);
-    sqlite3_free(in);
     atomic_fetch_add(&old->refs, 1);
     entryTouch(conn, old);
     return &old->model;
@@ -656,7 +631,7 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
   e->version = version;
   e->rowid = rowid;
   e->name = sqlite3_mprintf("%s", name);
-  e->schema = sqlite3_mprintf("%s", schema);
+  e->schema = schema ? sqlite3_mprintf("%s", schema) : NULL;
   e->config = sqlite3_mprintf("%s", config);
   e->sha256 = sha ? sqlite3_mprintf("%s", sha) : NULL;
   /* st stays open (on its row) until the tensors are read: while one
@@ -664,7 +639,7 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
   ** the statements below read the same snapshot as the row. Without it,
   ** another process's import committed in between gave one model's config
   ** with the other's tensors (or "tensor ... is missing"). */
-  if (!e->name || !e->schema || !e->config || (sha && !e->sha256))
+  if (!e->name || (schema && !e->schema) || !e->config || (sha && !e->sha256))
     goto nomem;
   what = sqlite3_mprintf("%s: model '%s': config", fn, name);
   if (!what) goto nomem;
@@ -680,7 +655,6 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
   if (loadTensors(db, e, what, pzErr) != SQLITE_OK) goto fail;
   sqlite3_finalize(st);
   sqlite3_free(what);
-  sqlite3_free(in);
   if (old) entryDrop(conn, old);
   e->next = conn->cache;
   conn->cache = e;
@@ -695,7 +669,6 @@ nomem:
 fail:
   sqlite3_finalize(st);
   sqlite3_free(what);
-  sqlite3_free(in);
   if (e) entryUnref(e);
   return NULL;
 }

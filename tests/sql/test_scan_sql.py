@@ -217,6 +217,18 @@ def test_a_scan_reads_its_own_database(tmp_path, rng):
     db.execute("CREATE TEMP TABLE docs(id INTEGER PRIMARY KEY, body TEXT)")
     db.execute("INSERT INTO temp.docs VALUES (1, 'temp')")
     assert [r[0] for r in db.execute("SELECT n_tokens FROM main.job")] == [8] * 5
+    # nor to model tables made in temp later (which the bare names now reach)
+    before = db.execute("SELECT id, score FROM main.job").fetchall()
+    db.execute("CREATE TEMP TABLE relattn_model AS SELECT * FROM aux.relattn_model")
+    db.execute("CREATE TEMP TABLE relattn_tensor AS SELECT * FROM aux.relattn_tensor")
+    after = db.execute("SELECT id, score FROM main.job").fetchall()
+    assert [a[0] for a in after] == [b[0] for b in before]
+    for a, b in zip(after, before):
+        assert a[1] == pytest.approx(b[1], abs=1e-9)
+    temp_score = db.execute("SELECT relattn_score('m', 'secret 0')").fetchone()[0]
+    assert abs(temp_score - before[0][1]) > 1e-3  # the temp copy is another model
+    db.execute("DROP TABLE temp.relattn_model")
+    db.execute("DROP TABLE temp.relattn_tensor")
     # a scan in temp reads temp when the name is there, else main
     db.execute("CREATE VIRTUAL TABLE temp.tjob USING relattn_scan("
                "model='m', source='docs', tokens='body')")
