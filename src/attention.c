@@ -317,8 +317,11 @@ int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
   return RELATTN_OK;
 }
 
+#define MAP_ROWS 64
+
 int relattn_attention_map(const relattn_attn *a, int head,
-                          float *map /* (n, n) */, char *err, size_t errlen) {
+                          float *map /* (n, n) */, relattn_pool *pool,
+                          char *err, size_t errlen) {
   const int n = a ? a->n : 0;
   int rc, d, ke, R, i, j;
   const float *q, *rk;
@@ -344,15 +347,25 @@ int relattn_attention_map(const relattn_attn *a, int head,
   if (!p)
     return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM, "attention: out of memory");
 
-  /* The scores in place, then each row's relative term, mask and softmax. */
-  relattn_sgemm(0, 1, n, n, d, s, q, a->ldq, a->k + (size_t)head * d, a->ldk,
-                0.0f, map, n);
+  /* The scores in place, then each row's relative term, mask and softmax;
+  ** in blocks of MAP_ROWS rows, between which the pool is asked whether to
+  ** stop (a map of 16384 rows takes seconds, most of it first writes to
+  ** its pages). */
   for (i = 0; i < n; i++) {
     float *row = map + (size_t)i * n;
     const float *qi = q + (size_t)i * a->ldq;
     const int cnt = a->causal ? i + 1 : n;
     float mx = -INFINITY;
     double sum = 0.0;
+    if (i % MAP_ROWS == 0) {
+      if (relattn_pool_poll(pool)) {
+        relattn_free(p);
+        return relattn_errorf(err, errlen, RELATTN_ERR_INTERRUPT,
+                              "interrupted");
+      }
+      relattn_sgemm(0, 1, n - i < MAP_ROWS ? n - i : MAP_ROWS, n, d, s, qi,
+                    a->ldq, a->k + (size_t)head * d, a->ldk, 0.0f, row, n);
+    }
     if (rk) {
       int r, c;
       for (r = 0; r < R; r++) {

@@ -508,7 +508,8 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
     for (s = 0; s < count; s++) {
       relattn_attn a = layer_attn(&c, s);
       if (f[s].map && f[s].map_layer == l) {
-        rc = relattn_attention_map(&a, f[s].map_head, f[s].map, err, errlen);
+        rc = relattn_attention_map(&a, f[s].map_head, f[s].map, pool, err,
+                                  errlen);
         if (rc != RELATTN_OK) return rc;
       }
       if (!whole) continue;

@@ -227,6 +227,8 @@ int relattn_pool_cancelled(relattn_pool *pool) {
   return pool ? atomic_load(&pool->cancelled) : 0;
 }
 
+int relattn_pool_poll(relattn_pool *pool) { return pool ? stopping(pool) : 0; }
+
 void relattn_pool_trim(relattn_pool *pool, size_t keep) {
   int i;
   if (!pool) return;

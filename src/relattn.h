@@ -96,6 +96,9 @@ void relattn_pool_set_cancel(relattn_pool *pool, relattn_cancel_fn check,
                              void *ctx);
 void relattn_pool_cancel(relattn_pool *pool);
 int relattn_pool_cancelled(relattn_pool *pool);
+/* For serial work outside the pool's tasks: polls the check as a run would
+** between tasks (on its owner's thread), 1 once cancelled. */
+int relattn_pool_poll(relattn_pool *pool);
 /* Frees every scratch buffer larger than keep bytes (after a call with a
 ** rare huge sequence, so the connection does not hold its memory forever). */
 void relattn_pool_trim(relattn_pool *pool, size_t keep);
@@ -169,9 +172,12 @@ typedef struct relattn_attn {
 int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
                       size_t errlen);
 /* The softmax weights of one head as an explicit matrix, for inspection:
-** map (n, n), row i sums to 1 (zeros where masked). */
+** map (n, n), row i sums to 1 (zeros where masked). Runs on the caller's
+** thread; pool (may be NULL) is only asked whether to stop
+** (relattn_pool_poll, every few rows: RELATTN_ERR_INTERRUPT). */
 int relattn_attention_map(const relattn_attn *a, int head,
-                          float *map /* (n, n) */, char *err, size_t errlen);
+                          float *map /* (n, n) */, relattn_pool *pool,
+                          char *err, size_t errlen);
 /* Bytes of per-worker scratch relattn_attention takes for a (0 for n = 0):
 ** O(block x (block + 2k+1 + d)), whatever n is. */
 size_t relattn_attention_scratch_bytes(const relattn_attn *a);

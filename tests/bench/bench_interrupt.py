@@ -18,6 +18,8 @@ for it (one round) and after (median of 3, worst in brackets):
   relattn_embed, 20000 tokens         25.7   ->  0.053 (0.060)
   relattn_logprobs, 20000 tokens      20.8   ->  0.097 (0.127)
   relattn_attention_weights, 8000      4.9   ->  0.059 (0.063)
+  relattn_attention_weights, 1 map
+    of 16000 (interrupted at 0.3 s)    6.6   ->  0.02-0.07
   relattn_attention, n=16384 h=8      10.6   ->  0.148 (0.227)
   relattn_scan, 2 rows of 12000       12.3   ->  0.102 (0.151)
 """
@@ -97,6 +99,9 @@ def main():
         ("relattn_attention_weights, 8000", "SELECT count(*) FROM "
          "relattn_attention_weights('tiny', ?) WHERE layer = 3 AND head = 0",
          (text(8000, 4),)),
+        ("relattn_attention_weights, 1 map 16000", "SELECT count(*) FROM "
+         "relattn_attention_weights('tiny', ?) WHERE layer = 0 AND head = 0 "
+         "AND qpos = 0", (text(16000, 5),)),
         (f"relattn_attention, n={n_attn} h=8 d=64",
          "SELECT length(relattn_attention(?1, ?1, ?1, ?2, ?2, "
          "'{\"heads\": 8, \"d_head\": 64, \"causal\": true}'))", (q, rel)),

@@ -78,6 +78,17 @@ def test_model_functions_stop_on_interrupt(tiny, fn, sql):
     assert tiny.execute("SELECT relattn_score('tiny', 'ab') < 0").fetchone() == (1,)
 
 
+def test_attention_map_stops_on_interrupt(tiny):
+    """One explicit map of 16000 x 16000 weights (1 GB) took 12-19 s here,
+    most of it in one product and the first writes to its pages; it ran on
+    6 s after the interrupt. It now goes in blocks of rows, asking between."""
+    took, msg, name = interrupted(
+        tiny, "SELECT count(*) FROM relattn_attention_weights('tiny', ?) "
+        "WHERE layer = 0 AND head = 0 AND qpos = 0", (text(16000, 5),))
+    assert (msg, name) == ("relattn_attention_weights: interrupted", "SQLITE_INTERRUPT")
+    assert took < BOUND, f"the map ended {took:.1f} s after the interrupt"
+
+
 def test_attention_stops_on_interrupt(tiny):
     """relattn_attention is SQLITE_INNOCUOUS (a view may call it) because it
     honours interrupts: n = 16384, 8 heads of 64 runs ~10 s here."""

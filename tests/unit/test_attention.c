@@ -227,7 +227,7 @@ static void map_case(const tcase *c) {
   int h = (int)(unit_next() % (unsigned)c->heads), i, j, rc;
   make_data(c, &t);
   describe(c, what, sizeof what);
-  rc = relattn_attention_map(&t.a, h, map, err, sizeof err);
+  rc = relattn_attention_map(&t.a, h, map, NULL, err, sizeof err);
   CHECK(rc == RELATTN_OK, "map %s: %s", what, err);
   for (i = 0; i < c->n; i++) {
     double rs = 0;
@@ -290,7 +290,7 @@ static void errors(void) {
   CHECK(relattn_attention(&t.a, NULL, err, sizeof err) == RELATTN_ERR_ARG &&
             strstr(err, "leading dimension"), "ldk: %s", err);
   t.a.ldk = 16;
-  CHECK(relattn_attention_map(&t.a, 2, map, err, sizeof err) == RELATTN_ERR_ARG &&
+  CHECK(relattn_attention_map(&t.a, 2, map, NULL, err, sizeof err) == RELATTN_ERR_ARG &&
             strstr(err, "head 2 out of range"), "map head: %s", err);
   CHECK(relattn_attention(NULL, NULL, err, sizeof err) == RELATTN_ERR_ARG, "NULL");
   t.a.n = 0; /* nothing to do */
