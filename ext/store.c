@@ -26,8 +26,9 @@
 ** random 32-bit step: this connection may have loaded an edit that was then
 ** rolled back (to a savepoint, or the whole transaction), and a bump by one
 ** would give the next edit the same version, and the cache the rolled-back
-** weights. (An import has its sha256 in the key, so its version may be
-** the next one: whatever it repeats, it repeats the same tensor data.)
+** weights. (An import may set the next version: it also gives the row a
+** new rowid, past the largest with a random gap, so an import made after
+** a rolled-back one, even of the same bytes as other dtypes, has a new key.)
 ** Deleting a model and
 ** importing it again starts its version at 1 again, so the cache also keys
 ** on the model row's rowid, which a fresh import picks past the largest
@@ -916,12 +917,15 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
   st = NULL;
 
   if (!(st = prepare(db,
-                     exists ? "UPDATE relattn_model SET config = ?2 "
-                              "WHERE name = ?1"
-                            /* a rowid past the largest, with a random
-                            ** gap: a model deleted and imported again
-                            ** does not get its old rowid back, so the
-                            ** caches tell the two apart (see the top) */
+                     /* Each import gives the row a new rowid, past the
+                     ** largest with a random gap: a model deleted and
+                     ** imported again does not get its old rowid back, nor
+                     ** does an import made after one that was rolled back
+                     ** (its version and sha256 may repeat), so the caches
+                     ** tell them apart (see the top). */
+                     exists ? "UPDATE relattn_model SET config = ?2, rowid "
+                              "= (SELECT max(rowid) FROM relattn_model) + 1 "
+                              "+ (random() & 4294967295) WHERE name = ?1"
                             : "INSERT INTO relattn_model(rowid, name, "
                               "config) VALUES ((SELECT coalesce(max(rowid), "
                               "0) FROM relattn_model) + 1 + (random() & "

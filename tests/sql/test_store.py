@@ -946,6 +946,33 @@ def test_rollback_leaves_no_stale_weights(tmp_path, rng, undo):
     db.close()
 
 
+def test_rollback_of_an_import_then_the_same_bytes_as_another_dtype(db, rng):
+    # An import rolled back after a call loaded it, then an import of the
+    # very same bytes labelled F16 instead of BF16: the same version (old +
+    # 1), sha256 (of the bytes) and config as the cached copy; only the
+    # model row's new rowid tells them apart.
+    db.isolation_level = None
+    modelgen.load(db, "m", HALF_CFG, rng)
+    w = modelgen.tensors(HALF_CFG, rng)
+    bits = {k: (rng.integers(0x3000, 0x3C00, a.size).astype("<u2"), list(a.shape))
+            for k, a in w.items()}
+
+    def as_dtype(dtype):
+        return sp.write({k: (dtype, shape, b.tobytes()) for k, (b, shape) in bits.items()},
+                        metadata=meta(HALF_CFG))
+
+    db.execute("BEGIN")
+    db.execute("SELECT relattn_import('m', ?)", (as_dtype("BF16"),))
+    key = db.execute("SELECT version, sha256 FROM relattn_model").fetchone()
+    bf16 = weights(db, "tok_emb")
+    db.execute("ROLLBACK")
+    db.execute("SELECT relattn_import('m', ?)", (as_dtype("F16"),))
+    assert db.execute("SELECT version, sha256 FROM relattn_model").fetchone() == key
+    f16 = bits["tok_emb"][0].view(np.float16).astype(np.float32)
+    assert not np.array_equal(bf16, f16)
+    assert np.array_equal(weights(db, "tok_emb"), f16)
+
+
 WRITER = r"""
 import sqlite3, sys
 path, so, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
