@@ -69,6 +69,7 @@ enum { COL_ID, COL_NTOK, COL_SCORE, COL_PPL, COL_EMB, COL_ERR };
 #define WANT_EMB 2    /* embedding */
 #define WANT_TOKENS 4 /* n_tokens: the tokens are read, no model runs */
 #define WANT_ERRORS 8 /* error: a bad row is a row, not a failure */
+#define ID_DESC 16    /* ORDER BY id DESC: the source is read backwards */
 #define ERR_LEN 320
 #define POLL_MS 50    /* interrupt check while waiting for a row */
 #define BATCH_TOKENS 256 /* pack rows into one pass up to this many tokens */
@@ -439,7 +440,7 @@ static int scanDisconnect(sqlite3_vtab *p) {
 ** table and ORDER BY names only its columns, whether or not the table can
 ** honour those terms itself (vtab.html, "LIMIT and OFFSET"). They bound the
 ** rows read only when nothing is left for SQLite to do after us: every other
-** constraint is one we apply, and ORDER BY is absent or ours (id ascending).
+** constraint is one we apply, and ORDER BY is absent or ours (id, either way).
 ** Otherwise a cap would cut rows before SQLite filters or sorts them. */
 static int scanBestIndex(sqlite3_vtab *tab, sqlite3_index_info *info) {
   char letters[64];
@@ -480,11 +481,13 @@ static int scanBestIndex(sqlite3_vtab *tab, sqlite3_index_info *info) {
     info->aConstraintUsage[i].omit = 0;
   }
   if (i < info->nConstraint) all_ours = 0; /* more than idxStr can hold */
-  if (info->nOrderBy == 1 &&
-      (info->aOrderBy[0].iColumn == COL_ID ||
-       info->aOrderBy[0].iColumn == -1) &&
-      !info->aOrderBy[0].desc)
+  /* ORDER BY id, either way, is the order the source is read in, so
+  ** ORDER BY id DESC LIMIT 10 (the newest rows) reads ten rows. */
+  if (info->nOrderBy == 1 && (info->aOrderBy[0].iColumn == COL_ID ||
+                              info->aOrderBy[0].iColumn == -1)) {
     info->orderByConsumed = 1;
+    if (info->aOrderBy[0].desc) want |= ID_DESC;
+  }
   if (all_ours && i_limit >= 0 &&
       (info->nOrderBy == 0 || info->orderByConsumed)) {
     /* Not omitted: SQLite still counts the rows out and skips the OFFSET;
@@ -1060,11 +1063,12 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   cur->to_read = limit < 0 || limit > INT64_MAX - offset ? -1 : limit + offset;
   /* With only id read, the token column is not even fetched. */
   sql = sqlite3_mprintf("SELECT \"%w\", %s%w%s FROM \"%w\".\"%w\"%s ORDER BY "
-                        "\"%w\"",
+                        "\"%w\"%s",
                         idcol, cur->read_tokens ? "\"" : "",
                         cur->read_tokens ? vt->tokens : "NULL",
                         cur->read_tokens ? "\"" : "", schema, vt->source,
-                        cond ? cond : "", idcol);
+                        cond ? cond : "", idcol,
+                        (idxNum & ID_DESC) ? " DESC" : "");
   if (!sql) {
     sqlite3_free(cond);
     return SQLITE_NOMEM;

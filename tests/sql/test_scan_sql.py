@@ -60,6 +60,9 @@ def test_limit_only_when_nothing_is_left_to_filter_or_sort(db, rng):
         "SELECT id FROM {t} WHERE id != 1 LIMIT 2",
         "SELECT id FROM {t} WHERE id IN (3, 5, 7) LIMIT 2",
         "SELECT id FROM {t} ORDER BY id LIMIT 3",
+        "SELECT id, score FROM {t} ORDER BY id DESC",
+        "SELECT id, score FROM {t} WHERE id BETWEEN 2 AND 6 ORDER BY id DESC LIMIT 2 OFFSET 1",
+        "SELECT id FROM {t} WHERE n_tokens > 3 ORDER BY id DESC LIMIT 2",
         "SELECT id FROM {t} WHERE id >= 2 ORDER BY id LIMIT 2 OFFSET 2",
         "SELECT id FROM {t} LIMIT 2 OFFSET 3",
         "SELECT id FROM {t} ORDER BY n_tokens DESC, id LIMIT 3",
@@ -88,10 +91,16 @@ def test_limit_still_caps_the_rows_read_when_it_is_safe(db, rng):
     # the rows up to LIMIT + OFFSET are read, and at most a probe of the last id
     for q, want, read in [
             ("SELECT id, score FROM temp.vjob WHERE id > 1 LIMIT 2", [2, 3], {2, 3}),
-            ("SELECT id FROM temp.vjob ORDER BY id LIMIT 1 OFFSET 2", [3], {1, 2, 3})]:
+            ("SELECT id FROM temp.vjob ORDER BY id LIMIT 1 OFFSET 2", [3], {1, 2, 3}),
+            # ORDER BY id DESC is read backwards: the newest rows, and no others
+            ("SELECT id, score FROM temp.vjob ORDER BY id DESC LIMIT 2", [8, 7], {8, 7}),
+            ("SELECT id, score FROM temp.vjob WHERE id < 6 ORDER BY id DESC LIMIT 2",
+             [5, 4], {5, 4})]:
         touched.clear()
         assert [r[0] for r in db.execute(q)] == want
-        assert read <= set(touched) <= read | {8}, (q, touched)
+        assert read <= set(touched) <= read | {8, max(want)}, (q, touched)
+    plan = db.execute("EXPLAIN QUERY PLAN SELECT id FROM temp.vjob ORDER BY id DESC").fetchall()
+    assert not any("ORDER BY" in r[-1] for r in plan)
 
 
 RECURSE = r"""
