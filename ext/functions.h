@@ -73,7 +73,8 @@ void relattn_tokens_agg_step(sqlite3_context *ctx, int argc,
 void relattn_tokens_agg_final(sqlite3_context *ctx);
 extern sqlite3_module relattn_tokens_each_module;
 
-/* ext/attention_fn.c: relattn_attention(q, k, v, rel_k, rel_v, options). */
+/* ext/attention_fn.c: relattn_attention(q, k, v, rel_k, rel_v, options
+** [, table, table]). */
 void relattn_attention_func(sqlite3_context *ctx, int argc,
                             sqlite3_value **argv);
 

@@ -204,6 +204,8 @@ static const struct {
 
     /* ext/attention_fn.c */
     {"relattn_attention", 6, PURE, relattn_attention_func, 0, 0},
+    {"relattn_attention", 7, PURE, relattn_attention_func, 0, 0},
+    {"relattn_attention", 8, PURE, relattn_attention_func, 0, 0},
 
     /* ext/store.c and ext/tokens.c */
     {"relattn_import", 2, WRITES, relattn_import_func, 0, 0},

@@ -1,8 +1,12 @@
 /*
-** attention.c: Shaw relative self-attention as one fused, blocked kernel.
-**
-** Shaw, Uszkoreit & Vaswani 2018, eq. 3-4, with the value term of
-** tensor2tensor's dot_product_attention_relative.
+** attention.c: relative self-attention as one fused, blocked kernel, for
+** every position scheme. It knows no scheme by name: it
+** takes the relative terms as data (relattn_rel: a bucket map constant
+** beyond a band, tables on the query, key and value sides, a scalar per
+** bucket, a linear bias, a rotation, query offsets, a scale); src/schemes.c
+** makes them from a scheme. Shaw, Uszkoreit & Vaswani 2018, eq. 3-4, with
+** the value term of tensor2tensor's dot_product_attention_relative, is the
+** case the notes below describe; the others add to it:
 **
 ** HOW IT WORKS
 ** One task is one (head, block of queries). It walks the keys in blocks with
@@ -28,7 +32,25 @@
 ** use k+1 rows.
 **
 ** Tables are clipped to what a sequence can reach: with k >= n only rows
-** k-(n-1) .. k+(n-1) are used, which is a table of clip n-1.
+** k-(n-1) .. k+(n-1) are used, which is a table of clip n-1. In general a
+** query block's P covers the rows its distances reach (the band's bucket
+** range), so an unclipped table (k >= n) costs a GEMM of about n rows per
+** block, a second QK-like product, not memory of n x n.
+**
+** The other terms, in the same frame:
+**   a bucket map b(delta) (T5, DeBERTa): the band gathers P[i, b(j-i)]
+**       instead of adding a contiguous segment; far blocks are unchanged
+**       (b is constant there);
+**   scalars beta[b] (T5): added to P's rows, or P is beta itself;
+**   a key-side table rq (DeBERTa p2c, rel_key_query): per key block
+**       G = s rq K^T over the buckets the block reaches; far blocks add
+**       G's edge row, a per-key vector;
+**   a linear bias -m |j - i| (ALiBi): on each side of the band a per-query
+**       constant plus m times the key's column, folded into the max and
+**       exp passes (vec->max_ramp, exp_sum_ramp), so it costs no pass;
+**   a rotation (RoPE): K rotated once per call into shared scratch, each
+**       query block's Q rotated into its own;
+**   query offsets u, w (Transformer-XL): added to the block's Q copies.
 **
 ** The block grid depends on n alone and each task does a fixed sequence of
 ** operations on its own rows, so the result is bitwise the same for any
@@ -54,31 +76,121 @@ void relattn_attention_blocks(int bq, int bk) {
   block_k = bk > 0 ? bk : 512;
 }
 
+/* The relative terms, with Shaw's shorthand turned into them. */
+static relattn_rel terms_of(const relattn_attn *a) {
+  relattn_rel t;
+  if (a->rel) return *a->rel;
+  memset(&t, 0, sizeof t);
+  t.band = a->clip;
+  t.rows = 2 * a->clip + 1;
+  t.per_head = a->per_head;
+  t.rk = a->rel_k;
+  t.rv = a->rel_v;
+  return t;
+}
+
+/* Table row of distance delta. */
+static int bucket_of(const relattn_rel *t, long long delta) {
+  long long c = delta < -t->band ? -t->band : (delta > t->band ? t->band : delta);
+  return t->bucket ? t->bucket[c + t->band] : (int)(c + t->band);
+}
+
+/* The rows distances [dlo, dhi] reach: *lo, *hi. */
+static void bucket_range(const relattn_rel *t, long long dlo, long long dhi,
+                         int *lo, int *hi) {
+  const long long D = t->band;
+  long long a = dlo + D, b = dhi + D, x;
+  a = a < 0 ? 0 : (a > 2 * D ? 2 * D : a);
+  b = b < 0 ? 0 : (b > 2 * D ? 2 * D : b);
+  if (!t->bucket) {
+    *lo = (int)a;
+    *hi = (int)b;
+    return;
+  }
+  *lo = *hi = t->bucket[a];
+  for (x = a + 1; x <= b; x++) {
+    const int r = t->bucket[x];
+    if (r < *lo) *lo = r;
+    if (r > *hi) *hi = r;
+  }
+}
+
+/* The first r dims of x (d floats) rotated by position p's angles into out;
+** the rest copied. */
+static void rotate_row(float *out, const float *x, int d, const relattn_rel *t,
+                       int p) {
+  const int h2 = t->rot_dim / 2;
+  const float *c = t->rot_cos + (size_t)p * h2, *s = t->rot_sin + (size_t)p * h2;
+  int i;
+  if (t->rot_half) {
+    for (i = 0; i < h2; i++) {
+      const float a = x[i], b = x[i + h2];
+      out[i] = a * c[i] - b * s[i];
+      out[i + h2] = b * c[i] + a * s[i];
+    }
+  } else {
+    for (i = 0; i < h2; i++) {
+      const float a = x[2 * i], b = x[2 * i + 1];
+      out[2 * i] = a * c[i] - b * s[i];
+      out[2 * i + 1] = b * c[i] + a * s[i];
+    }
+  }
+  for (i = t->rot_dim; i < d; i++) out[i] = x[i];
+}
+
 typedef struct attn_job {
   const relattn_attn *a;
+  relattn_rel t;             /* the terms */
   relattn_pool *pool;
-  int d, ke, R;              /* d_head, effective clip, table rows 2ke+1 */
+  int d, R;                  /* d_head; rows a block's P may span */
   int bq, bk, n_qb;
   float scale;
-  const float *rk, *rv;      /* first used row of head 0's tables, or NULL */
   size_t table_stride;       /* floats between heads' tables; 0 when shared */
+  float *kr;                 /* (n, H*d) rotated keys, or NULL */
   size_t scratch_bytes;
   atomic_int failed;
 } attn_job;
 
-static size_t scratch_floats(int bq, int bk, int d, int R, int has_rk,
-                             int has_rv) {
-  /* S (bq,bk), O (bq,d), P (bq,R), B (bq,R), m, l, el, er, mb (bq) */
-  return (size_t)bq * bk + (size_t)bq * d + (has_rk ? (size_t)bq * R : 0) +
-         (has_rv ? (size_t)bq * R : 0) + 5 * (size_t)bq;
+#define ROT_ROWS 64 /* key rows per rotation task */
+
+static void rotate_task(void *ctx, int task, int worker) {
+  attn_job *J = ctx;
+  const relattn_attn *a = J->a;
+  const int w = a->heads * J->d, r1 = (task + 1) * ROT_ROWS;
+  int i, h;
+  (void)worker;
+  for (i = task * ROT_ROWS; i < r1 && i < a->n; i++)
+    for (h = 0; h < a->heads; h++)
+      rotate_row(J->kr + (size_t)i * w + (size_t)h * J->d,
+                 a->k + (size_t)i * a->ldk + (size_t)h * J->d, J->d, &J->t, i);
+}
+
+static size_t scratch_floats(const relattn_rel *t, int bq, int bk, int d,
+                             int R) {
+  size_t f = (size_t)bq * bk + (size_t)bq * d + 5 * (size_t)bq; /* S O m l el er mb */
+  if (t->rot_dim || t->u) f += (size_t)bq * d;                  /* Qc */
+  if (t->w && t->rk) f += (size_t)bq * d;                       /* Qw */
+  if (t->rk) f += (size_t)bq * R;                               /* P */
+  if (t->rv) f += (size_t)bq * R;                               /* B */
+  if (t->rq) f += (size_t)R * bk;                               /* G */
+  return f;
+}
+
+/* Rows a query block's buckets may span: the table's with a bucket map (its
+** rows need not be in distance order); else the band's, or the distances a
+** block reaches when fewer. */
+static int span_rows(const relattn_rel *t, int n, int bq) {
+  long long r = 2LL * t->band + 1;
+  if (t->bucket) return t->rows;
+  if (r > (long long)n + bq - 1) r = (long long)n + bq - 1;
+  return (int)r;
 }
 
 static void attn_task(void *ctx, int task, int worker) {
   attn_job *J = ctx;
   const relattn_attn *a = J->a;
-  const int d = J->d, ke = J->ke, R = J->R, BK = J->bk, n = a->n;
-  /* With the mask no key lies to the right: table rows ke+1.. are unused. */
-  const int Rg = a->causal ? ke + 1 : R;
+  const relattn_rel *T = &J->t;
+  const int d = J->d, R = J->R, BK = J->bk, n = a->n, D = T->band;
   /* The last query blocks first: with a causal mask they cost the most. */
   const int h = task % a->heads;
   const int qb = J->n_qb - 1 - task / a->heads;
@@ -86,12 +198,26 @@ static void attn_task(void *ctx, int task, int worker) {
   const int bq = n - i0 < J->bq ? n - i0 : J->bq;
   const float s = J->scale;
   const float *Q = a->q + (size_t)i0 * a->ldq + (size_t)h * d;
-  const float *rk = J->rk ? J->rk + h * J->table_stride : NULL;
-  const float *rv = J->rv ? J->rv + h * J->table_stride : NULL;
-  const int rel = rk || rv;
+  const size_t ts = J->table_stride;
+  const float *rk = T->rk ? T->rk + h * ts : NULL;
+  const float *rq = T->rq ? T->rq + h * ts : NULL;
+  const float *rv = T->rv ? T->rv + h * ts : NULL;
+  const float *beta = T->beta ? T->beta + (size_t)h * T->rows : NULL;
+  const float slope = T->slope ? T->slope[h] : 0.0f;
+  const float *kc = J->kr ? J->kr + (size_t)h * d : a->k + (size_t)h * d;
+  const int ldkc = J->kr ? a->heads * d : a->ldk;
   const int j_end = a->causal ? i0 + bq : n;
+  const int has_p = rk || beta;
+  const int rel = has_p || rq || rv || slope != 0.0f;
+  /* Distances this block reaches and the table rows they map to. */
+  const long long dmin = -(long long)(i0 + bq - 1), dmax = (long long)j_end - 1 - i0;
+  const int left = dmin < -(long long)D, right = dmax > (long long)D;
   const relattn_vec *vec = relattn_vec_ops();
-  float *S, *O, *P, *B, *m, *l, *el, *er, *mb, *sp;
+  const float *Qs = Q, *Qp = Q, *pbase = NULL;
+  size_t pstride = 0;
+  int ldqs = a->ldq, ldqp = a->ldq, pmin = 0, pmax = -1, np, b_left, b_right;
+  float *S, *O, *Qc = NULL, *Qw = NULL, *P = NULL, *B = NULL, *G = NULL;
+  float *m, *l, *el, *er, *mb, *sp;
   int ii, j0, j;
 
   if (atomic_load(&J->failed)) return;
@@ -100,17 +226,58 @@ static void attn_task(void *ctx, int task, int worker) {
     atomic_store(&J->failed, 1);
     return;
   }
-  S = sp;                 sp += (size_t)J->bq * BK;  /* (bq, BK) */
-  O = sp;                 sp += (size_t)J->bq * d;   /* (bq, d) */
-  P = rk ? sp : NULL;     sp += rk ? (size_t)J->bq * R : 0; /* (bq, R) */
-  B = rv ? sp : NULL;     sp += rv ? (size_t)J->bq * R : 0; /* (bq, R) */
+  S = sp;  sp += (size_t)J->bq * BK;  /* (bq, BK) */
+  O = sp;  sp += (size_t)J->bq * d;   /* (bq, d) */
+  if (T->rot_dim || T->u) { Qc = sp; sp += (size_t)J->bq * d; } /* (bq, d) */
+  if (T->w && T->rk) { Qw = sp; sp += (size_t)J->bq * d; }      /* (bq, d) */
+  if (rk) { P = sp; sp += (size_t)J->bq * R; }                  /* (bq, R) */
+  if (rv) { B = sp; sp += (size_t)J->bq * R; }                  /* (bq, R) */
+  if (rq) { G = sp; sp += (size_t)R * BK; }                     /* (R, BK) */
   m = sp;  sp += J->bq;
   l = sp;  sp += J->bq;
   el = sp; sp += J->bq;
   er = sp; sp += J->bq;
   mb = sp;
 
-  if (rk) relattn_sgemm(0, 1, bq, Rg, d, s, Q, a->ldq, rk, d, 0.0f, P, R);
+  bucket_range(T, dmin, dmax, &pmin, &pmax);
+  np = pmax - pmin + 1;
+  b_left = bucket_of(T, -(long long)D - 1);
+  b_right = bucket_of(T, (long long)D + 1);
+
+  /* The block's queries: rotated and offset by u for the content term,
+  ** offset by w for the query-side table. */
+  if (Qc) {
+    for (ii = 0; ii < bq; ii++) {
+      float *row = Qc + (size_t)ii * d;
+      const float *x = Q + (size_t)ii * a->ldq;
+      if (T->rot_dim)
+        rotate_row(row, x, d, T, i0 + ii);
+      else
+        memcpy(row, x, sizeof(float) * (size_t)d);
+      if (T->u) vec->add(row, T->u + (size_t)h * d, d);
+    }
+    Qs = Qc;
+    ldqs = d;
+  }
+  if (Qw) {
+    for (ii = 0; ii < bq; ii++) {
+      float *row = Qw + (size_t)ii * d;
+      memcpy(row, Q + (size_t)ii * a->ldq, sizeof(float) * (size_t)d);
+      vec->add(row, T->w + (size_t)h * d, d);
+    }
+    Qp = Qw;
+    ldqp = d;
+  }
+  if (rk) {
+    relattn_sgemm(0, 1, bq, np, d, s, Qp, ldqp, rk + (size_t)pmin * d, d, 0.0f,
+                  P, R);
+    if (beta)
+      for (ii = 0; ii < bq; ii++) vec->add(P + (size_t)ii * R, beta + pmin, np);
+    pbase = P;
+    pstride = (size_t)R;
+  } else if (beta) {
+    pbase = beta + pmin; /* the same row for every query */
+  }
   memset(O, 0, sizeof(float) * (size_t)bq * d);
   if (B) memset(B, 0, sizeof(float) * (size_t)bq * R);
   for (ii = 0; ii < bq; ii++) {
@@ -125,19 +292,30 @@ static void attn_task(void *ctx, int task, int worker) {
     ** columns its last row may use, so masked products are mostly skipped. */
     const int diag = a->causal && j0 + bk > i0 + 1;
     const int panel = diag ? CAUSAL_PANEL : bq;
-    int r0;
+    int r0, gmin = 0, gmax = -1;
+    if (rq) {
+      /* Key-side terms of this key block over the rows it reaches. */
+      const int wmax = a->causal && i0 + bq - j0 < bk ? i0 + bq - j0 : bk;
+      long long thi = (long long)j0 + wmax - 1 - i0;
+      if (a->causal && thi > 0) thi = 0;
+      bucket_range(T, (long long)j0 - (i0 + bq - 1), thi, &gmin, &gmax);
+      if (wmax > 0)
+        relattn_sgemm(0, 1, gmax - gmin + 1, wmax, d, s, rq + (size_t)gmin * d, d,
+                      kc + (size_t)j0 * ldkc, ldkc, 0.0f, G, BK);
+    }
     for (r0 = 0; r0 < bq; r0 += panel) {
       const int r1 = r0 + panel < bq ? r0 + panel : bq;
       /* Columns any row of the panel may use (the mask cuts the last ones). */
       const int width = a->causal && i0 + r1 - j0 < bk ? i0 + r1 - j0 : bk;
       if (width <= 0) continue; /* every key of the block is after these rows */
-      relattn_sgemm(0, 1, r1 - r0, width, d, s, Q + (size_t)r0 * a->ldq,
-                    a->ldq, a->k + (size_t)j0 * a->ldk + (size_t)h * d,
-                    a->ldk, 0.0f, S + (size_t)r0 * BK, BK);
+      relattn_sgemm(0, 1, r1 - r0, width, d, s, Qs + (size_t)r0 * ldqs, ldqs,
+                    kc + (size_t)j0 * ldkc, ldkc, 0.0f, S + (size_t)r0 * BK, BK);
       for (ii = r0; ii < r1; ii++) {
         const int i = i0 + ii;
         float *srow = S + (size_t)ii * BK;
-        int cnt = width, lo, hi, b0, b1;
+        const float *prow = pbase ? pbase + ii * pstride : NULL;
+        int cnt = width, b0, b1;
+        long long lo, hi;
         float cl = 0.0f, cr = 0.0f, mx = -INFINITY, m_new, alpha;
         float sl = 0.0f, sb = 0.0f, sr = 0.0f;
         if (a->causal && i - j0 + 1 < cnt) cnt = i - j0 + 1;
@@ -145,38 +323,70 @@ static void attn_task(void *ctx, int task, int worker) {
           memset(srow, 0, sizeof(float) * (size_t)width);
           continue;
         }
-        /* Columns [0, b0) are at distance < -ke (table row 0), [b0, b1) in
-        ** the band (row j-i+ke), [b1, cnt) at > ke (row 2ke). Without tables
-        ** the whole row is one segment. A block far from the diagonal has
-        ** one segment only: its relative term is a row constant. */
-        lo = i - ke - j0; /* the column at distance -ke */
-        hi = i + ke - j0; /* the column at distance +ke */
+        /* Columns [0, b0) are at distance < -D (row b_left), [b0, b1) in
+        ** the band (column c at t = c - lo of the bucket map), [b1, cnt) at
+        ** > D (row b_right). Without relative terms the whole row is one
+        ** segment. A block far from the diagonal has one segment only: its
+        ** relative term is a row constant (plus a per-key vector, or a ramp
+        ** along the row). */
+        lo = (long long)i - D - j0; /* the column at distance -D */
+        hi = (long long)i + D - j0; /* the column at distance +D */
         if (rel) {
-          b0 = lo < 0 ? 0 : (lo > cnt ? cnt : lo);
-          b1 = hi + 1 < b0 ? b0 : (hi + 1 > cnt ? cnt : hi + 1);
+          b0 = (int)(lo < 0 ? 0 : (lo > cnt ? cnt : lo));
+          b1 = (int)(hi + 1 < b0 ? b0 : (hi + 1 > cnt ? cnt : hi + 1));
         } else {
           b0 = b1 = cnt;
         }
-        if (rk) {
-          const float *prow = P + (size_t)ii * R;
-          cl = prow[0];
-          cr = a->causal ? 0.0f : prow[2 * ke];
-          if (b1 > b0) vec->add(srow + b0, prow + (b0 - lo), b1 - b0);
+        if (b1 > b0) {
+          if (prow) {
+            if (!T->bucket) {
+              vec->add(srow + b0, prow + (b0 - lo - pmin), b1 - b0);
+            } else {
+              for (j = b0; j < b1; j++)
+                srow[j] += prow[T->bucket[j - lo] - pmin];
+            }
+          }
+          if (G)
+            for (j = b0; j < b1; j++)
+              srow[j] += G[(size_t)(bucket_of(T, j - lo - D) - gmin) * BK + j];
+          if (slope != 0.0f)
+            for (j = b0; j < b1; j++) {
+              const long long dist = j - lo - D;
+              srow[j] -= slope * (float)(dist < 0 ? -dist : dist);
+            }
         }
-        if (b0 > 0) mx = vec->max(srow, b0) + cl;
+        if (b0 > 0) {
+          /* keys at j0 + c, c < b0: bias -slope (i - j0 - c) */
+          if (prow) cl = prow[b_left - pmin];
+          if (G) vec->add(srow, G + (size_t)(b_left - gmin) * BK, b0);
+          cl -= slope * (float)(i - j0);
+          mx = (slope != 0.0f ? vec->max_ramp(srow, b0, slope)
+                              : vec->max(srow, b0)) + cl;
+        }
         if (b1 > b0) {
           const float mband = vec->max(srow + b0, b1 - b0);
           mx = mband > mx ? mband : mx;
         }
         if (cnt > b1) {
-          const float mr = vec->max(srow + b1, cnt - b1) + cr;
+          /* keys at j0 + b1 + c: bias -slope (j0 + b1 + c - i) */
+          float mr;
+          if (prow) cr = prow[b_right - pmin];
+          if (G) vec->add(srow + b1, G + (size_t)(b_right - gmin) * BK + b1, cnt - b1);
+          cr -= slope * (float)(j0 + b1 - i);
+          mr = (slope != 0.0f ? vec->max_ramp(srow + b1, cnt - b1, -slope)
+                              : vec->max(srow + b1, cnt - b1)) + cr;
           mx = mr > mx ? mr : mx;
         }
         m_new = mx > m[ii] ? mx : m[ii];
         alpha = expf(m[ii] - m_new); /* 0 on the first block: m = -inf */
-        if (b0 > 0) sl = vec->exp_sum(srow, b0, m_new - cl);
+        if (b0 > 0)
+          sl = slope != 0.0f ? vec->exp_sum_ramp(srow, b0, m_new - cl, slope)
+                             : vec->exp_sum(srow, b0, m_new - cl);
         if (b1 > b0) sb = vec->exp_sum(srow + b0, b1 - b0, m_new);
-        if (cnt > b1) sr = vec->exp_sum(srow + b1, cnt - b1, m_new - cr);
+        if (cnt > b1)
+          sr = slope != 0.0f
+                   ? vec->exp_sum_ramp(srow + b1, cnt - b1, m_new - cr, -slope)
+                   : vec->exp_sum(srow + b1, cnt - b1, m_new - cr);
         if (cnt < width)
           memset(srow + cnt, 0, sizeof(float) * (size_t)(width - cnt));
         if (alpha != 1.0f) {
@@ -187,7 +397,7 @@ static void attn_task(void *ctx, int task, int worker) {
         }
         l[ii] += (sl + sb) + sr;
         m[ii] = m_new;
-        if (rv) {
+        if (B) {
           el[ii] += sl;
           er[ii] += sr;
           if (b1 > b0) {
@@ -196,10 +406,14 @@ static void attn_task(void *ctx, int task, int worker) {
             if (mb[ii] != m_new) {
               /* (on the first visit the buckets are still zero) */
               if (mb[ii] != -INFINITY)
-                vec->scale(brow, Rg, expf(mb[ii] - m_new));
+                vec->scale(brow, np, expf(mb[ii] - m_new));
               mb[ii] = m_new;
             }
-            vec->add(brow + (b0 - lo), srow + b0, b1 - b0);
+            if (!T->bucket) {
+              vec->add(brow + (b0 - lo - pmin), srow + b0, b1 - b0);
+            } else {
+              for (j = b0; j < b1; j++) brow[T->bucket[j - lo] - pmin] += srow[j];
+            }
           }
         }
       }
@@ -209,19 +423,16 @@ static void attn_task(void *ctx, int task, int worker) {
     }
   }
 
-  if (rv) {
+  if (B) {
     for (ii = 0; ii < bq; ii++) {
       float *brow = B + (size_t)ii * R;
       if (mb[ii] != m[ii] && mb[ii] != -INFINITY)
-        vec->scale(brow, Rg, expf(mb[ii] - m[ii]));
-      if (ke == 0) {
-        brow[0] += el[ii] + er[ii];
-      } else {
-        brow[0] += el[ii];
-        brow[2 * ke] += er[ii];
-      }
+        vec->scale(brow, np, expf(mb[ii] - m[ii]));
+      if (left) brow[b_left - pmin] += el[ii];
+      if (right) brow[b_right - pmin] += er[ii];
     }
-    relattn_sgemm(0, 0, bq, d, Rg, 1.0f, B, R, rv, d, 1.0f, O, d);
+    relattn_sgemm(0, 0, bq, d, np, 1.0f, B, R, rv + (size_t)pmin * d, d, 1.0f,
+                  O, d);
   }
   for (ii = 0; ii < bq; ii++) {
     float *orow = a->out + (size_t)(i0 + ii) * a->ldo + (size_t)h * d;
@@ -234,6 +445,7 @@ static void attn_task(void *ctx, int task, int worker) {
 /* Checks the shape fields; returns RELATTN_OK or an error. */
 static int check_attn(const relattn_attn *a, char *err, size_t errlen) {
   long long width;
+  const relattn_rel *t;
   if (!a)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG, "attention: no arguments");
   if (a->n < 0 || a->heads < 1 || a->d_head < 1 || a->clip < 0)
@@ -251,16 +463,50 @@ static int check_attn(const relattn_attn *a, char *err, size_t errlen) {
   if (a->n > 0 && (!a->q || !a->k || !a->v || !a->out))
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "attention: q, k, v and out are required");
+  t = a->rel;
+  if (!t) return RELATTN_OK;
+  if (a->clip || a->rel_k || a->rel_v || a->per_head)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "attention: rel with clip, rel_k, rel_v or per_head set");
+  if (t->band < 0 || t->band > INT_MAX / 4 || t->rows < 1 ||
+      (!t->bucket && t->rows < 2LL * t->band + 1))
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "attention: band %d does not fit %d table rows",
+                          t->band, t->rows);
+  if (t->bucket) {
+    long long x;
+    for (x = 0; x <= 2LL * t->band; x++)
+      if (t->bucket[x] < 0 || t->bucket[x] >= t->rows)
+        return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                              "attention: bucket %lld is row %d, outside [0, %d)",
+                              x - t->band, t->bucket[x], t->rows);
+  }
+  if (t->rot_dim < 0 || t->rot_dim % 2 || t->rot_dim > a->d_head ||
+      (t->rot_dim && a->n > 0 && (!t->rot_cos || !t->rot_sin)))
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "attention: rotation of %d dims (d_head %d)",
+                          t->rot_dim, a->d_head);
+  if (!isfinite(t->scale) || t->scale < 0)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG, "attention: scale %g",
+                          t->scale);
   return RELATTN_OK;
 }
 
+static int query_block(int n) { return n < block_q ? n : block_q; }
+
 size_t relattn_attention_scratch_bytes(const relattn_attn *a) {
-  int ke, bq;
+  relattn_rel t;
+  int bq;
   if (!a || a->n < 1 || a->d_head < 1 || a->clip < 0) return 0;
-  ke = a->clip < a->n - 1 ? a->clip : a->n - 1;
-  bq = a->n < block_q ? a->n : block_q;
-  return sizeof(float) * scratch_floats(bq, block_k, a->d_head, 2 * ke + 1,
-                                        a->rel_k != NULL, a->rel_v != NULL);
+  t = terms_of(a);
+  bq = query_block(a->n);
+  return sizeof(float) * scratch_floats(&t, bq, block_k, a->d_head,
+                                        span_rows(&t, a->n, bq));
+}
+
+size_t relattn_attention_shared_bytes(const relattn_attn *a) {
+  if (!a || a->n < 1 || !a->rel || !a->rel->rot_dim) return 0;
+  return sizeof(float) * (size_t)a->n * a->heads * a->d_head;
 }
 
 int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
@@ -275,19 +521,15 @@ int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
 
   memset(&J, 0, sizeof J);
   J.a = a;
+  J.t = terms_of(a);
   J.d = a->d_head;
-  J.ke = a->clip < a->n - 1 ? a->clip : a->n - 1;
-  J.R = 2 * J.ke + 1;
-  J.bq = a->n < block_q ? a->n : block_q;
+  J.bq = query_block(a->n);
   J.bk = block_k;
+  J.R = span_rows(&J.t, a->n, J.bq);
   J.n_qb = (a->n + J.bq - 1) / J.bq;
-  J.scale = (float)(1.0 / sqrt((double)a->d_head));
-  /* With ke < clip, row k - ke of the table is row 0 of the clipped one. */
-  J.rk = a->rel_k ? a->rel_k + (size_t)(a->clip - J.ke) * J.d : NULL;
-  J.rv = a->rel_v ? a->rel_v + (size_t)(a->clip - J.ke) * J.d : NULL;
-  J.table_stride = a->per_head ? (size_t)(2 * a->clip + 1) * J.d : 0;
-  J.scratch_bytes = sizeof(float) * scratch_floats(J.bq, J.bk, J.d, J.R,
-                                                   J.rk != NULL, J.rv != NULL);
+  J.scale = (float)(J.t.scale > 0 ? J.t.scale : 1.0 / sqrt((double)a->d_head));
+  J.table_stride = J.t.per_head ? (size_t)J.t.rows * J.d : 0;
+  J.scratch_bytes = sizeof(float) * scratch_floats(&J.t, J.bq, J.bk, J.d, J.R);
   atomic_init(&J.failed, 0);
   tasks = (long long)a->heads * J.n_qb;
   if (tasks > INT_MAX)
@@ -302,8 +544,21 @@ int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
     pool = own;
   }
   J.pool = pool;
+  if (J.t.rot_dim) {
+    /* Every task reads all keys: rotate them once, into the calling
+    ** worker's scratch (kept for the next call: pages are costly here). */
+    J.kr = relattn_pool_scratch_slot(pool, relattn_pool_worker(pool), 3,
+                                     relattn_attention_shared_bytes(a));
+    if (!J.kr) {
+      relattn_pool_free(own);
+      return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                            "attention: out of memory for %zu bytes of rotated keys",
+                            relattn_attention_shared_bytes(a));
+    }
+  }
   relattn_vec_ops(); /* decide the vector path before the workers start */
   blas = relattn_blas_single();
+  if (J.kr) relattn_pool_run(pool, (a->n + ROT_ROWS - 1) / ROT_ROWS, rotate_task, &J);
   relattn_pool_run(pool, (int)tasks, attn_task, &J);
   relattn_blas_restore(blas);
   stopped = relattn_pool_cancelled(pool); /* tasks were skipped */
@@ -323,9 +578,11 @@ int relattn_attention_map(const relattn_attn *a, int head,
                           float *map /* (n, n) */, relattn_pool *pool,
                           char *err, size_t errlen) {
   const int n = a ? a->n : 0;
-  int rc, d, ke, R, i, j;
-  const float *q, *rk;
-  float s, *p;
+  relattn_rel t;
+  int rc, d, i, j, c, pmin, pmax, np;
+  size_t ts;
+  const float *rk, *rq, *beta;
+  float s, slope, *qs, *ks, *qw, *p = NULL, *g = NULL;
 
   rc = check_attn(a, err, errlen);
   if (rc != RELATTN_OK || n == 0) return rc;
@@ -335,49 +592,83 @@ int relattn_attention_map(const relattn_attn *a, int head,
                           a->heads);
   if (!map)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG, "attention: map is NULL");
+  t = terms_of(a);
   d = a->d_head;
-  ke = a->clip < n - 1 ? a->clip : n - 1;
-  R = 2 * ke + 1;
-  s = (float)(1.0 / sqrt((double)d));
-  q = a->q + (size_t)head * d;
-  rk = a->rel_k ? a->rel_k + (size_t)(a->clip - ke) * d +
-                      (a->per_head ? (size_t)head * (2 * a->clip + 1) * d : 0)
-                : NULL;
-  p = relattn_alloc(sizeof(float) * (size_t)R);
-  if (!p)
+  s = (float)(t.scale > 0 ? t.scale : 1.0 / sqrt((double)d));
+  ts = t.per_head ? (size_t)t.rows * d : 0;
+  rk = t.rk ? t.rk + head * ts : NULL;
+  rq = t.rq ? t.rq + head * ts : NULL;
+  beta = t.beta ? t.beta + (size_t)head * t.rows : NULL;
+  slope = t.slope ? t.slope[head] : 0.0f;
+  bucket_range(&t, -(long long)(n - 1), a->causal ? 0 : n - 1, &pmin, &pmax);
+  np = pmax - pmin + 1;
+  /* q (rotated, + u) and k (rotated) of this head, q + w; the query-side
+  ** terms of a block of rows; the key-side ones of every key. */
+  qs = relattn_alloc(sizeof(float) * ((size_t)n * d * 2 + (size_t)MAP_ROWS * d));
+  if (rk) p = relattn_alloc(sizeof(float) * (size_t)MAP_ROWS * np);
+  if (rq) g = relattn_alloc(sizeof(float) * (size_t)n * np);
+  if (!qs || (rk && !p) || (rq && !g)) {
+    relattn_free(qs);
+    relattn_free(p);
+    relattn_free(g);
     return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM, "attention: out of memory");
+  }
+  ks = qs + (size_t)n * d;
+  qw = ks + (size_t)n * d;
+  for (i = 0; i < n; i++) {
+    const float *qi = a->q + (size_t)i * a->ldq + (size_t)head * d;
+    const float *ki = a->k + (size_t)i * a->ldk + (size_t)head * d;
+    if (t.rot_dim) {
+      rotate_row(qs + (size_t)i * d, qi, d, &t, i);
+      rotate_row(ks + (size_t)i * d, ki, d, &t, i);
+    } else {
+      memcpy(qs + (size_t)i * d, qi, sizeof(float) * (size_t)d);
+      memcpy(ks + (size_t)i * d, ki, sizeof(float) * (size_t)d);
+    }
+    if (t.u)
+      for (c = 0; c < d; c++) qs[(size_t)i * d + c] += t.u[(size_t)head * d + c];
+  }
+  if (rq)
+    relattn_sgemm(0, 1, n, np, d, s, a->k + (size_t)head * d, a->ldk,
+                  rq + (size_t)pmin * d, d, 0.0f, g, np);
 
-  /* The scores in place, then each row's relative term, mask and softmax;
+  /* The scores in place, then each row's relative terms, mask and softmax;
   ** in blocks of MAP_ROWS rows, between which the pool is asked whether to
   ** stop (a map of 16384 rows takes seconds, most of it first writes to
   ** its pages). */
   for (i = 0; i < n; i++) {
     float *row = map + (size_t)i * n;
-    const float *qi = q + (size_t)i * a->ldq;
     const int cnt = a->causal ? i + 1 : n;
+    const float *prow = p ? p + (size_t)(i % MAP_ROWS) * np : NULL;
     float mx = -INFINITY;
     double sum = 0.0;
     if (i % MAP_ROWS == 0) {
+      const int rows = n - i < MAP_ROWS ? n - i : MAP_ROWS;
       if (relattn_pool_poll(pool)) {
+        relattn_free(qs);
         relattn_free(p);
-        return relattn_errorf(err, errlen, RELATTN_ERR_INTERRUPT,
-                              "interrupted");
+        relattn_free(g);
+        return relattn_errorf(err, errlen, RELATTN_ERR_INTERRUPT, "interrupted");
       }
-      relattn_sgemm(0, 1, n - i < MAP_ROWS ? n - i : MAP_ROWS, n, d, s, qi,
-                    a->ldq, a->k + (size_t)head * d, a->ldk, 0.0f, row, n);
+      relattn_sgemm(0, 1, rows, n, d, s, qs + (size_t)i * d, d, ks, d, 0.0f, row, n);
+      if (rk) {
+        for (j = 0; j < rows; j++) {
+          float *qj = qw + (size_t)j * d;
+          memcpy(qj, a->q + (size_t)(i + j) * a->ldq + (size_t)head * d,
+                 sizeof(float) * (size_t)d);
+          if (t.w)
+            for (c = 0; c < d; c++) qj[c] += t.w[(size_t)head * d + c];
+        }
+        relattn_sgemm(0, 1, rows, np, d, s, qw, d, rk + (size_t)pmin * d, d, 0.0f,
+                      p, np);
+      }
     }
-    if (rk) {
-      int r, c;
-      for (r = 0; r < R; r++) {
-        float dot = 0.0f;
-        for (c = 0; c < d; c++) dot += qi[c] * rk[(size_t)r * d + c];
-        p[r] = s * dot;
-      }
-      for (j = 0; j < cnt; j++) {
-        int dist = j - i;
-        dist = dist < -ke ? -ke : (dist > ke ? ke : dist);
-        row[j] += p[dist + ke];
-      }
+    for (j = 0; j < cnt; j++) {
+      const int b = bucket_of(&t, (long long)j - i) - pmin;
+      if (prow) row[j] += prow[b];
+      if (g) row[j] += g[(size_t)j * np + b];
+      if (beta) row[j] += beta[b + pmin];
+      if (slope != 0.0f) row[j] -= slope * (float)(j > i ? j - i : i - j);
     }
     for (j = 0; j < cnt; j++) mx = row[j] > mx ? row[j] : mx;
     for (j = 0; j < cnt; j++) {
@@ -387,6 +678,8 @@ int relattn_attention_map(const relattn_attn *a, int head,
     for (j = 0; j < cnt; j++) row[j] = (float)(row[j] / sum);
     for (j = cnt; j < n; j++) row[j] = 0.0f;
   }
+  relattn_free(qs);
   relattn_free(p);
+  relattn_free(g);
   return RELATTN_OK;
 }

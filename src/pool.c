@@ -160,6 +160,10 @@ void relattn_pool_free(relattn_pool *pool) {
 
 int relattn_pool_size(const relattn_pool *pool) { return pool ? pool->n : 1; }
 
+int relattn_pool_worker(const relattn_pool *pool) {
+  return pool && in_pool == pool ? in_pool_worker : 0;
+}
+
 void relattn_pool_run(relattn_pool *pool, int n_tasks, relattn_task_fn fn,
                       void *ctx) {
   int t;

@@ -102,6 +102,9 @@ int relattn_pool_poll(relattn_pool *pool);
 /* Frees every scratch buffer larger than keep bytes (after a call with a
 ** rare huge sequence, so the connection does not hold its memory forever). */
 void relattn_pool_trim(relattn_pool *pool, size_t keep);
+/* The worker the calling thread is inside pool's run as, else 0: whose
+** scratch a nested call may use for buffers shared by its own tasks. */
+int relattn_pool_worker(const relattn_pool *pool);
 int relattn_cpu_count(void);
 
 /* ---- ordered batch runner (src/batch.c) ---------------------------------- */
@@ -141,11 +144,40 @@ void relattn_batch_pop(relattn_batch *b);    /* the head item is done with */
 
 /* ---- relative self-attention (src/attention.c) ------------------------- */
 
+/* The relative terms of any position scheme (DESIGN 5b), as data: src/schemes.c
+** builds them from a scheme's name and tables. For head h, query i, key j,
+** d = d_head, delta = j - i and table row b = b(delta):
+**   e_ij = s ((q^_i + u_h) . k^_j + (q_i + w_h) . rk[b] + k_j . rq[b])
+**          + beta_h[b] - slope_h |delta|          (-inf where causal, j > i)
+**   z_i  = sum_j softmax_j(e_ij) (v_j + rv[b])
+** q^, k^ are q, k rotated by position (RoPE) when rot_dim > 0, else q, k.
+** b(delta) = bucket[clamp(delta, -band, band) + band], or
+** clamp(delta, -band, band) + band when bucket is NULL: constant beyond the
+** band, which is what lets far key blocks cost what plain attention costs. */
+typedef struct relattn_rel {
+  double scale;           /* s; 0 means 1/sqrt(d_head) */
+  int band;               /* D >= 0 */
+  const int *bucket;      /* (2D+1) rows in [0, rows), or NULL: identity */
+  int rows;               /* B: rows of each table */
+  int per_head;           /* tables (H, B, d), else (B, d) shared */
+  const float *rk;        /* query side, or NULL */
+  const float *rq;        /* key side, or NULL */
+  const float *rv;        /* value side, or NULL */
+  const float *beta;      /* (H, B) scalars added unscaled, or NULL */
+  const float *u, *w;     /* (H, d) query offsets, or NULL */
+  const float *slope;     /* (H) linear bias -slope_h |delta|, or NULL */
+  int rot_dim;            /* r: rotate dims [0, r) of q and k; 0 for none */
+  int rot_half;           /* pairs (t, t + r/2), else (2t, 2t + 1) */
+  const float *rot_cos;   /* (n, r/2): cos of pair t's angle at position p */
+  const float *rot_sin;   /* (n, r/2) */
+} relattn_rel;
+
 /* Shaw, Uszkoreit & Vaswani 2018, eq. 3-4 (tensor2tensor's
-** dot_product_attention_relative, value term included). For head h, query i,
-** key j, d = d_head, s = 1/sqrt(d), r = clip(j - i, -k, k) + k:
+** dot_product_attention_relative, value term included) is the shorthand:
+** with rel NULL, for r = clip(j - i, -k, k) + k and s = 1/sqrt(d):
 **   e_ij = s * q_i . (k_j + rel_k[r])      (-inf where causal and j > i)
 **   z_i  = sum_j softmax_j(e_ij) * (v_j + rel_v[r])
+** Any other scheme passes rel (and leaves clip, rel_k, rel_v zero).
 ** Head h of a row lives at columns h*d .. h*d + d - 1. */
 typedef struct relattn_attn {
   int n;                  /* sequence length: queries = keys = values */
@@ -160,6 +192,7 @@ typedef struct relattn_attn {
   const float *rel_k;     /* (2k+1, d) or (H, 2k+1, d); NULL: no key term */
   const float *rel_v;     /* same shape; NULL: no value term */
   float *out; int ldo;    /* (n, ldo) */
+  const relattn_rel *rel; /* the terms of any scheme, or NULL (Shaw above) */
 } relattn_attn;
 
 /* Fused blocked kernel with online softmax; never builds an n x n matrix.
@@ -179,11 +212,82 @@ int relattn_attention_map(const relattn_attn *a, int head,
                           float *map /* (n, n) */, relattn_pool *pool,
                           char *err, size_t errlen);
 /* Bytes of per-worker scratch relattn_attention takes for a (0 for n = 0):
-** O(block x (block + 2k+1 + d)), whatever n is. */
+** O(block x (block + 2k+1 + d)), whatever n is; with a table of more rows
+** than a block reaches (unclipped), O(block x n). */
 size_t relattn_attention_scratch_bytes(const relattn_attn *a);
+/* Bytes of scratch shared by a call's tasks (rotated keys, n x H x d floats,
+** with a rotation; else 0), kept by the calling worker for the next call. */
+size_t relattn_attention_shared_bytes(const relattn_attn *a);
 /* Block sizes (queries per task, keys per step); <= 0 restores the default.
 ** Process-wide, for tests and the benchmark: not for use while a kernel runs. */
 void relattn_attention_blocks(int block_q, int block_k);
+
+/* ---- position schemes (src/schemes.c) ---------------------------------- */
+
+/* DESIGN 5b. The one place that knows schemes by name: each becomes a
+** relattn_rel (bucket map, tables, scale) for the kernel. */
+enum {
+  RELATTN_POS_NONE = 0, RELATTN_POS_SHAW, RELATTN_POS_REL_KEY,
+  RELATTN_POS_REL_KEY_QUERY, RELATTN_POS_T5, RELATTN_POS_DEBERTA,
+  RELATTN_POS_ALIBI, RELATTN_POS_ROPE, RELATTN_POS_XL, RELATTN_POS_COUNT
+};
+int relattn_position_parse(const char *name);   /* RELATTN_POS_*, or -1 */
+const char *relattn_position_name(int type);
+/* "none, shaw, ..." for messages. */
+const char *relattn_position_names(void);
+
+/* A scheme and its parameters (relattn_position_defaults fills them). */
+typedef struct relattn_position {
+  int type;
+  int num_buckets, max_distance;     /* t5: 32, 128 */
+  int position_buckets;              /* deberta: 256 (<= 0: no log buckets) */
+  int max_relative_positions;        /* deberta: 512 */
+  int rotary_half;                   /* rope: 1 "half" (GPT-NeoX), 0 "interleaved" */
+  int rotary_dim;                    /* rope: 0 means d_head */
+  double base;                       /* rope: 10000 */
+} relattn_position;
+void relattn_position_defaults(relattn_position *p, int type);
+/* The parameter names a scheme takes (besides "type"), NULL-terminated. */
+const char *const *relattn_position_keys(int type);
+/* The names of the tables a scheme takes after rel_k, rel_v (relattn_attention's
+** arguments 7, 8, ...), NULL-terminated. */
+const char *const *relattn_position_extra(int type);
+
+/* The tables as given: rel_k, rel_v, then the extra ones; NULL when absent;
+** counts in floats. */
+#define RELATTN_POS_TABLES 4
+typedef struct relattn_pos_tables {
+  const float *t[RELATTN_POS_TABLES];  /* rel_k, rel_v, extra 0, extra 1 */
+  int64_t count[RELATTN_POS_TABLES];
+} relattn_pos_tables;
+
+/* A built description and the memory it owns. */
+typedef struct relattn_scheme {
+  relattn_rel rel;
+  void *mem;
+} relattn_scheme;
+/* Checks the parameters and tables against the scheme (rows for its bucket
+** map, required tables present, others absent) and builds the terms for a
+** sequence of n; messages name the table or option. relattn_scheme_free
+** after use, also on failure. */
+int relattn_scheme_build(relattn_scheme *out, const relattn_position *p,
+                         const relattn_pos_tables *tables, int n, int heads,
+                         int d_head, int causal, int per_head, char *err,
+                         size_t errlen);
+/* Bytes relattn_scheme_build allocates (an upper bound), for memory limits. */
+size_t relattn_scheme_bytes(const relattn_position *p,
+                            const relattn_pos_tables *tables, int n, int heads,
+                            int d_head);
+void relattn_scheme_free(relattn_scheme *s);
+
+/* Bucket maps of the references, exposed for tests: T5's
+** _relative_position_bucket of delta = j - i; DeBERTa-v2's
+** make_log_bucket_position of i - j. */
+int relattn_t5_bucket(int delta, int bidirectional, int num_buckets,
+                      int max_distance);
+int relattn_deberta_log_position(int rel, int bucket_size, int max_position);
+/* BLOOM's build_alibi_tensor slopes: out (heads). */
+void relattn_alibi_slopes(float *out, int heads);
 
 /* ---- models (src/model.c: config, tensor list, weights) ----------------- */
 

@@ -37,8 +37,29 @@ static void add_scalar(float *x, const float *y, int n) {
   for (j = 0; j < n; j++) x[j] += y[j];
 }
 
+static float max_ramp_scalar(const float *x, int n, float r) {
+  float m = x[0];
+  int j;
+  for (j = 1; j < n; j++) {
+    const float y = x[j] + r * (float)j;
+    m = y > m ? y : m;
+  }
+  return m;
+}
+
+static float exp_sum_ramp_scalar(float *x, int n, float sub, float r) {
+  float sum = 0.0f;
+  int j;
+  for (j = 0; j < n; j++) {
+    x[j] = expf(x[j] + r * (float)j - sub);
+    sum += x[j];
+  }
+  return sum;
+}
+
 static const relattn_vec vec_scalar = {"scalar", max_scalar, exp_sum_scalar,
-                                       scale_scalar, add_scalar};
+                                       scale_scalar, add_scalar,
+                                       max_ramp_scalar, exp_sum_ramp_scalar};
 
 /* ---- x86-64: AVX2 + FMA and AVX-512F ------------------------------------ */
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -256,10 +277,118 @@ __attribute__((target("avx512f"))) static void add_avx512(float *x,
   }
 }
 
+/* The ramp r*j is computed from the integer j in each lane (one rounding),
+** not accumulated. */
+__attribute__((target("avx2,fma"))) static float max_ramp_avx2(const float *x,
+                                                               int n, float r) {
+  const __m256 rv = _mm256_set1_ps(r);
+  __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  __m128 h;
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    m = _mm256_max_ps(m, _mm256_fmadd_ps(rv, _mm256_cvtepi32_ps(idx),
+                                         _mm256_loadu_ps(x + j)));
+    idx = _mm256_add_epi32(idx, _mm256_set1_epi32(8));
+  }
+  if (j < n) {
+    const __m256i mask = tail_mask_avx2(n - j);
+    __m256 t = _mm256_fmadd_ps(rv, _mm256_cvtepi32_ps(idx),
+                               _mm256_maskload_ps(x + j, mask));
+    t = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), t, _mm256_castsi256_ps(mask));
+    m = _mm256_max_ps(m, t);
+  }
+  h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+  return _mm_cvtss_f32(h);
+}
+
+__attribute__((target("avx2,fma"))) static float exp_sum_ramp_avx2(float *x,
+                                                                   int n,
+                                                                   float sub,
+                                                                   float r) {
+  const __m256 s = _mm256_set1_ps(sub), rv = _mm256_set1_ps(r);
+  __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256 acc = _mm256_setzero_ps();
+  __m128 h;
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256 a = _mm256_fmadd_ps(rv, _mm256_cvtepi32_ps(idx), _mm256_loadu_ps(x + j));
+    a = exp_avx2(_mm256_sub_ps(a, s));
+    _mm256_storeu_ps(x + j, a);
+    acc = _mm256_add_ps(acc, a);
+    idx = _mm256_add_epi32(idx, _mm256_set1_epi32(8));
+  }
+  if (j < n) {
+    const __m256i mask = tail_mask_avx2(n - j);
+    __m256 a = _mm256_fmadd_ps(rv, _mm256_cvtepi32_ps(idx),
+                               _mm256_maskload_ps(x + j, mask));
+    a = exp_avx2(_mm256_sub_ps(a, s));
+    a = _mm256_and_ps(a, _mm256_castsi256_ps(mask));
+    _mm256_maskstore_ps(x + j, mask, a);
+    acc = _mm256_add_ps(acc, a);
+  }
+  h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+  return _mm_cvtss_f32(h);
+}
+
+__attribute__((target("avx512f"))) static float max_ramp_avx512(const float *x,
+                                                                int n, float r) {
+  const __m512 rv = _mm512_set1_ps(r);
+  __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+                                  13, 14, 15);
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  int j = 0;
+  for (; j + 16 <= n; j += 16) {
+    m = _mm512_max_ps(m, _mm512_fmadd_ps(rv, _mm512_cvtepi32_ps(idx),
+                                         _mm512_loadu_ps(x + j)));
+    idx = _mm512_add_epi32(idx, _mm512_set1_epi32(16));
+  }
+  if (j < n) {
+    const __mmask16 k = (__mmask16)((1u << (n - j)) - 1);
+    m = _mm512_mask_max_ps(m, k, m,
+                           _mm512_fmadd_ps(rv, _mm512_cvtepi32_ps(idx),
+                                           _mm512_maskz_loadu_ps(k, x + j)));
+  }
+  return _mm512_reduce_max_ps(m);
+}
+
+__attribute__((target("avx512f"))) static float exp_sum_ramp_avx512(float *x,
+                                                                    int n,
+                                                                    float sub,
+                                                                    float r) {
+  const __m512 s = _mm512_set1_ps(sub), rv = _mm512_set1_ps(r);
+  __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+                                  13, 14, 15);
+  __m512 acc = _mm512_setzero_ps();
+  int j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m512 a = _mm512_fmadd_ps(rv, _mm512_cvtepi32_ps(idx), _mm512_loadu_ps(x + j));
+    a = exp_avx512(_mm512_sub_ps(a, s));
+    _mm512_storeu_ps(x + j, a);
+    acc = _mm512_add_ps(acc, a);
+    idx = _mm512_add_epi32(idx, _mm512_set1_epi32(16));
+  }
+  if (j < n) {
+    const __mmask16 k = (__mmask16)((1u << (n - j)) - 1);
+    __m512 a = _mm512_fmadd_ps(rv, _mm512_cvtepi32_ps(idx),
+                               _mm512_maskz_loadu_ps(k, x + j));
+    a = _mm512_maskz_mov_ps(k, exp_avx512(_mm512_sub_ps(a, s)));
+    _mm512_mask_storeu_ps(x + j, k, a);
+    acc = _mm512_add_ps(acc, a);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
 static const relattn_vec vec_avx2 = {"avx2", max_avx2, exp_sum_avx2,
-                                     scale_avx2, add_avx2};
+                                     scale_avx2, add_avx2,
+                                     max_ramp_avx2, exp_sum_ramp_avx2};
 static const relattn_vec vec_avx512 = {"avx512", max_avx512, exp_sum_avx512,
-                                       scale_avx512, add_avx512};
+                                       scale_avx512, add_avx512,
+                                       max_ramp_avx512, exp_sum_ramp_avx512};
 #endif
 
 const relattn_vec *relattn_vec_path(const char *name) {

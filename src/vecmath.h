@@ -13,6 +13,10 @@ typedef struct relattn_vec {
   float (*exp_sum)(float *x, int n, float sub);
   void (*scale)(float *x, int n, float f);   /* x *= f */
   void (*add)(float *x, const float *y, int n); /* x += y */
+  /* The same over x[j] + r*j (a linear bias along the row, ALiBi's on one
+  ** side of the diagonal): max of x[j] + r*j; x[j] = exp(x[j] + r*j - sub). */
+  float (*max_ramp)(const float *x, int n, float r);
+  float (*exp_sum_ramp)(float *x, int n, float sub, float r);
 } relattn_vec;
 
 const relattn_vec *relattn_vec_ops(void);

@@ -238,7 +238,7 @@ E = "relattn_attention: "
     (5, '{"heads": 2.5, "d_head": 8}', "options.heads must be a positive integer, not 2.5"),
     (5, '{"heads": "2", "d_head": 8}', 'options.heads must be a positive integer, not "2"'),
     (5, '{"heads": 2, "d_head": 8, "causel": true}',
-     "unknown option 'causel' (known: heads, d_head, causal, per_head)"),
+     "unknown option 'causel' (known: heads, d_head, causal, per_head, position)"),
     (5, '{"heads": 2, "d_head": 8, "causal": "yes"}', 'options.causal must be true or false, not "yes"'),
     (5, '{"heads": 2, "d_head": 8, "per_head": 2}', "options.per_head must be true or false, not 2"),
     (5, '{"heads": 2, "d_head": 8, "per_head": true}',
