@@ -301,7 +301,8 @@ static void attn_task(void *ctx, int task, int worker) {
       bucket_range(T, (long long)j0 - (i0 + bq - 1), thi, &gmin, &gmax);
       if (wmax > 0)
         relattn_sgemm(0, 1, gmax - gmin + 1, wmax, d, s, rq + (size_t)gmin * d, d,
-                      kc + (size_t)j0 * ldkc, ldkc, 0.0f, G, BK);
+                      a->k + (size_t)j0 * a->ldk + (size_t)h * d, a->ldk, 0.0f,
+                      G, BK);
     }
     for (r0 = 0; r0 < bq; r0 += panel) {
       const int r1 = r0 + panel < bq ? r0 + panel : bq;
