@@ -153,6 +153,18 @@ typedef struct attn_job {
 
 #define ROT_ROWS 64 /* key rows per rotation task */
 
+/* Keys per product with the key-side table: a chunk of keys reaches
+** bq + G_CHUNK - 1 distances, so the product costs about (bq + 64) / bq
+** times the chunk's share of Q K^T, where a whole key block would cost
+** (bq + bk) / bq. */
+#define G_CHUNK 64
+
+/* Rows of one chunk's key-side product. */
+static int g_rows(const relattn_rel *t, int R, int bq) {
+  if (t->bucket) return R;
+  return R < bq + G_CHUNK - 1 ? R : bq + G_CHUNK - 1;
+}
+
 static void rotate_task(void *ctx, int task, int worker) {
   attn_job *J = ctx;
   const relattn_attn *a = J->a;
@@ -167,12 +179,13 @@ static void rotate_task(void *ctx, int task, int worker) {
 
 static size_t scratch_floats(const relattn_rel *t, int bq, int bk, int d,
                              int R) {
+  const size_t chunks = (size_t)(bk + G_CHUNK - 1) / G_CHUNK;
   size_t f = (size_t)bq * bk + (size_t)bq * d + 5 * (size_t)bq; /* S O m l el er mb */
   if (t->rot_dim || t->u) f += (size_t)bq * d;                  /* Qc */
   if (t->w && t->rk) f += (size_t)bq * d;                       /* Qw */
   if (t->rk) f += (size_t)bq * R;                               /* P */
   if (t->rv) f += (size_t)bq * R;                               /* B */
-  if (t->rq) f += (size_t)R * bk;                               /* G */
+  if (t->rq) f += chunks * ((size_t)g_rows(t, R, bq) * G_CHUNK + 1); /* G, gmin */
   return f;
 }
 
@@ -210,7 +223,8 @@ static void attn_task(void *ctx, int task, int worker) {
   const int has_p = rk || beta;
   const int rel = has_p || rq || rv || slope != 0.0f;
   /* Distances this block reaches and the table rows they map to. */
-  const long long dmin = -(long long)(i0 + bq - 1), dmax = (long long)j_end - 1 - i0;
+  const long long dmin = -(long long)(i0 + bq - 1),
+                  dmax = a->causal ? 0 : (long long)n - 1 - i0;
   const int left = dmin < -(long long)D, right = dmax > (long long)D;
   const relattn_vec *vec = relattn_vec_ops();
   const float *Qs = Q, *Qp = Q, *pbase = NULL;
@@ -218,7 +232,9 @@ static void attn_task(void *ctx, int task, int worker) {
   int ldqs = a->ldq, ldqp = a->ldq, pmin = 0, pmax = -1, np, b_left, b_right;
   float *S, *O, *Qc = NULL, *Qw = NULL, *P = NULL, *B = NULL, *G = NULL;
   float *m, *l, *el, *er, *mb, *sp;
-  int ii, j0, j;
+  int *gmin = NULL, ii, j0, j;
+  const int n_chunks = (BK + G_CHUNK - 1) / G_CHUNK;
+  const size_t g_size = (size_t)g_rows(T, R, J->bq) * G_CHUNK;
 
   if (atomic_load(&J->failed)) return;
   sp = relattn_pool_scratch(J->pool, worker, J->scratch_bytes);
@@ -232,7 +248,12 @@ static void attn_task(void *ctx, int task, int worker) {
   if (T->w && T->rk) { Qw = sp; sp += (size_t)J->bq * d; }      /* (bq, d) */
   if (rk) { P = sp; sp += (size_t)J->bq * R; }                  /* (bq, R) */
   if (rv) { B = sp; sp += (size_t)J->bq * R; }                  /* (bq, R) */
-  if (rq) { G = sp; sp += (size_t)R * BK; }                     /* (R, BK) */
+  if (rq) {  /* per chunk of keys (rows, G_CHUNK), and its first row */
+    G = sp;
+    sp += (size_t)n_chunks * g_size;
+    gmin = (int *)sp;
+    sp += n_chunks;
+  }
   m = sp;  sp += J->bq;
   l = sp;  sp += J->bq;
   el = sp; sp += J->bq;
@@ -292,17 +313,21 @@ static void attn_task(void *ctx, int task, int worker) {
     ** columns its last row may use, so masked products are mostly skipped. */
     const int diag = a->causal && j0 + bk > i0 + 1;
     const int panel = diag ? CAUSAL_PANEL : bq;
-    int r0, gmin = 0, gmax = -1;
+    int r0, c0;
     if (rq) {
-      /* Key-side terms of this key block over the rows it reaches. */
+      /* Key-side terms of this key block, G_CHUNK keys at a time, each
+      ** chunk over the table rows its distances to the block reach. */
       const int wmax = a->causal && i0 + bq - j0 < bk ? i0 + bq - j0 : bk;
-      long long thi = (long long)j0 + wmax - 1 - i0;
-      if (a->causal && thi > 0) thi = 0;
-      bucket_range(T, (long long)j0 - (i0 + bq - 1), thi, &gmin, &gmax);
-      if (wmax > 0)
-        relattn_sgemm(0, 1, gmax - gmin + 1, wmax, d, s, rq + (size_t)gmin * d, d,
-                      a->k + (size_t)j0 * a->ldk + (size_t)h * d, a->ldk, 0.0f,
-                      G, BK);
+      for (c0 = 0; c0 < wmax; c0 += G_CHUNK) {
+        const int gc = wmax - c0 < G_CHUNK ? wmax - c0 : G_CHUNK, cc = c0 / G_CHUNK;
+        long long thi = (long long)j0 + c0 + gc - 1 - i0;
+        int gmax;
+        if (a->causal && thi > 0) thi = 0;
+        bucket_range(T, (long long)j0 + c0 - (i0 + bq - 1), thi, &gmin[cc], &gmax);
+        relattn_sgemm(0, 1, gmax - gmin[cc] + 1, gc, d, s, rq + (size_t)gmin[cc] * d,
+                      d, a->k + (size_t)(j0 + c0) * a->ldk + (size_t)h * d, a->ldk,
+                      0.0f, G + cc * g_size, G_CHUNK);
+      }
     }
     for (r0 = 0; r0 < bq; r0 += panel) {
       const int r1 = r0 + panel < bq ? r0 + panel : bq;
@@ -343,13 +368,24 @@ static void attn_task(void *ctx, int task, int worker) {
             if (!T->bucket) {
               vec->add(srow + b0, prow + (b0 - lo - pmin), b1 - b0);
             } else {
-              for (j = b0; j < b1; j++)
-                srow[j] += prow[T->bucket[j - lo] - pmin];
+              vec->gather_add(srow + b0, prow, T->bucket + (b0 - lo), b1 - b0,
+                              -pmin, 1, 0);
             }
           }
           if (G)
-            for (j = b0; j < b1; j++)
-              srow[j] += G[(size_t)(bucket_of(T, j - lo - D) - gmin) * BK + j];
+            for (j = b0; j < b1;) {
+              /* column j of chunk cc: row (b - gmin) at column j - cc G_CHUNK */
+              const int cc = j / G_CHUNK, off = j - cc * G_CHUNK;
+              const int len = b1 - j < G_CHUNK - off ? b1 - j : G_CHUNK - off;
+              const int t0 = (int)(j - lo);
+              if (T->bucket)
+                vec->gather_add(srow + j, G + cc * g_size, T->bucket + t0, len,
+                                off - gmin[cc] * G_CHUNK, G_CHUNK, 1);
+              else
+                vec->gather_add(srow + j, G + cc * g_size, NULL, len,
+                                off + (t0 - gmin[cc]) * G_CHUNK, G_CHUNK, 1);
+              j += len;
+            }
           if (slope != 0.0f)
             for (j = b0; j < b1; j++) {
               const long long dist = j - lo - D;
@@ -359,7 +395,12 @@ static void attn_task(void *ctx, int task, int worker) {
         if (b0 > 0) {
           /* keys at j0 + c, c < b0: bias -slope (i - j0 - c) */
           if (prow) cl = prow[b_left - pmin];
-          if (G) vec->add(srow, G + (size_t)(b_left - gmin) * BK, b0);
+          if (G)
+            for (j = 0; j < b0; j += G_CHUNK) {
+              const int cc = j / G_CHUNK;
+              vec->add(srow + j, G + cc * g_size + (size_t)(b_left - gmin[cc]) * G_CHUNK,
+                       b0 - j < G_CHUNK ? b0 - j : G_CHUNK);
+            }
           cl -= slope * (float)(i - j0);
           mx = (slope != 0.0f ? vec->max_ramp(srow, b0, slope)
                               : vec->max(srow, b0)) + cl;
@@ -372,7 +413,15 @@ static void attn_task(void *ctx, int task, int worker) {
           /* keys at j0 + b1 + c: bias -slope (j0 + b1 + c - i) */
           float mr;
           if (prow) cr = prow[b_right - pmin];
-          if (G) vec->add(srow + b1, G + (size_t)(b_right - gmin) * BK + b1, cnt - b1);
+          if (G)
+            for (j = b1; j < cnt;) {
+              const int cc = j / G_CHUNK, off = j - cc * G_CHUNK;
+              const int len = cnt - j < G_CHUNK - off ? cnt - j : G_CHUNK - off;
+              vec->add(srow + j,
+                       G + cc * g_size + (size_t)(b_right - gmin[cc]) * G_CHUNK + off,
+                       len);
+              j += len;
+            }
           cr -= slope * (float)(j0 + b1 - i);
           mr = (slope != 0.0f ? vec->max_ramp(srow + b1, cnt - b1, -slope)
                               : vec->max(srow + b1, cnt - b1)) + cr;

@@ -183,7 +183,10 @@ static const char *const table_names[RELATTN_POS_TABLES] = {"rel_k", "rel_v",
                                                             NULL, NULL};
 
 static const char *tname(int type, int slot) {
-  return slot < 2 ? table_names[slot] : relattn_position_extra(type)[slot - 2];
+  const char *const *extra = relattn_position_extra(type);
+  if (slot < 2) return table_names[slot];
+  if (!extra[0] || (slot == 3 && !extra[1])) return "an argument after options";
+  return extra[slot - 2];
 }
 
 /* Rows of table slot: its floats must be rows x d_head (x heads when per_head). */

@@ -57,9 +57,20 @@ static float exp_sum_ramp_scalar(float *x, int n, float sub, float r) {
   return sum;
 }
 
+static void gather_add_scalar(float *x, const float *t, const int *idx, int n,
+                              int base, int stride, int step) {
+  int j;
+  if (!idx) {
+    for (j = 0; j < n; j++) x[j] += t[base + j * (stride + step)];
+    return;
+  }
+  for (j = 0; j < n; j++) x[j] += t[base + idx[j] * stride + j * step];
+}
+
 static const relattn_vec vec_scalar = {"scalar", max_scalar, exp_sum_scalar,
                                        scale_scalar, add_scalar,
-                                       max_ramp_scalar, exp_sum_ramp_scalar};
+                                       max_ramp_scalar, exp_sum_ramp_scalar,
+                                       gather_add_scalar};
 
 /* ---- x86-64: AVX2 + FMA and AVX-512F ------------------------------------ */
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -383,12 +394,54 @@ __attribute__((target("avx512f"))) static float exp_sum_ramp_avx512(float *x,
   return _mm512_reduce_add_ps(acc);
 }
 
+__attribute__((target("avx2,fma"))) static void gather_add_avx2(
+    float *x, const float *t, const int *idx, int n, int base, int stride,
+    int step) {
+  const __m256i vb = _mm256_set1_epi32(base), vs = _mm256_set1_epi32(stride);
+  const __m256i vstep = _mm256_set1_epi32(idx ? step : stride + step);
+  __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256i off = _mm256_add_epi32(vb, _mm256_mullo_epi32(lane, vstep));
+    if (idx)
+      off = _mm256_add_epi32(off, _mm256_mullo_epi32(
+                                      _mm256_loadu_si256((const __m256i *)(idx + j)), vs));
+    _mm256_storeu_ps(x + j, _mm256_add_ps(_mm256_loadu_ps(x + j),
+                                          _mm256_i32gather_ps(t, off, 4)));
+    lane = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
+  }
+  gather_add_scalar(x + j, t, idx ? idx + j : NULL, n - j,
+                    base + j * (idx ? step : stride + step), stride, step);
+}
+
+__attribute__((target("avx512f"))) static void gather_add_avx512(
+    float *x, const float *t, const int *idx, int n, int base, int stride,
+    int step) {
+  const __m512i vb = _mm512_set1_epi32(base), vs = _mm512_set1_epi32(stride);
+  const __m512i vstep = _mm512_set1_epi32(idx ? step : stride + step);
+  __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+                                   13, 14, 15);
+  int j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m512i off = _mm512_add_epi32(vb, _mm512_mullo_epi32(lane, vstep));
+    if (idx)
+      off = _mm512_add_epi32(off, _mm512_mullo_epi32(_mm512_loadu_si512(idx + j), vs));
+    _mm512_storeu_ps(x + j, _mm512_add_ps(_mm512_loadu_ps(x + j),
+                                          _mm512_i32gather_ps(off, t, 4)));
+    lane = _mm512_add_epi32(lane, _mm512_set1_epi32(16));
+  }
+  gather_add_scalar(x + j, t, idx ? idx + j : NULL, n - j,
+                    base + j * (idx ? step : stride + step), stride, step);
+}
+
 static const relattn_vec vec_avx2 = {"avx2", max_avx2, exp_sum_avx2,
                                      scale_avx2, add_avx2,
-                                     max_ramp_avx2, exp_sum_ramp_avx2};
+                                     max_ramp_avx2, exp_sum_ramp_avx2,
+                                     gather_add_avx2};
 static const relattn_vec vec_avx512 = {"avx512", max_avx512, exp_sum_avx512,
                                        scale_avx512, add_avx512,
-                                       max_ramp_avx512, exp_sum_ramp_avx512};
+                                       max_ramp_avx512, exp_sum_ramp_avx512,
+                                       gather_add_avx512};
 #endif
 
 const relattn_vec *relattn_vec_path(const char *name) {

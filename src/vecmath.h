@@ -17,6 +17,11 @@ typedef struct relattn_vec {
   ** side of the diagonal): max of x[j] + r*j; x[j] = exp(x[j] + r*j - sub). */
   float (*max_ramp)(const float *x, int n, float r);
   float (*exp_sum_ramp)(float *x, int n, float sub, float r);
+  /* x[j] += t[base + idx[j]*stride + j*step], j < n; with idx NULL,
+  ** x[j] += t[base + j*(stride + step)]: a bucket map's band (the table row
+  ** of each column), in int32 index arithmetic. */
+  void (*gather_add)(float *x, const float *t, const int *idx, int n, int base,
+                     int stride, int step);
 } relattn_vec;
 
 const relattn_vec *relattn_vec_ops(void);

@@ -9,7 +9,8 @@
 ** (n, H*d) and agree with a float64 reference computed here (DESIGN section
 ** 5, written independently of src/attention.c) to 1e-4 relative error.
 ** Low bit 1 (raw): options text and five arguments (NULL, BLOB, TEXT such as
-** JSON matrices, integer, real) straight from the input.
+** JSON matrices, integer, real) straight from the input, and up to two more
+** (a position scheme's tables: options.position is in the dictionary).
 */
 #include "fuzz.h"
 
@@ -181,23 +182,35 @@ done:
   free(rv);
 }
 
+/* Raw: six arguments, then (when input remains) a count of 0-2 more, the
+** position schemes' tables after options. */
 static void raw(sqlite3 *db, fuzz_in *in) {
+  static const char *const sql[3] = {
+      "SELECT relattn_attention(?1,?2,?3,?4,?5,?6)",
+      "SELECT relattn_attention(?1,?2,?3,?4,?5,?6,?7)",
+      "SELECT relattn_attention(?1,?2,?3,?4,?5,?6,?7,?8)"};
   sqlite3_stmt *st;
-  int i;
-  if (sqlite3_prepare_v2(db, "SELECT relattn_attention(?1,?2,?3,?4,?5,?6)", -1,
-                         &st, 0) != SQLITE_OK)
-    return;
-  for (i = 1; i <= 6; i++) {
-    size_t len;
-    unsigned kind = fuzz_u8(in) % 5;
-    const uint8_t *p = fuzz_take(in, fuzz_u16(in) % 2048, &len);
-    if (i == 6 && kind != 0) kind = 2; /* options: mostly text */
-    switch (kind) {
-      case 0: sqlite3_bind_null(st, i); break;
-      case 1: sqlite3_bind_blob(st, i, p, (int)len, SQLITE_STATIC); break;
-      case 2: sqlite3_bind_text(st, i, (const char *)p, (int)len, SQLITE_STATIC); break;
-      case 3: sqlite3_bind_int64(st, i, len ? (int8_t)p[0] : 0); break;
-      default: sqlite3_bind_double(st, i, len ? p[0] / 7.0 : 0); break;
+  unsigned kinds[8];
+  const uint8_t *ps[8];
+  size_t lens[8];
+  int i, count = 6;
+  for (i = 0; i < 8; i++) {
+    if (i == 6) count += (int)(fuzz_u8(in) % 3);
+    if (i >= count) break;
+    kinds[i] = fuzz_u8(in) % 5;
+    ps[i] = fuzz_take(in, fuzz_u16(in) % 2048, &lens[i]);
+    if (i == 5 && kinds[i] != 0) kinds[i] = 2; /* options: mostly text */
+  }
+  if (sqlite3_prepare_v2(db, sql[count - 6], -1, &st, 0) != SQLITE_OK) return;
+  for (i = 0; i < count; i++) {
+    const uint8_t *p = ps[i];
+    const size_t len = lens[i];
+    switch (kinds[i]) {
+      case 0: sqlite3_bind_null(st, i + 1); break;
+      case 1: sqlite3_bind_blob(st, i + 1, p, (int)len, SQLITE_STATIC); break;
+      case 2: sqlite3_bind_text(st, i + 1, (const char *)p, (int)len, SQLITE_STATIC); break;
+      case 3: sqlite3_bind_int64(st, i + 1, len ? (int8_t)p[0] : 0); break;
+      default: sqlite3_bind_double(st, i + 1, len ? p[0] / 7.0 : 0); break;
     }
   }
   fuzz_run(st);

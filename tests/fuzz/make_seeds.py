@@ -133,6 +133,22 @@ write("attention", "raw_blobs", bytes([1]) + raw_arg(1, q) + raw_arg(1, q) + raw
 write("attention", "raw_json", bytes([1]) + raw_arg(2, b"[[1,0],[0,1]]") + raw_arg(2, b"[[1,2],[3,4]]")
       + raw_arg(2, b"[1,2,3,4]") + raw_arg(2, b"[[0.5,0.5],[1,1],[0,0]]") + raw_arg(0, b"")
       + raw_arg(2, b'{"heads":1,"d_head":2,"causal":true}'))
+# position schemes: byte 6 after options is the count of tables that follow
+m = b"[[1,0],[0,1],[1,1]]"
+for name, opts, extra in [
+        ("t5", b'{"heads":1,"d_head":2,"position":{"type":"t5","num_buckets":4,"max_distance":8}}',
+         [b"[[0,1,0.5,0]]"]),
+        ("alibi", b'{"heads":1,"d_head":2,"causal":true,"position":{"type":"alibi"}}', []),
+        ("rope", b'{"heads":1,"d_head":2,"position":{"type":"rope","rotary":"interleaved"}}', []),
+        ("xl", b'{"heads":1,"d_head":2,"causal":true,"position":{"type":"xl"}}',
+         [b"[1,2]", b"[0.5,-1]"]),
+        ("deberta", b'{"heads":1,"d_head":2,"position":{"type":"deberta","position_buckets":4,'
+                    b'"max_relative_positions":6}}', [b"[" + b",".join([b"0.25"] * 16) + b"]"])]:
+    rk = (b"[[0,1],[1,0],[0.5,0.5],[1,1],[2,0]]" if name == "xl" else
+          b"[" + b",".join([b"0.5"] * 16) + b"]" if name == "deberta" else b"")
+    write("attention", f"raw_{name}", bytes([1]) + raw_arg(2, m) + raw_arg(2, m) + raw_arg(2, m)
+          + raw_arg(2 if rk else 0, rk) + raw_arg(0, b"") + raw_arg(2, opts)
+          + bytes([len(extra)]) + b"".join(raw_arg(2, x) for x in extra))
 
 # sql: a program of steps; random starts, and calls with a model and tokens.
 for i in range(24):

@@ -14,6 +14,7 @@
 
 #include "relattn.h"
 #include "unit.h"
+#include "vecmath.h" /* src/, internal */
 
 #define TOL 1e-5
 
@@ -391,6 +392,57 @@ static void builders(void) {
   }
 }
 
+/* The ops the schemes added (ramp max and exp, gather-add) on each vector
+** path this CPU runs, against a double reference. */
+static void vec_ops(void) {
+  static const char *names[] = {"scalar", "avx2", "avx512"};
+  size_t p;
+  for (p = 0; p < 3; p++) {
+    const relattn_vec *v = relattn_vec_path(names[p]);
+    int n;
+    if (!v) continue;
+    for (n = 1; n <= 70; n++) {
+      float x[70], y[70], t[70 * 5];
+      int idx[70], j;
+      const float r = (float)unit_uniform() * 0.5f;
+      double mx = -INFINITY, sum = 0, got_sum, num = 0, den = 0;
+      for (j = 0; j < n; j++) x[j] = y[j] = (float)(unit_uniform() * 10.0);
+      for (j = 0; j < 70 * 5; j++) t[j] = (float)unit_uniform();
+      for (j = 0; j < n; j++) mx = fmax(mx, (double)x[j] + (double)r * j);
+      CHECK(fabs(v->max_ramp(x, n, r) - mx) <= 1e-5 * (1 + fabs(mx)), "%s max_ramp n=%d",
+            names[p], n);
+      got_sum = v->exp_sum_ramp(x, n, (float)mx, r);
+      for (j = 0; j < n; j++) {
+        const double e = exp((double)y[j] + (double)r * j - (float)mx);
+        sum += e;
+        num += (x[j] - e) * (x[j] - e);
+        den += e * e;
+      }
+      /* the argument x + r j - sub reaches 45 in magnitude: its float32
+      ** rounding alone is a relative error of a few 1e-6 in exp */
+      CHECK(sqrt(num / den) <= 1e-5 && fabs(got_sum - sum) <= 1e-5 * sum,
+            "%s exp_sum_ramp n=%d: %.3g", names[p], n, sqrt(num / den));
+      for (j = 0; j < n; j++) {
+        idx[j] = (int)(unit_next() % 4);
+        x[j] = y[j];
+      }
+      v->gather_add(x, t, idx, n, 3, 70, 1);
+      {
+        int ok = 1;
+        for (j = 0; j < n; j++) ok &= x[j] == y[j] + t[3 + idx[j] * 70 + j];
+        CHECK(ok, "%s gather_add n=%d", names[p], n);
+      }
+      for (j = 0; j < n; j++) x[j] = y[j];
+      v->gather_add(x, t, NULL, n, 2, 3, 1);
+      {
+        int ok = 1;
+        for (j = 0; j < n; j++) ok &= x[j] == y[j] + t[2 + j * 4];
+        CHECK(ok, "%s gather_add identity n=%d", names[p], n);
+      }
+    }
+  }
+}
+
 int main(void) {
   relattn_pool *pool2 = relattn_pool_new(2);
   unit_seed();
@@ -402,6 +454,7 @@ int main(void) {
   threads_same_bits();
   scratch_flat();
   builders();
+  vec_ops();
   relattn_pool_free(pool2);
   UNIT_DONE();
 }
