@@ -13,6 +13,12 @@
 ** compared with this machine's cblas_sgemm rate measured here (one thread,
 ** times the threads). Scratch is the kernel's per-thread buffer.
 **
+** Then one row per position scheme (DESIGN 5b) at n = 4096: the scheme's
+** median CPU time over plain attention's (the same kernel, no relative
+** terms), interleaved, causal and not; and the memory a call takes at
+** n = 16384: per-thread scratch, the scratch the tasks share, and the
+** scheme's own tables.
+**
 **   bench_attention [--quick]        BENCH_REPS=r multiplies the rounds
 */
 #include <math.h>
@@ -231,6 +237,144 @@ static row run_config(relattn_pool *pool, int n, int k, int causal, int rounds,
   return res;
 }
 
+/* ---- the schemes ------------------------------------------------------------ */
+
+#define N_SCHEMES 10
+static const char *const scheme_rows[N_SCHEMES] = {
+    "none", "shaw k=16", "shaw k=64", "rel_key M=n", "rel_key_query M=n", "t5",
+    "deberta", "alibi", "rope", "xl c=n-1"};
+
+/* Scheme row r for n: the position and its tables (random; freed by caller). */
+static void scheme_setup(int r, int n, relattn_position *p, relattn_pos_tables *t,
+                         int *per_head, unsigned *seed) {
+  static const int types[N_SCHEMES] = {
+      RELATTN_POS_NONE, RELATTN_POS_SHAW, RELATTN_POS_SHAW, RELATTN_POS_REL_KEY,
+      RELATTN_POS_REL_KEY_QUERY, RELATTN_POS_T5, RELATTN_POS_DEBERTA,
+      RELATTN_POS_ALIBI, RELATTN_POS_ROPE, RELATTN_POS_XL};
+  int64_t rows = 0;
+  relattn_position_defaults(p, types[r]);
+  memset(t, 0, sizeof *t);
+  *per_head = 0;
+  switch (r) {
+    case 1: case 2: rows = r == 1 ? 33 : 129; break;
+    case 3: case 4: rows = 2 * (int64_t)n - 1; break;
+    case 6: rows = 512; *per_head = 1; break;
+    case 9: rows = 2 * (int64_t)n - 1; *per_head = 1; break;
+  }
+  if (rows) {
+    t->count[0] = rows * DHEAD * (*per_head ? HEADS : 1);
+    t->t[0] = rand_floats((size_t)t->count[0], seed);
+  }
+  if (r == 1 || r == 2) {
+    t->count[1] = t->count[0];
+    t->t[1] = rand_floats((size_t)t->count[1], seed);
+  }
+  if (r == 5) {
+    t->count[2] = HEADS * 32;
+    t->t[2] = rand_floats((size_t)t->count[2], seed);
+  }
+  if (r == 6) {
+    t->count[2] = t->count[0];
+    t->t[2] = rand_floats((size_t)t->count[2], seed);
+  }
+  if (r == 9) {
+    t->count[2] = t->count[3] = HEADS * DHEAD;
+    t->t[2] = rand_floats((size_t)t->count[2], seed);
+    t->t[3] = rand_floats((size_t)t->count[3], seed);
+  }
+}
+
+static void scheme_free_tables(relattn_pos_tables *t) {
+  int i;
+  for (i = 0; i < RELATTN_POS_TABLES; i++) relattn_free((void *)t->t[i]);
+}
+
+static void run_schemes(relattn_pool *pool, int quick) {
+  const int n = 4096, w = HEADS * DHEAD, threads = relattn_pool_size(pool);
+  int rounds = quick ? 3 : 5, causal, r, i;
+  unsigned seed = 777u;
+  float *q = rand_floats((size_t)n * w, &seed), *k = rand_floats((size_t)n * w, &seed);
+  float *v = rand_floats((size_t)n * w, &seed), *out = rand_floats((size_t)n * w, &seed);
+  double ratio[2][N_SCHEMES];
+  char err[256];
+
+  printf("#\n# Position schemes (DESIGN 5b), n = %d, heads %d, d_head %d: median CPU time over\n"
+         "# plain attention's (the same kernel without relative terms), interleaved runs;\n"
+         "# memory of one call at n = 16384 on %d threads: scratch per thread x threads +\n"
+         "# scratch shared by the tasks + the scheme's own tables (no n x n buffer).\n",
+         n, HEADS, DHEAD, threads);
+  for (causal = 0; causal < 2; causal++) {
+    relattn_scheme sch[N_SCHEMES];
+    relattn_pos_tables tb[N_SCHEMES];
+    relattn_attn a[N_SCHEMES];
+    double c[N_SCHEMES][16];
+    for (r = 0; r < N_SCHEMES; r++) {
+      relattn_position p;
+      int per_head;
+      scheme_setup(r, n, &p, &tb[r], &per_head, &seed);
+      if (relattn_scheme_build(&sch[r], &p, &tb[r], n, HEADS, DHEAD, causal, per_head,
+                               err, sizeof err) != RELATTN_OK) {
+        fprintf(stderr, "bench: %s: %s\n", scheme_rows[r], err);
+        exit(1);
+      }
+      memset(&a[r], 0, sizeof a[r]);
+      a[r].n = n; a[r].heads = HEADS; a[r].d_head = DHEAD; a[r].causal = causal;
+      a[r].q = q; a[r].ldq = w; a[r].k = k; a[r].ldk = w; a[r].v = v; a[r].ldv = w;
+      a[r].out = out; a[r].ldo = w;
+      a[r].rel = &sch[r].rel;
+    }
+    for (i = -1; i < rounds; i++)
+      for (r = 0; r < N_SCHEMES; r++) {
+        const int x = (r + (i < 0 ? 0 : i)) % N_SCHEMES;
+        double c0 = cpu_now();
+        if (relattn_attention(&a[x], pool, err, sizeof err) != RELATTN_OK) {
+          fprintf(stderr, "bench: %s\n", err);
+          exit(1);
+        }
+        if (i >= 0) c[x][i] = cpu_now() - c0;
+      }
+    {
+      const double base = median(c[0], rounds);
+      for (r = 0; r < N_SCHEMES; r++) ratio[causal][r] = median(c[r], rounds) / base;
+    }
+    for (r = 0; r < N_SCHEMES; r++) {
+      relattn_scheme_free(&sch[r]);
+      scheme_free_tables(&tb[r]);
+    }
+  }
+  printf("%-18s | %10s %10s | %10s %10s %10s %10s\n", "scheme", "over plain", "(causal)",
+         "scratch/t", "shared", "tables", "total");
+  for (r = 0; r < N_SCHEMES; r++) {
+    /* memory at 16384, from the sizes the kernel and the builder state */
+    const int big = 16384;
+    relattn_position p;
+    relattn_pos_tables t;
+    relattn_scheme s;
+    relattn_attn a;
+    int per_head;
+    size_t scratch, shared, tables;
+    scheme_setup(r, big, &p, &t, &per_head, &seed);
+    if (relattn_scheme_build(&s, &p, &t, big, HEADS, DHEAD, 0, per_head, err,
+                             sizeof err) != RELATTN_OK) {
+      fprintf(stderr, "bench: %s\n", err);
+      exit(1);
+    }
+    memset(&a, 0, sizeof a);
+    a.n = big; a.heads = HEADS; a.d_head = DHEAD; a.rel = &s.rel;
+    scratch = relattn_attention_scratch_bytes(&a);
+    shared = relattn_attention_shared_bytes(&a);
+    tables = relattn_scheme_bytes(&p, &t, big, HEADS, DHEAD);
+    printf("%-18s | %+9.1f%% %+9.1f%% | %8.0fKB %8.1fMB %8.0fKB %8.1fMB\n", scheme_rows[r],
+           100.0 * (ratio[0][r] - 1.0), 100.0 * (ratio[1][r] - 1.0), scratch / 1024.0,
+           shared / 1048576.0, tables / 1024.0,
+           (scratch * (size_t)threads + shared + tables) / 1048576.0);
+    fflush(stdout);
+    relattn_scheme_free(&s);
+    scheme_free_tables(&t);
+  }
+  relattn_free(q); relattn_free(k); relattn_free(v); relattn_free(out);
+}
+
 int main(int argc, char **argv) {
   static const int ns[] = {256, 1024, 4096, 16384};
   static const int ks[] = {16, 64};
@@ -270,6 +414,12 @@ int main(int argc, char **argv) {
          "naive/rel", "GFLOP/s", "%sgemm", "scratch/t", "naive/t");
   fflush(stdout);
 
+  if (getenv("BENCH_SCHEMES_ONLY")) {
+    run_schemes(pool, quick);
+    relattn_blas_restore(blas);
+    relattn_pool_free(pool);
+    return 0;
+  }
   for (ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
     const int n = ns[ni];
     int rounds = n <= 256 ? 21 : n <= 1024 ? 11 : n <= 4096 ? 5 : 1;
@@ -299,6 +449,7 @@ int main(int argc, char **argv) {
       }
   }
   printf("# check: rel vs naive, largest relative difference %.2g\n", max_diff);
+  run_schemes(pool, quick);
   relattn_blas_restore(blas);
   relattn_pool_free(pool);
   return 0;
