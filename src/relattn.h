@@ -144,7 +144,7 @@ void relattn_batch_pop(relattn_batch *b);    /* the head item is done with */
 
 /* ---- relative self-attention (src/attention.c) ------------------------- */
 
-/* The relative terms of any position scheme (DESIGN 5b), as data: src/schemes.c
+/* The relative terms of any position scheme, as data: src/schemes.c
 ** builds them from a scheme's name and tables. For head h, query i, key j,
 ** d = d_head, delta = j - i and table row b = b(delta):
 **   e_ij = s ((q^_i + u_h) . k^_j + (q_i + w_h) . rk[b] + k_j . rq[b])
@@ -224,7 +224,7 @@ void relattn_attention_blocks(int block_q, int block_k);
 
 /* ---- position schemes (src/schemes.c) ---------------------------------- */
 
-/* DESIGN 5b. The one place that knows schemes by name: each becomes a
+/* The one place that knows position schemes by name: each becomes a
 ** relattn_rel (bucket map, tables, scale) for the kernel. */
 enum {
   RELATTN_POS_NONE = 0, RELATTN_POS_SHAW, RELATTN_POS_REL_KEY,

@@ -1,5 +1,5 @@
 /*
-** schemes.c: the position schemes of DESIGN 5b, each turned into the
+** schemes.c: the relative-position schemes, each turned into the
 ** kernel's scheme-neutral relative terms (relattn_rel). The only file that
 ** knows scheme names: bucket maps, slopes, rotations and table layouts.
 **

@@ -13,7 +13,7 @@
 ** compared with this machine's cblas_sgemm rate measured here (one thread,
 ** times the threads). Scratch is the kernel's per-thread buffer.
 **
-** Then one row per position scheme (DESIGN 5b) at n = 4096: the scheme's
+** Then one row per position scheme (README: Position schemes) at n = 4096: the scheme's
 ** median CPU time over plain attention's (the same kernel, no relative
 ** terms), interleaved, causal and not; and the memory a call takes at
 ** n = 16384: per-thread scratch, the scratch the tasks share, and the
@@ -298,7 +298,7 @@ static void run_schemes(relattn_pool *pool, int quick) {
   double ratio[2][N_SCHEMES];
   char err[256];
 
-  printf("#\n# Position schemes (DESIGN 5b), n = %d, heads %d, d_head %d: median CPU time over\n"
+  printf("#\n# Position schemes (README: Position schemes), n = %d, heads %d, d_head %d: median CPU time over\n"
          "# plain attention's (the same kernel without relative terms), interleaved runs;\n"
          "# memory of one call at n = 16384 on %d threads: scratch per thread x threads +\n"
          "# scratch shared by the tasks + the scheme's own tables (no n x n buffer).\n",
