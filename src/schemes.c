@@ -295,15 +295,15 @@ static int bucket_rows(const relattn_position *p) {
 size_t relattn_scheme_bytes(const relattn_position *p,
                             const relattn_pos_tables *tables, int n, int heads,
                             int d_head) {
-  size_t b = 64 * 4;
+  size_t b = 0;
   const size_t band = (size_t)(n > 0 ? n : 1) * 2 + 1;
   if (p->type == RELATTN_POS_T5 || p->type == RELATTN_POS_DEBERTA)
     b += sizeof(int) * band;
   if (p->type == RELATTN_POS_ALIBI) b += sizeof(float) * (size_t)heads;
-  if (p->type == RELATTN_POS_ROPE)
-    b += sizeof(float) * (size_t)n * (size_t)d_head; /* cos and sin, r/2 each */
+  if (p->type == RELATTN_POS_ROPE) /* cos and sin, r/2 each */
+    b += sizeof(float) * (size_t)n * (size_t)d_head + 16;
   if (p->type == RELATTN_POS_REL_KEY || p->type == RELATTN_POS_REL_KEY_QUERY)
-    b += sizeof(float) * (size_t)tables->count[0];   /* the flipped table */
+    b += sizeof(float) * (size_t)tables->count[0] + 16; /* the flipped table */
   return b;
 }
 

@@ -33,11 +33,31 @@ CASES = [
      f"SELECT relattn_attention(?, ?, ?, ?, NULL, {OPT})", (f32(64), f32(64), f32(64), f32(16))),
     ("relattn_attention: options lack d_head",
      "SELECT relattn_attention(?, ?, ?, NULL, NULL, '{\"heads\": 2}')", (f32(64),) * 3),
-    ("relattn_attention: unknown option 'causel' (known: heads, d_head, causal, per_head)",
+    ("relattn_attention: unknown option 'causel' (known: heads, d_head, causal, per_head, position)",
      "SELECT relattn_attention(?, ?, ?, NULL, NULL, '{\"heads\": 2, \"d_head\": 4, \"causel\": 1}')",
      (f32(64),) * 3),
     ("relattn_attention: v has a NaN or Inf at float 7",
      f"SELECT relattn_attention(?, ?, ?, NULL, NULL, {OPT})", (f32(64), f32(64), f32(64, bad=7))),
+    # the position schemes' section
+    ("relattn_attention: position type 'xl' needs w (argument 8)",
+     "SELECT relattn_attention(?, ?, ?, ?, NULL, '{\"heads\": 2, \"d_head\": 4, "
+     "\"position\": {\"type\": \"xl\"}}', ?)", (f32(64), f32(64), f32(64), f32(12), f32(8))),
+    ("relattn_attention: bias has 62 floats, position type 't5' needs heads*num_buckets = 64 "
+     "([heads, num_buckets])",
+     "SELECT relattn_attention(?, ?, ?, NULL, NULL, '{\"heads\": 2, \"d_head\": 4, "
+     "\"position\": {\"type\": \"t5\"}}', ?)", (f32(64), f32(64), f32(64), f32(62))),
+    ("relattn_attention: rel_k has 7 rows (max_position_embeddings 4), fewer than the 2n-1 = 9 "
+     "that q's 5 rows reach (position type 'rel_key')",
+     "SELECT relattn_attention(?, ?, ?, ?, NULL, '{\"heads\": 2, \"d_head\": 4, "
+     "\"position\": {\"type\": \"rel_key\"}}')", (f32(40), f32(40), f32(40), f32(28))),
+    ("relattn_attention: rel_k has 15 rows, position type 'deberta' needs 2*position_buckets = 16",
+     "SELECT relattn_attention(?, ?, ?, ?, NULL, '{\"heads\": 2, \"d_head\": 4, \"position\": "
+     "{\"type\": \"deberta\", \"position_buckets\": 8, \"max_relative_positions\": 20}}')",
+     (f32(64), f32(64), f32(64), f32(60))),
+    ("relattn_attention: options.position.rotary_dim must be even, at least 2 and at most "
+     "d_head = 8, not 7",
+     "SELECT relattn_attention(?, ?, ?, NULL, NULL, '{\"heads\": 2, \"d_head\": 8, "
+     "\"position\": {\"type\": \"rope\", \"rotary_dim\": 7}}')", (f32(64),) * 3),
     ("relattn_score: tokens starts with bos (256); leave it out: the model puts bos in front itself",
      "SELECT relattn_score('m', ?)", (np.array([256, 72], dtype="<i4").tobytes(),)),
     ("relattn_score: no model named 'x'", "SELECT relattn_score('x', 'abc')", ()),
