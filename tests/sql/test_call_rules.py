@@ -279,7 +279,7 @@ def test_echoed_input_is_escaped_and_cut(db):
     assert err(db, "SELECT relattn_attention('[[1,0]]', '[[1,0]]', '[[1,0]]', NULL, "
                    "NULL, CAST(? AS TEXT))",
                b'{"heads":1,"d_head":2,"c\xffausel":1}')[0] == \
-        "relattn_attention: unknown option 'c\\xFFausel' (known: heads, d_head, causal, per_head)"
+        "relattn_attention: unknown option 'c\\xFFausel' (known: heads, d_head, causal, per_head, position)"
     assert err(db, "SELECT relattn_attention('[[1,0]]', '[[1,0]]', '[[1,0]]', NULL, "
                    "NULL, CAST(? AS TEXT))",
                b'{"heads":"\xff","d_head":2}')[0] == \

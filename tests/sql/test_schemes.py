@@ -535,3 +535,22 @@ def test_readme_position_schemes():
     bias = np.array([[0, 1, 0.5, 0]], np.float32)
     assert rel_err(outs[1], t5_port(q, k, v, bias, 1, False, 4, 8)) <= TOL
     assert rel_err(outs[2], rope_port(q, k, v, 1, False, 2, 10000, True)) <= TOL
+
+
+def test_position_input_echoed_escaped_and_cut(db):
+    sql = ("SELECT relattn_attention('[[1,0]]', '[[1,0]]', '[[1,0]]', NULL, NULL, "
+           "CAST(? AS TEXT))")
+
+    def msg(opts):
+        with pytest.raises(sqlite3.Error) as e:
+            db.execute(sql, (opts,)).fetchone()
+        return str(e.value)
+    assert msg(b'{"heads":1,"d_head":2,"position":{"type":"ro\xffpe"}}') == E + \
+        "options.position.type must be one of none, shaw, rel_key, rel_key_query, t5, " \
+        "deberta, alibi, rope, xl, not \"ro\\xFFpe\""
+    assert msg(b'{"heads":1,"d_head":2,"position":{"type":"rope","b\xffse":2}}') == E + \
+        "unknown key 'b\\xFFse' in options.position (type 'rope' takes: rotary, rotary_dim, base)"
+    long = "é" * 300
+    assert msg(('{"heads":1,"d_head":2,"position":{"type":"rope","rotary":"%s"}}'
+                % long).encode()) == E + \
+        "options.position.rotary must be \"half\" or \"interleaved\", not \"" + "é" * 47 + "..."
