@@ -290,7 +290,7 @@ static void map_matches(void) {
   map = malloc(sizeof(float) * 40 * 40);
   w = malloc(sizeof(double) * 40);
   h = (int)(unit_next() % (unsigned)c.heads);
-  CHECK(relattn_attention_map(&r.a, h, map, err, sizeof err) == RELATTN_OK, "map: %s", err);
+  CHECK(relattn_attention_map(&r.a, h, map, NULL, err, sizeof err) == RELATTN_OK, "map: %s", err);
   for (i = 0; i < 40; i++) {
     ref_weights(&r.a, h, i, w);
     for (j = 0; j < 40; j++) {
