@@ -131,4 +131,19 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
                         sqlite3_value *v, const char *fn, const char *arg,
                         relattn_input *in, char **pzErr);
 
+/* ---- ext/tokens.c: the tokenizer file stored with a model ----------------- */
+
+/* Is name a tokenizer file's tensor name ("tokenizer." ...)? */
+int relattn_is_tokfile(const char *name);
+/* Checks a tokenizer file's row (name, dtype, shape as JSON text) against
+** config c and parses it into *tok. NULL when it is good, else a message
+** (sqlite3_malloc'd) starting with what. */
+char *relattn_tokfile_parse(const relattn_config *c, const char *name,
+                            const char *dtype, const char *shape,
+                            const void *data, size_t bytes, const char *what,
+                            relattn_tokenizer **tok);
+/* After a model's rows are read: the byte tokenizer when the config asks
+** for it, else an error when its file was missing. NULL when m->tok is set. */
+char *relattn_tokfile_finish(relattn_model *m, const char *what);
+
 #endif /* RELATTN_EXT_H */

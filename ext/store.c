@@ -83,7 +83,7 @@ static int sqlCode(sqlite3 *db) {
 
 /* ---- config -------------------------------------------------------------- */
 
-enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_OBJ, K_ID };
+enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_OBJ, K_ID, K_OPTBOOL };
 
 static const struct config_key {
   const char *path, *key; /* JSON path, and the name errors use */
@@ -106,10 +106,15 @@ static const struct config_key {
     {"$.position.values", "position.values", K_BOOL, 0},
     {"$.position.per_head", "position.per_head", K_BOOL, 0},
     {"$.tokenizer", "tokenizer", K_OBJ, 0},
-    {"$.tokenizer.type", "tokenizer.type", K_ENUM, "bytes"},
+    {"$.tokenizer.type", "tokenizer.type", K_ENUM,
+     "bytes|wordpiece|sentencepiece"},
     {"$.tokenizer.bos", "tokenizer.bos", K_ID, 0},
     {"$.tokenizer.eos", "tokenizer.eos", K_ID, 0},
     {"$.tokenizer.pad", "tokenizer.pad", K_ID, 0},
+    {"$.tokenizer.do_lower_case", "tokenizer.do_lower_case", K_OPTBOOL, 0},
+    {"$.tokenizer.strip_accents", "tokenizer.strip_accents", K_OPTBOOL, 0},
+    {"$.tokenizer.tokenize_chinese_chars", "tokenizer.tokenize_chinese_chars",
+     K_OPTBOOL, 0},
 };
 
 static const char *kind_name(int kind) {
@@ -119,6 +124,7 @@ static const char *kind_name(int kind) {
     case K_BOOL: return "true or false";
     case K_ENUM: return "a string";
     case K_OBJ: return "an object";
+    case K_OPTBOOL: return "true, false or null";
     default: return "an integer or null";
   }
 }
@@ -180,7 +186,7 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
     if (sqlite3_step(st) != SQLITE_ROW) goto sqlerr;
     type = (const char *)sqlite3_column_text(st, 2);
     if (!type) {
-      if (k->kind != K_ID) {
+      if (k->kind != K_ID && k->kind != K_OPTBOOL) {
         *pzErr = sqlite3_mprintf("%s: missing key '%s'", what, k->key);
         rc = SQLITE_ERROR;
         goto done;
@@ -217,6 +223,15 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
       case K_OBJ:
         if (strcmp(type, "object") != 0) goto badtype;
         break;
+      case K_OPTBOOL: /* absent or null: -1 */
+        if (strcmp(type, "null") == 0) {
+          iv = -1;
+          break;
+        }
+        if (strcmp(type, "true") != 0 && strcmp(type, "false") != 0)
+          goto badtype;
+        iv = strcmp(type, "true") == 0;
+        break;
       case K_ENUM: {
         const char *s = (const char *)sqlite3_column_text(st, 3);
         if (strcmp(type, "text") != 0) goto badtype;
@@ -252,9 +267,13 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
       case 12: cfg->clip = (int)iv; break;
       case 13: cfg->rel_values = (int)iv; break;
       case 14: cfg->per_head = (int)iv; break;
+      case 16: cfg->tok_type = (int)iv; break; /* the enum's order */
       case 17: cfg->bos = (int)iv; break;
       case 18: cfg->eos = (int)iv; break;
       case 19: cfg->pad = (int)iv; break;
+      case 20: cfg->do_lower_case = iv != 0; break;  /* default true */
+      case 21: cfg->strip_accents = (int)iv; break; /* -1: as lower case */
+      case 22: cfg->chinese_chars = iv != 0; break;  /* default true */
       default: break;
     }
     sqlite3_reset(st);
@@ -442,6 +461,12 @@ static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
     if (!name) name = "";
     relattn_echo(ename, name, -1); /* input bytes, for messages */
     relattn_echo(edtype, dtype_s, -1);
+    if (relattn_is_tokfile(name)) { /* the tokenizer's file, parsed once */
+      *pzErr = relattn_tokfile_parse(c, name, dtype_s, shape, data,
+                                     (size_t)bytes, what, &m->tok);
+      if (*pzErr) goto fail;
+      continue;
+    }
     i = relattn_model_index(c, name);
     if (i < 0) {
       *pzErr = sqlite3_mprintf("%s: unexpected tensor '%s' (not part of "
@@ -450,7 +475,7 @@ static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
     }
     relattn_model_spec(c, i, &spec);
     relattn_shape_json(spec.shape, spec.ndim, want, sizeof want);
-    if (dtype < 0) {
+    if (dtype < 0 || dtype == RELATTN_U8) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' has dtype '%s'; expected "
                                "F32, F16 or BF16", what, ename,
                                edtype);
@@ -489,6 +514,8 @@ static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
     for (i = 0; i < n && seen[i]; i++) {
     }
     *pzErr = relattn_missing_tensor_msg(c, i, what);
+    rc = SQLITE_ERROR;
+  } else if ((*pzErr = relattn_tokfile_finish(m, what)) != NULL) {
     rc = SQLITE_ERROR;
   }
   sqlite3_finalize(st);
@@ -894,6 +921,7 @@ done:
 static int importWrite(sqlite3 *db, const char *model, const char *config,
                        const relattn_config *cfg, const import_state *s,
                        const int *order, const uint8_t *data,
+                       const uint8_t *tok, size_t tok_n,
                        const char *sha256, char **pzErr) {
   static const char fn[] = "relattn_import";
   sqlite3_stmt *st = NULL;
@@ -965,6 +993,17 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
                         (sqlite3_uint64)(t->end - t->begin), SQLITE_STATIC);
     if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
     sqlite3_reset(st);
+  }
+  if (tok) { /* the tokenizer's file, after the weights */
+    char name[32];
+    sqlite3_snprintf(sizeof name, name, "tokenizer.%s",
+                     relattn_tokenizer_kind_name(cfg->tok_type));
+    sqlite3_snprintf(sizeof shape, shape, "[%llu]", (sqlite3_uint64)tok_n);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, "U8", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, shape, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_blob64(st, 5, tok, tok_n, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
   }
   sqlite3_finalize(st);
 
@@ -1055,6 +1094,10 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   int *order = NULL, n_need, i, rc, fail_code = SQLITE_ERROR;
   relattn_sha256 h;
   import_undo undo;
+  const uint8_t *tok = NULL; /* the tokenizer's file, when there is one */
+  size_t tok_n = 0;
+  int tok_i = -1;            /* its tensor in the file, or -1 */
+  relattn_tokenizer *parsed = NULL;
 
   memset(&s, 0, sizeof s);
   memset(&undo, 0, sizeof undo);
@@ -1082,6 +1125,17 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     }
     s.config = sqlite3_mprintf("%s", sqlite3_value_text(argv[2]));
     if (!s.config) goto nomem;
+  }
+  if (argc > 3 && sqlite3_value_type(argv[3]) != SQLITE_NULL) {
+    if (sqlite3_value_type(argv[3]) != SQLITE_BLOB) {
+      relattn_result_errorf(ctx, "%s: tokenizer_blob must be a BLOB or NULL",
+                            fn);
+      importFree(&s);
+      return;
+    }
+    tok = sqlite3_value_blob(argv[3]);
+    tok_n = (size_t)sqlite3_value_bytes(argv[3]);
+    if (!tok) tok = (const uint8_t *)""; /* an empty BLOB */
   }
   file = sqlite3_value_blob(argv[1]);
   size = (size_t)sqlite3_value_bytes(argv[1]);
@@ -1143,9 +1197,28 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     char ename[RELATTN_ECHO_BUF]; /* input bytes, for messages */
     size_t bad;
     relattn_echo(ename, t->name, -1);
+    if (relattn_is_tokfile(t->name)) {
+      if (tok) {
+        zErr = sqlite3_mprintf("%s: tokenizer_blob is given, and the file "
+                               "has tensor '%s' too", fn, ename);
+        goto fail;
+      }
+      if (t->dtype != RELATTN_U8 || t->ndim != 1) {
+        zErr = sqlite3_mprintf("%s: tensor '%s' must have dtype U8 and one "
+                               "dimension", fn, ename);
+        goto fail;
+      }
+      tok_i = i;
+      continue;
+    }
     if (k < 0) {
       zErr = sqlite3_mprintf("%s: unexpected tensor '%s' (not part of the "
                              "config)", fn, ename);
+      goto fail;
+    }
+    if (t->dtype == RELATTN_U8) {
+      zErr = sqlite3_mprintf("%s: tensor '%s' has dtype 'U8'; expected F32, "
+                             "F16 or BF16", fn, ename);
       goto fail;
     }
     if (order[k] >= 0) {
@@ -1176,6 +1249,31 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
       zErr = relattn_missing_tensor_msg(&cfg, i, fn);
       goto fail;
     }
+  /* the tokenizer's file: the kind the config names, parsed to check it */
+  if (tok_i >= 0) {
+    tok = data + s.t[tok_i].begin;
+    tok_n = (size_t)(s.t[tok_i].end - s.t[tok_i].begin);
+  }
+  if (tok || cfg.tok_type != RELATTN_TOK_BYTES) {
+    char name[32];
+    sqlite3_snprintf(sizeof name, name, "tokenizer.%s",
+                     relattn_tokenizer_kind_name(cfg.tok_type));
+    if (!tok && cfg.tok_type != RELATTN_TOK_BYTES) {
+      zErr = sqlite3_mprintf("%s: the config's tokenizer.type (%s) needs its "
+                             "file: pass tokenizer_blob, or put tensor '%s' "
+                             "(dtype U8) in the file",
+                             fn, name + 10, name);
+      goto fail;
+    }
+    if (tok_i >= 0) {
+      char ename[RELATTN_ECHO_BUF];
+      strcpy(name, relattn_echo(ename, s.t[tok_i].name, -1));
+    }
+    zErr = relattn_tokfile_parse(&cfg, name, "U8", NULL, tok, tok_n, fn,
+                                 &parsed);
+    relattn_tokenizer_free(parsed);
+    if (zErr) goto fail;
+  }
 
   /* sha256 of the tensor data, in the stored (and exported) order */
   relattn_sha256_init(&h);
@@ -1183,6 +1281,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     const relattn_st_tensor *t = &s.t[order[i]];
     relattn_sha256_update(&h, data + t->begin, (size_t)(t->end - t->begin));
   }
+  if (tok) relattn_sha256_update(&h, tok, tok_n);
   relattn_sha256_hex(&h, sha);
 
   /* everything checked: write, all or nothing */
@@ -1196,7 +1295,8 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     fail_code = rc;
     goto fail;
   }
-  rc = importWrite(db, model, s.config, &cfg, &s, order, data, sha, &zErr);
+  rc = importWrite(db, model, s.config, &cfg, &s, order, data, tok, tok_n,
+                   sha, &zErr);
   if (rc != SQLITE_OK) {
     undoRun(&undo);
     fail_code = rc; /* SQLITE_BUSY, SQLITE_READONLY: let callers retry */
@@ -1210,7 +1310,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     undoRun(&undo);
     goto fail;
   }
-  sqlite3_result_int(ctx, n_need);
+  sqlite3_result_int(ctx, n_need + (tok != NULL));
   sqlite3_free(order);
   importFree(&s);
   undoFree(&undo);

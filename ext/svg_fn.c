@@ -51,8 +51,23 @@ static void labelsFree(labels *l) {
   sqlite3_free(l->text);
 }
 
-static int labelsMake(labels *l, const relattn_config *c, const int32_t *ids,
+/* The text of one id from the tokenizer, when it has some and it fits. */
+static int labelText(const relattn_tokenizer *tok, int32_t id,
+                     char out[LABEL_BYTES], size_t *len) {
+  uint8_t *text;
+  int ok;
+  if (relattn_tokenizer_decode(tok, &id, 1, &text, len, "", NULL, 0))
+    return 0;
+  ok = *len > 0 && *len <= LABEL_BYTES;
+  if (ok) memcpy(out, text, *len);
+  free(text);
+  return ok;
+}
+
+static int labelsMake(labels *l, const relattn_model *m, const int32_t *ids,
                       int n) {
+  const relattn_config *c = &m->cfg;
+  const relattn_tokenizer *tok = m->tok;
   int i;
   l->tok = sqlite3_malloc64(sizeof *l->tok * (sqlite3_uint64)(n ? n : 1));
   l->text = sqlite3_malloc64(LABEL_BYTES * (sqlite3_uint64)(n ? n : 1));
@@ -70,9 +85,7 @@ static int labelsMake(labels *l, const relattn_config *c, const int32_t *ids,
       const char *name = id == c->bos ? "bos" : id == c->eos ? "eos" : "pad";
       t->len = strlen(name);
       memcpy(l->text[i], name, t->len);
-    } else if (relattn_detokenize_bytes(c, &ids[i], 1, (uint8_t *)l->text[i],
-                                        &len, "", NULL, 0) == RELATTN_OK &&
-               len > 0 && len <= LABEL_BYTES) {
+    } else if (labelText(tok, id, l->text[i], &len)) {
       t->len = len;
       t->special = 0;
     } else {
@@ -173,7 +186,7 @@ void relattn_svg_attention_func(sqlite3_context *ctx, int argc,
     return;
   }
   map = sqlite3_malloc64(sizeof(float) * (sqlite3_uint64)n * n);
-  if (!map || !labelsMake(&lab, cfg, input, n)) {
+  if (!map || !labelsMake(&lab, relattn_call_model(mc), input, n)) {
     sqlite3_free(map);
     relattn_call_end(mc);
     sqlite3_result_error_nomem(ctx);
@@ -216,7 +229,6 @@ void relattn_svg_surprise_func(sqlite3_context *ctx, int argc,
   static const char fn[] = "relattn_svg_surprise";
   relattn_conn *conn = sqlite3_user_data(ctx);
   relattn_call *mc = NULL;
-  const relattn_config *cfg;
   const int32_t *input;
   relattn_svg_text st;
   relattn_fwd f;
@@ -236,7 +248,6 @@ void relattn_svg_surprise_func(sqlite3_context *ctx, int argc,
     sqlite3_result_null(ctx);
     return;
   }
-  cfg = &relattn_call_model(mc)->cfg;
   input = relattn_call_input(mc, &n, &bos);
   n_seq = n - bos;
   if (n_seq > RELATTN_SVG_MAX_TOKENS) {
@@ -291,8 +302,8 @@ void relattn_svg_surprise_func(sqlite3_context *ctx, int argc,
   }
   title = sqlite3_mprintf("%s: surprise of each token (%d tokens)",
                           sqlite3_value_text(argv[0]), n_seq);
-  if (!title || !labelsMake(&lab, cfg, input + bos, n_seq) ||
-      !labelsMake(&top, cfg, top_tok, n_seq)) {
+  if (!title || !labelsMake(&lab, relattn_call_model(mc), input + bos, n_seq) ||
+      !labelsMake(&top, relattn_call_model(mc), top_tok, n_seq)) {
     sqlite3_result_error_nomem(ctx);
   } else {
     memset(&st, 0, sizeof st);

@@ -1,6 +1,7 @@
 /*
 ** tokens.c: token sequences (docs/reference.md, Formats): BLOBs of little-endian int32
-** ids, JSON arrays, text through a model's byte tokenizer.
+** ids, JSON arrays, text through a model's tokenizer (bytes, wordpiece or
+** sentencepiece: src/tokenizer.c).
 **
 **   SELECT relattn_tokens('[72,105]');              -- X'4800000069000000'
 **   SELECT relattn_tokens_json(relattn_tokens('[72,105]'));   -- '[72,105]'
@@ -12,6 +13,7 @@
 #include "ext.h"
 #include "functions.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 SQLITE_EXTENSION_INIT3
@@ -182,25 +184,62 @@ void relattn_detokenize_func(sqlite3_context *ctx, int argc,
     relattn_result_error(ctx, SQLITE_ERROR, zErr);
     return;
   }
-  text = sqlite3_malloc64((sqlite3_uint64)n + 1);
-  if (!text) {
-    relattn_store_release(conn, m);
-    sqlite3_free(ids);
-    sqlite3_result_error_nomem(ctx);
-    return;
-  }
-  rc = relattn_detokenize_bytes(&m->cfg, ids, (size_t)n, text, &len, fn, err,
+  rc = relattn_tokenizer_decode(m->tok, ids, (size_t)n, &text, &len, fn, err,
                                 sizeof err);
   relattn_store_release(conn, m);
   sqlite3_free(ids);
   if (rc != RELATTN_OK) {
-    sqlite3_free(text);
     relattn_result_status(ctx, rc, err);
     return;
   }
-  text[len] = 0;
-  sqlite3_result_text64(ctx, (const char *)text, len, sqlite3_free,
-                        SQLITE_UTF8);
+  sqlite3_result_text64(ctx, (const char *)text, len, free, SQLITE_UTF8);
+}
+
+/* ---- the tokenizer file stored with a model ------------------------------ */
+
+int relattn_is_tokfile(const char *name) {
+  return name && strncmp(name, "tokenizer.", 10) == 0;
+}
+
+char *relattn_tokfile_parse(const relattn_config *c, const char *name,
+                            const char *dtype, const char *shape,
+                            const void *data, size_t bytes, const char *what,
+                            relattn_tokenizer **tok) {
+  const char *kind = relattn_tokenizer_kind_name(c->tok_type);
+  char ename[RELATTN_ECHO_BUF], want[48], err[256];
+  int rc;
+  *tok = NULL;
+  relattn_echo(ename, name, -1);
+  if (c->tok_type == RELATTN_TOK_BYTES)
+    return sqlite3_mprintf("%s: tensor '%s' is a tokenizer file, but the "
+                           "config's tokenizer.type is bytes, which has none",
+                           what, ename);
+  if (strcmp(name + 10, kind) != 0)
+    return sqlite3_mprintf("%s: tensor '%s' does not match the config's "
+                           "tokenizer.type (%s): expected 'tokenizer.%s'",
+                           what, ename, kind, kind);
+  if (!dtype || strcmp(dtype, "U8") != 0)
+    return sqlite3_mprintf("%s: tensor '%s' must have dtype U8", what, ename);
+  sqlite3_snprintf(sizeof want, want, "[%llu]", (sqlite3_uint64)bytes);
+  if (shape && strcmp(shape, want) != 0)
+    return sqlite3_mprintf("%s: tensor '%s' has shape %s; its %llu bytes "
+                           "need %s", what, ename, shape,
+                           (sqlite3_uint64)bytes, want);
+  rc = relattn_tokenizer_new(tok, c, data, bytes, what, err, sizeof err);
+  if (rc != RELATTN_OK) return sqlite3_mprintf("%s", err);
+  return NULL;
+}
+
+char *relattn_tokfile_finish(relattn_model *m, const char *what) {
+  char err[256];
+  if (m->tok) return NULL;
+  if (m->cfg.tok_type != RELATTN_TOK_BYTES)
+    return sqlite3_mprintf("%s: tensor 'tokenizer.%s' is missing (the "
+                           "config's tokenizer.type needs its file)",
+                           what, relattn_tokenizer_kind_name(m->cfg.tok_type));
+  if (relattn_tokenizer_new(&m->tok, &m->cfg, NULL, 0, what, err, sizeof err))
+    return sqlite3_mprintf("%s", err);
+  return NULL;
 }
 
 /* ---- relattn_tokens_agg(token) -------------------------------------------- */

@@ -24,6 +24,7 @@
 #include "functions.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -298,7 +299,8 @@ char *relattn_missing_tensor_msg(const relattn_config *c, int i,
 /* Decodes v into ids with lead free slots in front. See relattn_tokens_value. */
 static int32_t *decodeTokens(sqlite3_value *v, const relattn_model *m,
                              const char *fn, const char *arg, int lead,
-                             int *n_out, int *oom, char **pzErr) {
+                             size_t max_ids, int *n_out, int *oom,
+                             int *toobig, char **pzErr) {
   int32_t *ids;
   size_t n, i;
   *pzErr = NULL;
@@ -327,12 +329,32 @@ static int32_t *decodeTokens(sqlite3_value *v, const relattn_model *m,
       }
       text = sqlite3_value_text(v);
       n = (size_t)sqlite3_value_bytes(v);
-      ids = sqlite3_malloc64(((sqlite3_uint64)n + (size_t)lead) * 4 + 1);
-      if (!ids || (n && !text)) {
-        sqlite3_free(ids);
-        goto nomem;
+      if (n && !text) goto nomem;
+      {
+        /* through the model's tokenizer, stopped as soon as it passes the
+        ** limit (the byte tokenizer's count is known before: see
+        ** relattn_model_input) */
+        int32_t *got;
+        size_t n_got;
+        int rc = relattn_tokenizer_encode(m->tok, text, n, (size_t)lead,
+                                          max_ids, &got, &n_got);
+        if (rc == RELATTN_ERR_TOOBIG) {
+          *toobig = 1;
+          *pzErr = sqlite3_mprintf("%s: %s has more tokens than "
+                                   "relattn_max_tokens() = %llu",
+                                   fn, arg, (sqlite3_uint64)max_ids);
+          return NULL;
+        }
+        if (rc != RELATTN_OK) goto nomem;
+        n = n_got;
+        ids = sqlite3_malloc64(((sqlite3_uint64)n + (size_t)lead) * 4 + 1);
+        if (!ids) {
+          free(got);
+          goto nomem;
+        }
+        memcpy(ids, got, (n + (size_t)lead) * 4);
+        free(got);
       }
-      relattn_tokenize_bytes(text, n, ids + lead);
       break;
     }
     case SQLITE_NULL:
@@ -383,15 +405,16 @@ nomem:
 int32_t *relattn_tokens_value(sqlite3_value *v, const relattn_model *m,
                               const char *fn, const char *arg, int *n_out,
                               char **pzErr) {
-  int oom = 0;
-  return decodeTokens(v, m, fn, arg, 0, n_out, &oom, pzErr);
+  int oom = 0, toobig = 0;
+  return decodeTokens(v, m, fn, arg, 0, 0x7fffffff, n_out, &oom, &toobig,
+                      pzErr);
 }
 
 int relattn_model_input(relattn_conn *conn, const relattn_model *m,
                         sqlite3_value *v, const char *fn, const char *arg,
                         relattn_input *in, char **pzErr) {
   sqlite3_int64 bytes = sqlite3_value_bytes(v), count = -1;
-  int bos = m->cfg.bos >= 0, n = 0, oom = 0;
+  int bos = m->cfg.bos >= 0, n = 0, oom = 0, toobig = 0;
   memset(in, 0, sizeof *in);
   *pzErr = NULL;
   if (sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
@@ -399,7 +422,8 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
   ** holds bytes/4 ids, and the byte tokenizer gives one id per byte. */
   if (sqlite3_value_type(v) == SQLITE_BLOB && bytes % 4 == 0)
     count = bytes / 4;
-  else if (sqlite3_value_type(v) == SQLITE_TEXT)
+  else if (sqlite3_value_type(v) == SQLITE_TEXT &&
+           relattn_tokenizer_kind(m->tok) == RELATTN_TOK_BYTES)
     count = bytes;
   if (count > conn->max_tokens) {
     *pzErr = sqlite3_mprintf("%s: %s has %lld tokens, over "
@@ -407,8 +431,11 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
                              fn, arg, count, conn->max_tokens);
     return SQLITE_TOOBIG;
   }
-  in->ids = decodeTokens(v, m, fn, arg, bos, &n, &oom, pzErr);
-  if (!in->ids) return oom || !*pzErr ? SQLITE_NOMEM : SQLITE_ERROR;
+  in->ids = decodeTokens(v, m, fn, arg, bos, (size_t)conn->max_tokens, &n,
+                         &oom, &toobig, pzErr);
+  if (!in->ids)
+    return oom || !*pzErr ? SQLITE_NOMEM : toobig ? SQLITE_TOOBIG
+                                                  : SQLITE_ERROR;
   if (n == 0) {
     *pzErr = sqlite3_mprintf("%s: %s is empty", fn, arg);
     sqlite3_free(in->ids);

@@ -1,6 +1,7 @@
 /*
 ** half.c: the safetensors dtypes (F32, F16, BF16) and their conversion to
-** float32, which is what the model computes in.
+** float32, which is what the model computes in. U8 is only for the bytes
+** of a tokenizer file, never a weight.
 **
 ** F16 is IEEE 754 binary16 (1 sign, 5 exponent, 10 fraction bits); BF16 is
 ** the top half of a float32. Both convert to float32 exactly.
@@ -20,6 +21,7 @@ int relattn_dtype_parse(const char *name) {
   if (strcmp(name, "F32") == 0) return RELATTN_F32;
   if (strcmp(name, "F16") == 0) return RELATTN_F16;
   if (strcmp(name, "BF16") == 0) return RELATTN_BF16;
+  if (strcmp(name, "U8") == 0) return RELATTN_U8;
   return -1;
 }
 
@@ -28,6 +30,7 @@ const char *relattn_dtype_name(int dtype) {
     case RELATTN_F32: return "F32";
     case RELATTN_F16: return "F16";
     case RELATTN_BF16: return "BF16";
+    case RELATTN_U8: return "U8";
     default: return "?";
   }
 }
@@ -37,6 +40,7 @@ size_t relattn_dtype_size(int dtype) {
     case RELATTN_F32: return 4;
     case RELATTN_F16:
     case RELATTN_BF16: return 2;
+    case RELATTN_U8: return 1;
     default: return 0;
   }
 }

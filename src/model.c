@@ -48,7 +48,7 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "%s: 'n_layers' must be between 1 and %d, not %d",
                           what, MAX_LAYERS, c->n_layers);
-  if (c->vocab_size < 256)
+  if (c->tok_type == RELATTN_TOK_BYTES && c->vocab_size < 256)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "%s: 'vocab_size' must be at least 256 (the byte "
                           "tokenizer), not %d",
@@ -71,6 +71,16 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
       (c->activation != RELATTN_GELU && c->activation != RELATTN_RELU))
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "%s: unknown arch, norm or activation", what);
+  if (c->tok_type != RELATTN_TOK_BYTES) {
+    /* the tokenizer's own ids: any in the vocabulary */
+    for (i = 0; i < sizeof ids / sizeof ids[0]; i++)
+      if (ids[i].v != -1 && (ids[i].v < 0 || ids[i].v >= c->vocab_size))
+        return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                              "%s: '%s' must be at least 0 and below "
+                              "vocab_size (%d), not %d",
+                              what, ids[i].key, c->vocab_size, ids[i].v);
+    return RELATTN_OK;
+  }
   for (i = 0; i < sizeof ids / sizeof ids[0]; i++)
     if (ids[i].v != -1 && (ids[i].v < 256 || ids[i].v >= c->vocab_size))
       return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
@@ -308,6 +318,8 @@ float *relattn_model_slot(relattn_model *m, int i) {
 
 void relattn_model_free(relattn_model *m) {
   relattn_free(m->mem);
+  relattn_tokenizer_free(m->tok);
   m->mem = NULL;
   m->layers = NULL;
+  m->tok = NULL;
 }

@@ -307,7 +307,13 @@ typedef struct relattn_config {
   int rel_values;         /* position.values */
   int per_head;           /* position.per_head */
   int bos, eos, pad;      /* tokenizer ids, -1 when absent */
+  int tok_type;           /* tokenizer.type: RELATTN_TOK_* */
+  int do_lower_case;      /* wordpiece: tokenizer.do_lower_case (default 1) */
+  int strip_accents;      /* wordpiece: 1, 0, or -1 (null: as do_lower_case) */
+  int chinese_chars;      /* wordpiece: tokenizer.tokenize_chinese_chars */
 } relattn_config;
+
+typedef struct relattn_tokenizer relattn_tokenizer; /* src/tokenizer.c */
 
 typedef struct relattn_layer {
   const float *ln1_w, *ln1_b;         /* (d_model) */
@@ -327,11 +333,13 @@ typedef struct relattn_model {
   const float *lnf_w, *lnf_b;         /* (d_model); NULL for post-norm */
   const float *lm_head;               /* (vocab_size, d_model); = tok_emb when tied */
   void *mem;                          /* owns every array above */
+  relattn_tokenizer *tok;             /* owned; freed by relattn_model_free */
 } relattn_model;
 
 /* ---- half precision (src/half.c) ---------------------------------------- */
 
-enum { RELATTN_F32 = 0, RELATTN_F16 = 1, RELATTN_BF16 = 2 };
+enum { RELATTN_F32 = 0, RELATTN_F16 = 1, RELATTN_BF16 = 2,
+       RELATTN_U8 = 3 /* a tokenizer file's bytes, never a weight */ };
 
 /* "F32", "F16", "BF16" -> RELATTN_*, or -1. */
 int relattn_dtype_parse(const char *name);
@@ -430,7 +438,34 @@ int relattn_model_init(relattn_model *m, const relattn_config *c,
 float *relattn_model_slot(relattn_model *m, int i); /* spec i's array */
 void relattn_model_free(relattn_model *m);          /* frees m->mem */
 
-/* ---- byte tokenizer (src/tokenizer.c) ----------------------------------- */
+/* ---- tokenizers (src/tokenizer.c, tok_wordpiece.c, tok_sentencepiece.c) -- */
+
+/* tokenizer.type, in the config's order; the tensor holding a kind's file
+** is named "tokenizer." + its name (dtype U8, shape [bytes]). */
+enum { RELATTN_TOK_BYTES = 0, RELATTN_TOK_WORDPIECE = 1,
+       RELATTN_TOK_SENTENCEPIECE = 2 };
+const char *relattn_tokenizer_kind_name(int kind);
+/* Parses the tokenizer of config c from its file (n bytes; none for bytes).
+** The file is untrusted: every length is checked. Messages start with what. */
+int relattn_tokenizer_new(relattn_tokenizer **out, const relattn_config *c,
+                          const uint8_t *file, size_t n, const char *what,
+                          char *err, size_t errlen);
+void relattn_tokenizer_free(relattn_tokenizer *t);
+int relattn_tokenizer_kind(const relattn_tokenizer *t);
+int relattn_tokenizer_n_ids(const relattn_tokenizer *t); /* ids in [0, n) */
+/* The ids of text (n bytes; invalid UTF-8 is the kind's business), in a
+** malloc'd array with lead free slots in front: RELATTN_ERR_TOOBIG as soon
+** as there are more than max_ids, so a limit stops the work early. */
+int relattn_tokenizer_encode(const relattn_tokenizer *t, const uint8_t *text,
+                             size_t n, size_t lead, size_t max_ids,
+                             int32_t **ids, size_t *n_ids);
+/* The text of ids, malloc'd, NUL after *len bytes; an id the tokenizer does
+** not define is an error naming its position. */
+int relattn_tokenizer_decode(const relattn_tokenizer *t, const int32_t *ids,
+                             size_t n, uint8_t **text, size_t *len,
+                             const char *what, char *err, size_t errlen);
+
+/* The byte tokenizer alone (for callers without a model): */
 
 /* The byte tokenizer: UTF-8 bytes are ids 0-255. out has n entries. */
 void relattn_tokenize_bytes(const uint8_t *text, size_t n,

@@ -405,7 +405,8 @@ def case_config_unknown_position(rng):
 
 def case_config_unknown_tokenizer(rng):
     return with_config(rng, config_with("bpe", "tokenizer", "type")), (
-        "relattn_import: config: 'tokenizer.type' must be one of bytes, not "
+        "relattn_import: config: 'tokenizer.type' must be one of bytes,wordpiece,"
+        "sentencepiece, not "
         "'bpe'")
 
 

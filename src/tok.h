@@ -1,0 +1,47 @@
+/*
+** tok.h: what the tokenizer kinds share (src/tokenizer.c, tok_*.c). The
+** public interface is in relattn.h; this is the inside of one.
+*/
+#ifndef RELATTN_TOK_H
+#define RELATTN_TOK_H
+
+#include "relattn.h"
+
+/* A growing array of ids, refusing to grow past max (RELATTN_ERR_TOOBIG). */
+typedef struct relattn_idbuf {
+  int32_t *ids;
+  size_t n, cap, max;
+} relattn_idbuf;
+int relattn_idbuf_push(relattn_idbuf *b, int32_t id);
+
+/* A growing byte string. */
+typedef struct relattn_bytebuf {
+  uint8_t *p;
+  size_t n, cap;
+} relattn_bytebuf;
+int relattn_bytebuf_add(relattn_bytebuf *b, const void *p, size_t n);
+
+struct relattn_tokenizer {
+  int kind;            /* RELATTN_TOK_* */
+  int n_ids;           /* ids the tokenizer defines: [0, n_ids) */
+  int bos, eos, pad;   /* from the config, -1 when absent */
+  /* Appends the ids of text (n bytes, any bytes) to out. */
+  int (*encode)(const relattn_tokenizer *t, const uint8_t *text, size_t n,
+                relattn_idbuf *out);
+  /* Appends the text of ids to out; errors name what. */
+  int (*decode)(const relattn_tokenizer *t, const int32_t *ids, size_t n,
+                relattn_bytebuf *out, const char *what, char *err,
+                size_t errlen);
+  void (*destroy)(relattn_tokenizer *t);
+};
+
+/* The kinds' constructors: t is allocated and its common fields set by
+** relattn_tokenizer_new; they fill the rest from the file. */
+int relattn_wordpiece_init(relattn_tokenizer **t, const relattn_config *c,
+                           const uint8_t *file, size_t n, const char *what,
+                           char *err, size_t errlen);
+int relattn_sentencepiece_init(relattn_tokenizer **t, const relattn_config *c,
+                               const uint8_t *file, size_t n, const char *what,
+                               char *err, size_t errlen);
+
+#endif /* RELATTN_TOK_H */

@@ -1,0 +1,384 @@
+/*
+** tok_wordpiece.c: BERT's tokenizer, as Hugging Face's slow BertTokenizer
+** (transformers, models/bert/tokenization_bert.py: BasicTokenizer, then
+** WordpieceTokenizer) gives it for a text without special tokens in it.
+**
+** The file is BERT's vocab.txt: one token per line (lines end with \n,
+** \r\n or \r, as Python's universal newlines read them); a token's id is
+** its line number from 0; a token on two lines has the later id.
+**
+** HOW IT WORKS (each step as the Python does it; the Unicode properties
+** come from tables generated from Python's unicodedata, src/unicode_gen.py)
+**   1. clean: U+0000, U+FFFD and control characters (category C*, except
+**      \t \n \r) are dropped, invalid UTF-8 with them; BERT's whitespace
+**      (\t \n \r, space, Zs) becomes a space
+**   2. CJK ideographs get a space on each side (tokenize_chinese_chars)
+**   3. split on Python's whitespace (str.split)
+**   4. each piece: str.lower() (with its final sigma rule) when
+**      do_lower_case; NFD with nonspacing marks (Mn) dropped when
+**      strip_accents (by default: when do_lower_case)
+**   5. punctuation (P* and the ASCII symbols) split off as one-character words
+**   6. each word: [UNK] past 100 characters, else greedy longest match from
+**      the left, continuation pieces with "##" in front; [UNK] for the whole
+**      word when some part matches nothing
+** Decoding joins the tokens with spaces, removes " ##" and strips the ends
+** (convert_tokens_to_string).
+*/
+#include "tok.h"
+#include "unicode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_WORD_CHARS 100 /* max_input_chars_per_word */
+
+typedef struct wp_slot {
+  uint32_t hash;
+  int32_t id;       /* -1: empty */
+} wp_slot;
+
+typedef struct wordpiece {
+  relattn_tokenizer base; /* must be first */
+  uint8_t *pool;          /* the file's bytes */
+  size_t *off, *len;      /* (n_ids): each line's token in pool */
+  int32_t *final;         /* (n_ids): the id its token has (a later line) */
+  wp_slot *slots;         /* open addressing, power of two */
+  size_t mask;
+  int unk;
+  int lower, strip, chinese;
+} wordpiece;
+
+static uint32_t hashBytes(const uint8_t *p, size_t n) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  size_t i;
+  for (i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
+  return h;
+}
+
+/* The id of the token p[0..n), or -1. */
+static int32_t lookup(const wordpiece *w, const uint8_t *p, size_t n) {
+  uint32_t h = hashBytes(p, n);
+  size_t i = h & w->mask;
+  for (;; i = (i + 1) & w->mask) {
+    const wp_slot *s = &w->slots[i];
+    if (s->id < 0) return -1;
+    if (s->hash == h && w->len[s->id] == n &&
+        memcmp(w->pool + w->off[s->id], p, n) == 0)
+      return s->id;
+  }
+}
+
+static void wpDestroy(relattn_tokenizer *t) {
+  wordpiece *w = (wordpiece *)t;
+  free(w->pool);
+  free(w->off);
+  free(w->len);
+  free(w->final);
+  free(w->slots);
+  free(w);
+}
+
+/* ---- encode ----------------------------------------------------------------- */
+
+typedef struct cpbuf {
+  uint32_t *p;
+  size_t n, cap;
+} cpbuf;
+
+static int cpPush(cpbuf *b, uint32_t c) {
+  if (b->n == b->cap) {
+    size_t cap = b->cap ? 2 * b->cap : 256;
+    uint32_t *q = realloc(b->p, cap * sizeof *q);
+    if (!q) return RELATTN_ERR_NOMEM;
+    b->p = q, b->cap = cap;
+  }
+  b->p[b->n++] = c;
+  return RELATTN_OK;
+}
+
+static int isChinese(uint32_t cp) {
+  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
+         (cp >= 0x20000 && cp <= 0x2A6DF) || (cp >= 0x2A700 && cp <= 0x2B73F) ||
+         (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B820 && cp <= 0x2CEAF) ||
+         (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
+}
+
+/* One word (after punctuation splitting) to ids. */
+static int wordIds(const wordpiece *w, const uint32_t *cp, size_t n,
+                   relattn_idbuf *out, uint8_t *buf /* 2 + 4 * MAX_WORD_CHARS */) {
+  size_t off[MAX_WORD_CHARS + 1], start = 0, mark = out->n, i;
+  uint8_t *word = buf + 2; /* "##" goes in front of it when needed */
+  int rc;
+  if (n > MAX_WORD_CHARS) return relattn_idbuf_push(out, w->unk);
+  off[0] = 0;
+  for (i = 0; i < n; i++) off[i + 1] = off[i] + relattn_utf8_encode(cp[i], word + off[i]);
+  while (start < n) {
+    size_t end = n;
+    int32_t id = -1;
+    for (; end > start; end--) {
+      const uint8_t *p = word + off[start];
+      size_t len = off[end] - off[start];
+      if (start > 0) {
+        /* "##" + the piece, built in place over the bytes before it */
+        uint8_t save[2];
+        memcpy(save, p - 2, 2);
+        memcpy((uint8_t *)p - 2, "##", 2);
+        id = lookup(w, p - 2, len + 2);
+        memcpy((uint8_t *)p - 2, save, 2);
+      } else {
+        id = lookup(w, p, len);
+      }
+      if (id >= 0) break;
+    }
+    if (id < 0) {
+      out->n = mark; /* the whole word is [UNK] */
+      return relattn_idbuf_push(out, w->unk);
+    }
+    if ((rc = relattn_idbuf_push(out, id)) != RELATTN_OK) return rc;
+    start = end;
+  }
+  return RELATTN_OK;
+}
+
+/* One whitespace-separated piece: lower, strip accents, split punctuation. */
+static int pieceIds(const wordpiece *w, const uint32_t *cp, size_t n,
+                    cpbuf *tmp, relattn_idbuf *out, uint8_t *buf) {
+  size_t i, start;
+  int rc, k;
+  tmp->n = 0;
+  for (i = 0; i < n; i++) {
+    uint32_t c = cp[i];
+    const uint32_t *low = NULL;
+    int nl = 1;
+    if (w->lower) {
+      if (c == 0x3A3) {
+        /* str.lower()'s final sigma: cased letter before, none after,
+        ** case-ignorable characters skipped on both sides */
+        size_t j = i;
+        int fin = 0;
+        while (j > 0 && (relattn_uflags_of(cp[j - 1]) & RELATTN_U_IGNORABLE)) j--;
+        if (j > 0 && (relattn_uflags_of(cp[j - 1]) & RELATTN_U_CASED)) {
+          for (j = i + 1; j < n && (relattn_uflags_of(cp[j]) & RELATTN_U_IGNORABLE); j++) {
+          }
+          fin = j == n || !(relattn_uflags_of(cp[j]) & RELATTN_U_CASED);
+        }
+        c = fin ? 0x3C2 : 0x3C3;
+      } else {
+        low = relattn_ulower(c, &nl);
+      }
+    }
+    for (k = 0; k < nl; k++) {
+      uint32_t d = low ? low[k] : c;
+      if (w->strip) {
+        int nd = 1, m;
+        const uint32_t *dec = relattn_unfd(d, &nd);
+        uint32_t hangul[3];
+        if (d >= 0xAC00 && d < 0xAC00 + 11172) {
+          /* Hangul syllables decompose by rule (Unicode 3.12) */
+          uint32_t s = d - 0xAC00;
+          hangul[0] = 0x1100 + s / 588;
+          hangul[1] = 0x1161 + (s % 588) / 28;
+          hangul[2] = 0x11A7 + s % 28;
+          dec = hangul;
+          nd = s % 28 ? 3 : 2;
+        }
+        for (m = 0; m < nd; m++) {
+          uint32_t e = dec ? dec[m] : d;
+          if (relattn_uflags_of(e) & RELATTN_U_MN) continue;
+          if ((rc = cpPush(tmp, e)) != RELATTN_OK) return rc;
+        }
+      } else if ((rc = cpPush(tmp, d)) != RELATTN_OK) {
+        return rc;
+      }
+    }
+  }
+  for (i = start = 0; i <= tmp->n; i++) {
+    if (i < tmp->n && !(relattn_uflags_of(tmp->p[i]) & RELATTN_U_PUNCT)) continue;
+    if (i > start && (rc = wordIds(w, tmp->p + start, i - start, out, buf)))
+      return rc;
+    if (i < tmp->n && (rc = wordIds(w, tmp->p + i, 1, out, buf))) return rc;
+    start = i + 1;
+  }
+  return RELATTN_OK;
+}
+
+static int wpEncode(const relattn_tokenizer *t, const uint8_t *text, size_t n,
+                    relattn_idbuf *out) {
+  const wordpiece *w = (const wordpiece *)t;
+  cpbuf cps = {0}, tmp = {0};
+  uint8_t buf[2 + 4 * MAX_WORD_CHARS];
+  size_t i = 0, start;
+  int rc = RELATTN_OK;
+  /* steps 1 and 2 */
+  while (i < n && rc == RELATTN_OK) {
+    uint32_t c;
+    int len = relattn_utf8_decode(text + i, n - i, &c), f;
+    if (len == 0) { /* U+FFFD in Python: dropped */
+      i++;
+      continue;
+    }
+    i += (size_t)len;
+    f = relattn_uflags_of(c);
+    if (c == 0 || c == 0xFFFD || (f & RELATTN_U_CONTROL)) continue;
+    if (f & RELATTN_U_BERT_WS) c = ' ';
+    if (w->chinese && isChinese(c)) {
+      if ((rc = cpPush(&cps, ' ')) == RELATTN_OK &&
+          (rc = cpPush(&cps, c)) == RELATTN_OK)
+        rc = cpPush(&cps, ' ');
+    } else {
+      rc = cpPush(&cps, c);
+    }
+  }
+  /* steps 3 to 6 */
+  for (i = start = 0; i <= cps.n && rc == RELATTN_OK; i++) {
+    if (i < cps.n && !(relattn_uflags_of(cps.p[i]) & RELATTN_U_SPACE)) continue;
+    if (i > start) rc = pieceIds(w, cps.p + start, i - start, &tmp, out, buf);
+    start = i + 1;
+  }
+  free(cps.p);
+  free(tmp.p);
+  return rc;
+}
+
+/* ---- decode ----------------------------------------------------------------- */
+
+static int isPySpace(const uint8_t *p, size_t n, size_t *len) {
+  uint32_t c;
+  int l = relattn_utf8_decode(p, n, &c);
+  *len = (size_t)l;
+  return l > 0 && (relattn_uflags_of(c) & RELATTN_U_SPACE);
+}
+
+static int wpDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
+                    relattn_bytebuf *out, const char *what, char *err,
+                    size_t errlen) {
+  const wordpiece *w = (const wordpiece *)t;
+  relattn_bytebuf joined = {0};
+  size_t i, a, b, len;
+  int rc = RELATTN_OK;
+  for (i = 0; i < n && rc == RELATTN_OK; i++) {
+    int32_t id = ids[i];
+    if (id < 0 || id >= t->n_ids) {
+      free(joined.p);
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: token %d at position %zu is not in the "
+                            "tokenizer's vocabulary (%d tokens)",
+                            what, (int)id, i, t->n_ids);
+    }
+    if (w->final[id] != id) id = w->unk; /* as ids_to_tokens gives it */
+    if (i) rc = relattn_bytebuf_add(&joined, " ", 1);
+    if (rc == RELATTN_OK)
+      rc = relattn_bytebuf_add(&joined, w->pool + w->off[id], w->len[id]);
+  }
+  if (rc != RELATTN_OK) {
+    free(joined.p);
+    return rc;
+  }
+  /* .replace(" ##", ""): left to right, without overlaps */
+  for (a = b = 0; a < joined.n;) {
+    if (joined.n - a >= 3 && memcmp(joined.p + a, " ##", 3) == 0) {
+      a += 3;
+      continue;
+    }
+    joined.p[b++] = joined.p[a++];
+  }
+  joined.n = b;
+  /* .strip() */
+  for (a = 0; a < joined.n && isPySpace(joined.p + a, joined.n - a, &len);)
+    a += len;
+  for (b = joined.n; b > a;) {
+    size_t k = b - 1;
+    while (k > a && (joined.p[k] & 0xC0) == 0x80) k--;
+    if (!isPySpace(joined.p + k, b - k, &len) || k + len != b) break;
+    b = k;
+  }
+  rc = relattn_bytebuf_add(out, joined.p + a, b - a);
+  free(joined.p);
+  return rc;
+}
+
+/* ---- the file ---------------------------------------------------------------- */
+
+int relattn_wordpiece_init(relattn_tokenizer **out, const relattn_config *c,
+                           const uint8_t *file, size_t n, const char *what,
+                           char *err, size_t errlen) {
+  wordpiece *w;
+  size_t i, lines = 0, cap, k;
+  uint32_t cp;
+  *out = NULL;
+  for (i = 0; i < n;) {
+    int l = relattn_utf8_decode(file + i, n - i, &cp);
+    if (l == 0)
+      return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                            "%s: tokenizer.wordpiece is not valid UTF-8 at "
+                            "byte %zu",
+                            what, i);
+    i += (size_t)l;
+  }
+  for (i = 0; i < n; i++) /* lines: each \n, \r\n or \r ends one */
+    if (file[i] == '\n' || (file[i] == '\r' && (i + 1 == n || file[i + 1] != '\n')))
+      lines++;
+  if (n && file[n - 1] != '\n' && file[n - 1] != '\r') lines++;
+  if (lines == 0)
+    return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                          "%s: tokenizer.wordpiece has no tokens", what);
+  if (lines > 0x7ffffffe)
+    return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
+                          "%s: tokenizer.wordpiece has more than 2^31 tokens",
+                          what);
+  w = calloc(1, sizeof *w);
+  if (!w) return RELATTN_ERR_NOMEM;
+  for (cap = 16; cap < 2 * lines; cap *= 2) {
+  }
+  w->pool = malloc(n ? n : 1);
+  w->off = malloc(lines * sizeof *w->off);
+  w->len = malloc(lines * sizeof *w->len);
+  w->final = malloc(lines * sizeof *w->final);
+  w->slots = malloc(cap * sizeof *w->slots);
+  if (!w->pool || !w->off || !w->len || !w->final || !w->slots) {
+    wpDestroy(&w->base);
+    return RELATTN_ERR_NOMEM;
+  }
+  if (n) memcpy(w->pool, file, n);
+  w->mask = cap - 1;
+  for (k = 0; k < cap; k++) w->slots[k].id = -1;
+  for (i = 0, k = 0; k < lines; k++) {
+    size_t s = i, h;
+    uint32_t hv;
+    while (i < n && file[i] != '\n' && file[i] != '\r') i++;
+    w->off[k] = s, w->len[k] = i - s;
+    if (i < n && file[i] == '\r' && i + 1 < n && file[i + 1] == '\n') i++;
+    i++;
+    /* insert, or move the token to this (later) line */
+    hv = hashBytes(file + s, w->len[k]);
+    for (h = hv & w->mask;; h = (h + 1) & w->mask) {
+      wp_slot *sl = &w->slots[h];
+      if (sl->id < 0) {
+        sl->hash = hv, sl->id = (int32_t)k;
+        break;
+      }
+      if (sl->hash == hv && w->len[sl->id] == w->len[k] &&
+          memcmp(file + w->off[sl->id], file + s, w->len[k]) == 0) {
+        sl->id = (int32_t)k;
+        break;
+      }
+    }
+  }
+  for (k = 0; k < lines; k++)
+    w->final[k] = lookup(w, w->pool + w->off[k], w->len[k]);
+  w->base.n_ids = (int)lines;
+  w->base.encode = wpEncode;
+  w->base.decode = wpDecode;
+  w->base.destroy = wpDestroy;
+  w->unk = lookup(w, (const uint8_t *)"[UNK]", 5);
+  w->lower = c->do_lower_case;
+  w->strip = c->strip_accents < 0 ? c->do_lower_case : c->strip_accents;
+  w->chinese = c->chinese_chars;
+  if (w->unk < 0) {
+    wpDestroy(&w->base);
+    return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                          "%s: tokenizer.wordpiece has no [UNK] token", what);
+  }
+  *out = &w->base;
+  return RELATTN_OK;
+}
