@@ -1197,6 +1197,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     char ename[RELATTN_ECHO_BUF]; /* input bytes, for messages */
     size_t bad;
     relattn_echo(ename, t->name, -1);
+    if (relattn_interrupted(db)) goto interrupted; /* ~1 s a GB of checks */
     if (relattn_is_tokfile(t->name)) {
       if (tok) {
         zErr = sqlite3_mprintf("%s: tokenizer_blob is given, and the file "
@@ -1279,6 +1280,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   relattn_sha256_init(&h);
   for (i = 0; i < n_need; i++) {
     const relattn_st_tensor *t = &s.t[order[i]];
+    if (relattn_interrupted(db)) goto interrupted;
     relattn_sha256_update(&h, data + t->begin, (size_t)(t->end - t->begin));
   }
   if (tok) relattn_sha256_update(&h, tok, tok_n);
@@ -1323,6 +1325,9 @@ nomem:
   sqlite3_free(zErr);
   sqlite3_result_error_nomem(ctx);
   return;
+interrupted:
+  zErr = sqlite3_mprintf("%s: interrupted", fn);
+  fail_code = SQLITE_INTERRUPT;
 fail:
   if (fail_code == SQLITE_INTERRUPT) {
     /* one wording, whichever step saw it ("config: interrupted" too) */
