@@ -32,10 +32,11 @@ HEADERS  := $(wildcard src/*.h ext/*.h)
 # Debian packages the build, the tests and the demo need (g++: npm ci builds
 # better-sqlite3 from source for the Node client test, no prebuilt download here;
 # python3-torch: the test of models/train_corpus.py trains a small model;
-# chromium and a font: the SVG pictures rendered in a real browser).
+# chromium and a font: the SVG pictures rendered in a real browser;
+# python3-distributed: Dask, for cluster/).
 DEB_PKGS ?= gcc make libc6-dev libsqlite3-dev sqlite3 libopenblas-dev \
             python3 python3-numpy python3-pytest g++ python3-torch chromium \
-            fonts-dejavu-core
+            fonts-dejavu-core python3-distributed
 DEB_BENCH ?= python3-torch
 DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
@@ -91,7 +92,8 @@ model: deps-model
 
 # The normal build and the same suite under ASan + UBSan (LeakSanitizer
 # included). Both builds come first, so the last line printed is the summary
-# of the sanitized run; when the normal run fails, the sanitized one is
+# of the sanitized run (cluster/'s Dask tests run in the normal pass only: the
+# workers are other processes); when the normal run fails, the sanitized one is
 # skipped and its summary is the last line. The status reflects both.
 # The sanitizer environment goes to the test command only (through env), not to
 # the wrapper's bash, whose own exit-time leaks LeakSanitizer would report.
@@ -99,7 +101,7 @@ test: deps
 	$(MAKE) all unit
 	$(MAKE) asan-build
 	@echo "== tests (normal build)"
-	@$(TEST_ENV) $(PYTHON) -m pytest -q tests || exit 1; \
+	@$(TEST_ENV) $(PYTHON) -m pytest -q tests cluster || exit 1; \
 	 $(TEST_ENV) sh tests/coretypes.sh $(PYTHON) $(NUMERIC_TESTS) || exit 1; \
 	 echo "== tests under ASan + UBSan + LeakSanitizer"; \
 	 bash tests/run_sanitized.sh env $(ASAN_ENV) $(PYTHON) -m pytest -q tests

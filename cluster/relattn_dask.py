@@ -1,0 +1,424 @@
+#!/usr/bin/python3
+"""Score a corpus stored in SQLite files with relattn_scan on Dask distributed,
+merging the results into one table exactly once.
+
+    /usr/bin/python3 cluster/relattn_dask.py corpus.db --results scores.db
+    /usr/bin/python3 cluster/relattn_dask.py shard1.db shard2.db shard3.db \\
+        --model-file models/tiny.safetensors --results scores.db --workers 2
+    /usr/bin/python3 cluster/relattn_dask.py /shared/shard*.db --results scores.db \\
+        --scheduler tcp://host:8786
+
+HOW IT WORKS
+The corpus is one SQLite file or several shard files, each with a table (or
+view) of token sequences. Each shard is cut into ranges of --range-rows rows in
+id order; the plan is stored in the results database, so every run, and a rerun
+after a crash, works on the same ranges. A range is one Dask task. Each worker
+process holds one connection, set up once by a worker plugin: the extension
+loaded, the model imported into an in-memory database. A task attaches its shard
+read-only, copies the range's rows next to the model (relattn_scan reads its
+source and the model from one schema) and reads relattn_scan over them, on
+relattn_threads() threads (the worker's cores; OpenBLAS runs single-threaded
+inside them, as the extension always does). Its results come back to this
+program, the only writer of the results database, which commits each range's
+rows and its done-marker in one transaction. So a range counts as done exactly
+when its results are committed: a rerun skips done ranges and plans new ones
+only for ids past the last planned one; a worker killed mid-range loses only
+that range, which Dask runs again elsewhere, and a range can never be committed
+twice (the marker is set only where it was not set yet, in the transaction that
+inserts the rows, and the results' id is their primary key).
+
+Dask does the scheduling, the retries after a lost worker, the progress bar and
+the dashboard (shown when bokeh is installed). By default the program starts a
+LocalCluster of --workers worker processes on this machine; with --scheduler it
+uses a running cluster, whose workers must see the same paths (shared storage)
+for the extension and the shards.
+"""
+import argparse
+import os
+import pathlib
+import sqlite3
+import sys
+import threading
+import time
+import uuid
+
+from distributed import Client, LocalCluster, as_completed, get_worker
+from distributed.diagnostics.plugin import WorkerPlugin
+from distributed.diagnostics.progressbar import TextProgressBar
+
+COLUMNS = ("n_tokens", "score", "perplexity", "embedding")
+COLUMN_TYPES = {"n_tokens": "INTEGER", "score": "REAL", "perplexity": "REAL",
+                "embedding": "BLOB", "error": "TEXT"}
+ROWS_TABLE = "relattn_cluster_rows"   # a range's rows, in each worker's memory
+SQLITE_MAGIC = b"SQLite format 3\0"
+
+
+def quote(name):
+    """An SQL identifier, double-quoted."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def sql_string(value):
+    """An SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def connect(path, extension=None, **kw):
+    db = sqlite3.connect(path, isolation_level=None, **kw)
+    if extension:
+        db.enable_load_extension(True)
+        db.load_extension(extension)
+        db.enable_load_extension(False)
+    return db
+
+
+def shard_uri(path):
+    """The shard as a read-only URI: workers never write to it."""
+    return pathlib.Path(path).as_uri() + "?mode=ro"
+
+
+# ---------------------------------------------------------------- the workers
+
+class ScanPlugin(WorkerPlugin):
+    """Set up once per worker process (and again on a worker that replaces a
+    lost one): one connection with the extension and the model, and the
+    relattn_scan table a task reads. A lock lets one task at a time use it,
+    should a worker run several threads."""
+
+    def __init__(self, name, extension, model, weights, threads):
+        self.name = name
+        self.extension = extension
+        self.model = model
+        self.weights = weights
+        self.threads = threads
+
+    def setup(self, worker):
+        cores = len(os.sched_getaffinity(0))
+        threads = self.threads or max(1, cores // max(1, worker.nthreads))
+        db = connect(":memory:", self.extension, uri=True, check_same_thread=False)
+        db.execute("SELECT relattn_import(?, ?)", (self.model, self.weights))
+        db.execute("SELECT relattn_threads(?)", (threads,))
+        self.db, self.lock, self.weights = db, threading.Lock(), None
+
+    def teardown(self, worker):
+        self.db.close()
+
+
+def score_range(plugin_name, shard, source, tokens, id_col, lo, hi, columns):
+    """One task: relattn_scan over ids lo..hi of one shard. Returns the rows
+    (id first, then columns), their token count, the worker and the time."""
+    worker = get_worker()
+    plugin = worker.plugins[plugin_name]
+    t = time.perf_counter()
+    with plugin.lock:
+        db = plugin.db
+        # The rows' column keeps its name, so relattn_scan's errors name it.
+        db.execute(f"CREATE TABLE {ROWS_TABLE}(id INTEGER PRIMARY KEY, {quote(tokens)})")
+        try:
+            db.execute("ATTACH ? AS corpus", (shard_uri(shard),))
+            try:
+                db.execute(f"INSERT INTO {ROWS_TABLE} SELECT {quote(id_col)}, {quote(tokens)} "
+                           f"FROM corpus.{quote(source)} WHERE {quote(id_col)} "
+                           "BETWEEN ? AND ?", (lo, hi))
+            finally:
+                db.execute("DETACH corpus")
+            db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model={}, source={}, "
+                       "tokens={})".format(*(sql_string(v) for v in
+                                             (plugin.model, ROWS_TABLE, tokens))))
+            select = ", ".join(["id", "n_tokens"] + list(columns))
+            rows = db.execute(f"SELECT {select} FROM temp.job").fetchall()
+        finally:
+            db.execute("DROP TABLE IF EXISTS temp.job")
+            db.execute(f"DROP TABLE {ROWS_TABLE}")
+    n_tokens = sum(r[1] or 0 for r in rows)
+    return {"rows": [(r[0],) + r[2:] for r in rows], "tokens": n_tokens,
+            "worker": worker.address, "seconds": time.perf_counter() - t}
+
+
+# ------------------------------------------------------- the results database
+
+SCHEMA = ("""
+CREATE TABLE IF NOT EXISTS relattn_cluster_job(
+  results TEXT PRIMARY KEY,      -- the results table this job fills
+  model TEXT, model_sha256 TEXT, source TEXT, tokens TEXT, id TEXT, columns TEXT)""", """
+CREATE TABLE IF NOT EXISTS relattn_cluster_range(
+  results TEXT, shard TEXT, lo INTEGER, hi INTEGER,   -- ids lo..hi of the shard file
+  planned_rows INTEGER,
+  rows INTEGER, tokens INTEGER, worker TEXT, seconds REAL,
+  done_at TEXT,                  -- set in the transaction that commits its rows
+  PRIMARY KEY (results, shard, lo))""")
+
+
+class JobError(Exception):
+    pass
+
+
+def prepare(db, args, job):
+    """The job's tables and its plan, in one transaction: a rerun must be the
+    same job, and two runs at once plan each range once. Adds ranges of
+    --range-rows rows for each shard's ids past the last range planned."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for sql in SCHEMA:
+            db.execute(sql)
+        table = args.table
+        cols = ", ".join(f"{c} {COLUMN_TYPES[c]}" for c in args.columns)
+        db.execute(f"CREATE TABLE IF NOT EXISTS {quote(table)}(id INTEGER PRIMARY KEY, {cols})")
+        keys = ("model", "model_sha256", "source", "tokens", "id", "columns")
+        new = tuple(job[k] for k in keys)
+        old = db.execute(f"SELECT {', '.join(keys)} FROM relattn_cluster_job "
+                         "WHERE results = ?", (table,)).fetchone()
+        if old is None:
+            db.execute("INSERT INTO relattn_cluster_job VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (table,) + new)
+        elif old != new:
+            diff = "; ".join(f"{k.replace('_', ' ')} {o!r}, not {v!r}"
+                             for k, o, v in zip(keys, old, new) if o != v)
+            raise JobError(f"results table {table!r} belongs to another job ({diff}): "
+                           "name another --table or --results")
+        for shard in args.shards:
+            (last,) = db.execute("SELECT max(hi) FROM relattn_cluster_range WHERE results = ? "
+                                 "AND shard = ?", (table, shard)).fetchone()
+            db.executemany("INSERT INTO relattn_cluster_range(results, shard, lo, hi, "
+                           "planned_rows) VALUES (?, ?, ?, ?, ?)",
+                           [(table, shard) + r for r in split(args, shard, last)])
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def split(args, shard, last):
+    """(first id, last id, rows) of each range of the shard's ids past last."""
+    src = connect(shard_uri(shard), uri=True)
+    idq = quote(args.id)
+    try:
+        return src.execute(
+            f"SELECT min(id), max(id), count(*) FROM (SELECT {idq} AS id, "
+            f"(row_number() OVER (ORDER BY {idq}) - 1) / ? AS part FROM {quote(args.source)} "
+            f"WHERE {idq} > ?) GROUP BY part ORDER BY part",
+            (args.range_rows, last if last is not None else -(1 << 63))).fetchall()
+    except sqlite3.Error as e:
+        raise JobError(f"cannot read {args.source!r} in {shard}: {e}") from None
+    finally:
+        src.close()
+
+
+def commit(db, table, columns, shard, lo, out):
+    """A range's rows and its done-marker, in one transaction. False (and
+    nothing written) when the range was already committed."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        cur = db.execute(
+            "UPDATE relattn_cluster_range SET rows = ?, tokens = ?, worker = ?, seconds = ?, "
+            "done_at = strftime('%Y-%m-%d %H:%M:%f', 'now') "
+            "WHERE results = ? AND shard = ? AND lo = ? AND done_at IS NULL",
+            (len(out["rows"]), out["tokens"], out["worker"], out["seconds"], table, shard, lo))
+        if cur.rowcount != 1:
+            db.execute("ROLLBACK")
+            return False
+        marks = ", ".join("?" * (1 + len(columns)))
+        db.executemany(f"INSERT INTO {quote(table)}(id, {', '.join(columns)}) VALUES ({marks})",
+                       out["rows"])
+    except sqlite3.IntegrityError as e:
+        db.execute("ROLLBACK")
+        raise JobError(f"range from id {lo} of {shard}: {e}: an id of it is in {table!r} "
+                       "already (ids must be unique across shards)") from None
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+    return True
+
+
+# ------------------------------------------------------------------ the model
+
+def load_model(args, extension):
+    """The model's safetensors bytes (exported from a database, or the file
+    itself), checked by importing it here; returns (bytes, sha256)."""
+    path = args.model_file or args.shards[0]
+    with open(path, "rb") as f:
+        head = f.read(len(SQLITE_MAGIC))
+    try:
+        db = connect(shard_uri(path) if head == SQLITE_MAGIC else ":memory:", extension,
+                     uri=True)
+    except sqlite3.Error as e:
+        raise JobError(f"cannot load the extension {extension}: {e}") from None
+    try:
+        if head == SQLITE_MAGIC:
+            has = db.execute("SELECT 1 FROM sqlite_schema WHERE name = 'relattn_model'")
+            (weights,) = (db.execute("SELECT relattn_export(name) FROM relattn_model "
+                                     "WHERE name = ?", (args.model,)).fetchone()
+                          if has.fetchone() else None) or (None,)
+            db.close()
+            db = connect(":memory:", extension)
+        else:
+            weights = pathlib.Path(path).read_bytes()
+        if weights is None:
+            raise JobError(f"no model named {args.model!r} in {path} (--model-file names "
+                           "the file that holds it)")
+        db.execute("SELECT relattn_import(?, ?)", (args.model, weights))
+        (sha,) = db.execute("SELECT sha256 FROM relattn_model").fetchone()
+    except sqlite3.Error as e:
+        raise JobError(f"model {args.model!r} from {path}: {e}") from None
+    finally:
+        db.close()
+    return weights, sha
+
+
+# -------------------------------------------------------------------- the job
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        description="Score SQLite corpus shards with relattn_scan on Dask distributed, "
+                    "merging the results into one table exactly once.")
+    p.add_argument("shards", nargs="+", help="the corpus: one SQLite file, or its shard files")
+    p.add_argument("--results", required=True, help="SQLite database for the results")
+    p.add_argument("--table", help="results table (default: <source>_scores)")
+    p.add_argument("--model", default="tiny", help="model name (default: tiny)")
+    p.add_argument("--model-file", help="the model in its own file: a safetensors file, or a "
+                   "SQLite database holding it (default: the first shard holds it)")
+    p.add_argument("--source", default="docs", help="table or view of the corpus (default: docs)")
+    p.add_argument("--tokens", default="body", help="its column of token sequences (default: body)")
+    p.add_argument("--id", default="rowid", help="its INTEGER id column (default: rowid)")
+    p.add_argument("--columns", default="n_tokens,score,perplexity",
+                   help="results to compute, from " + ", ".join(COLUMNS) +
+                   " (default: n_tokens,score,perplexity)")
+    p.add_argument("--range-rows", type=int, default=10000,
+                   help="rows per task (default: 10000)")
+    p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
+                   help="worker processes of the LocalCluster (default: the cores)")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler, "
+                   "e.g. tcp://host:8786, instead of a LocalCluster")
+    p.add_argument("--threads", type=int, help="relattn_threads() per worker (default: its "
+                   "cores divided by its Dask threads; on a LocalCluster, the cores divided "
+                   "by --workers)")
+    p.add_argument("--extension", default=str(pathlib.Path(__file__).resolve().parents[1] /
+                                              "relattn.so"),
+                   help="the relattn extension, as the workers see it (default: relattn.so "
+                   "at the repository's root)")
+    args = p.parse_args(argv)
+    args.columns = [c.strip() for c in args.columns.split(",") if c.strip()]
+    bad = [c for c in args.columns if c not in COLUMNS]
+    if bad or not args.columns:
+        p.error(f"--columns: {', '.join(bad) or 'none given'}: choose from {', '.join(COLUMNS)}")
+    if args.range_rows < 1 or args.workers < 1 or (args.threads is not None and args.threads < 1):
+        p.error("--range-rows, --workers and --threads must be at least 1")
+    args.table = args.table or f"{args.source}_scores"
+    args.shards = [os.path.abspath(s) for s in args.shards]
+    for s in args.shards + ([args.model_file] if args.model_file else []):
+        if not os.path.isfile(s):
+            p.error(f"no such file: {s}")
+    return args
+
+
+def start_dask(args):
+    """A client of the given scheduler, or of a new LocalCluster."""
+    try:
+        import bokeh  # noqa: F401  the dashboard needs it
+        dashboard = True
+    except ImportError:
+        dashboard = False
+    if args.scheduler:
+        client, cluster = Client(args.scheduler), None
+    else:
+        cores = len(os.sched_getaffinity(0))
+        args.threads = args.threads or max(1, cores // args.workers)
+        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                               dashboard_address=":0" if dashboard else None)
+        client = Client(cluster)
+    if dashboard:
+        print(f"dashboard: {client.dashboard_link}", flush=True)
+    return client, cluster
+
+
+def run(args):
+    extension = os.path.abspath(args.extension)
+    weights, sha = load_model(args, extension)
+    job = {"model": args.model, "model_sha256": sha, "source": args.source,
+           "tokens": args.tokens, "id": args.id, "columns": ",".join(args.columns)}
+    db = connect(args.results)
+    db.execute("PRAGMA journal_mode=WAL")   # readers see progress while it runs
+    db.execute("PRAGMA busy_timeout=60000")
+    prepare(db, args, job)
+    marks = ", ".join("?" * len(args.shards))
+    todo = db.execute(f"SELECT shard, lo, hi, planned_rows FROM relattn_cluster_range "
+                      f"WHERE results = ? AND shard IN ({marks}) AND done_at IS NULL "
+                      f"ORDER BY shard, lo", [args.table] + args.shards).fetchall()
+    (done,) = db.execute("SELECT count(*) FROM relattn_cluster_range WHERE results = ? "
+                         "AND done_at IS NOT NULL", (args.table,)).fetchone()
+    if not todo:
+        print(f"nothing to do: all {done} ranges of {args.table!r} are done", flush=True)
+        return 0
+    print(f"{len(todo)} ranges to score ({sum(r[3] for r in todo)} rows), {done} done before",
+          flush=True)
+
+    client, cluster = start_dask(args)
+    failed = skipped = 0
+    try:
+        name = f"relattn-scan-{args.model}-{sha[:16] if sha else 'unhashed'}"
+        setup = client.register_worker_plugin(
+            ScanPlugin(name, extension, args.model, weights, args.threads), name=name)
+        for addr, r in setup.items():
+            if r.get("status") != "OK":
+                raise JobError(f"worker {addr} could not set up: {r.get('exception', r)}")
+        futures, run_id = {}, uuid.uuid4().hex[:8]
+        for shard, lo, hi, _ in todo:
+            key = f"relattn-scan-{args.shards.index(shard)}-{lo}-{hi}-{run_id}"
+            fut = client.submit(score_range, name, shard, args.source, args.tokens, args.id,
+                                lo, hi, args.columns, key=key, pure=False)
+            futures[fut] = (shard, lo, hi)
+        # Dask's progress bar, drawn from another thread. It finds the tasks by
+        # key on the scheduler, so a result is released (freeing the worker's
+        # copy) only once the bar has started to follow them.
+        bar = TextProgressBar(list(futures), loop=client.loop, start=False)
+        drawer = threading.Thread(target=client.sync, args=(bar.listen,), daemon=True)
+        drawer.start()
+        held = []
+        t, rows, tokens = time.perf_counter(), 0, 0
+        for fut in as_completed(list(futures)):
+            shard, lo, hi = futures.pop(fut)
+            if fut.status != "finished":
+                failed += 1
+                print(f"\nrange {lo}..{hi} of {shard} failed: {fut.exception()}",
+                      file=sys.stderr, flush=True)
+            else:
+                out = fut.result()
+                if commit(db, args.table, args.columns, shard, lo, out):
+                    rows += len(out["rows"])
+                    tokens += out["tokens"]
+                else:
+                    skipped += 1
+            held.append(fut)
+            del fut
+            if getattr(bar, "status", None) is not None or not drawer.is_alive():
+                held.clear()
+        held.clear()
+        drawer.join()
+        dt = time.perf_counter() - t
+        print(f"\nscored {rows} rows ({tokens} tokens) in {dt:.1f} s, {tokens / dt:.0f} "
+              f"tokens/s, into {args.table!r} of {args.results}", flush=True)
+        if skipped:
+            print(f"{skipped} ranges were committed by another run meanwhile", flush=True)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    if failed:
+        print(f"{failed} ranges failed; run the same command again to retry them",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except JobError as e:
+        print(f"relattn_dask: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

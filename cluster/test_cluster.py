@@ -1,0 +1,302 @@
+"""cluster/relattn_dask.py on Dask LocalClusters of worker processes, against a
+plain relattn_scan of the same corpus in this process.
+
+A few thousand random short texts (fresh every run; the seed is printed), ids
+with gaps, one NULL body, the bundled model. Not run under the sanitized pass
+of make test (RELATTN_SANITIZED): the workers are other processes, and Dask's
+own threads are not ours to check.
+"""
+import os
+import pathlib
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.skipif(bool(os.environ.get("RELATTN_SANITIZED")),
+                                reason="Dask workers are not run under the sanitizers")
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SO = os.environ.get("RELATTN_SO", str(ROOT / "relattn.so"))
+PROGRAM = ROOT / "cluster" / "relattn_dask.py"
+MODEL = ROOT / "models" / "tiny.safetensors"
+ROWS = 2000
+ALL = "n_tokens,score,perplexity,embedding"
+
+
+def connect(path):
+    db = sqlite3.connect(path, isolation_level=None)
+    db.enable_load_extension(True)
+    db.load_extension(SO)
+    db.enable_load_extension(False)
+    return db
+
+
+def make_corpus(path, rng, rows):
+    """docs(id, body): random texts of 2-30 characters, ids 1, 4, 7, ... (gaps),
+    one NULL; and the bundled model, unless path is None (rows only)."""
+    alphabet = np.array(list("abcdefghijklmnopqrstuvwxyz      ,.'ETAOINSHRDLU"))
+    lengths = rng.integers(2, 31, rows)
+    bodies = ["".join(rng.choice(alphabet, n)) for n in lengths]
+    bodies[rows // 2] = None
+    db = connect(path)
+    db.execute("SELECT relattn_import('tiny', ?)", (MODEL.read_bytes(),))
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body TEXT)")
+    db.executemany("INSERT INTO docs VALUES (?, ?)",
+                   [(3 * i + 1, b) for i, b in enumerate(bodies)])
+    db.close()
+
+
+def scan(path, columns=ALL):
+    """A single-process relattn_scan of the whole corpus, in id order."""
+    db = connect(path)
+    db.execute("SELECT relattn_threads(2)")
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='tiny', "
+               "source='docs', tokens='body')")
+    rows = db.execute(f"SELECT id, {columns} FROM temp.job").fetchall()
+    db.close()
+    return rows
+
+
+def results(path, table="docs_scores", columns=ALL):
+    db = sqlite3.connect(path)
+    rows = db.execute(f"SELECT id, {columns} FROM {table} ORDER BY id").fetchall()
+    db.close()
+    return rows
+
+
+def ranges(path):
+    db = sqlite3.connect(path)
+    rows = db.execute("SELECT shard, lo, hi, planned_rows, rows, worker, done_at "
+                      "FROM relattn_cluster_range ORDER BY shard, lo").fetchall()
+    db.close()
+    return rows
+
+
+def command(*args):
+    return [sys.executable, str(PROGRAM), "--extension", SO, *map(str, args)]
+
+
+def run(*args, rc=0):
+    r = subprocess.run(command(*args), capture_output=True, text=True, timeout=600)
+    assert r.returncode == rc, r.stdout + r.stderr
+    return r
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    seed = int.from_bytes(os.urandom(4), "little")
+    print(f"seed={seed}")
+    path = tmp_path_factory.mktemp("corpus") / "corpus.db"
+    make_corpus(path, np.random.default_rng(seed), ROWS)
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(corpus):
+    return scan(corpus)
+
+
+@pytest.fixture(scope="module")
+def two_workers(corpus, tmp_path_factory):
+    """The default command: a LocalCluster of 2 worker processes."""
+    out = tmp_path_factory.mktemp("two") / "scores.db"
+    r = run(corpus, "--results", out, "--workers", 2, "--range-rows", 300, "--columns", ALL)
+    return out, r.stdout
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A LocalCluster of 2 worker processes the tests reach with --scheduler."""
+    from distributed import Client, LocalCluster
+    lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None)
+    client = Client(lc)
+    yield lc, client
+    client.close()
+    lc.close()
+
+
+def test_two_workers_equal_a_single_process_scan(corpus, reference, two_workers):
+    out, stdout = two_workers
+    assert "7 ranges to score (2000 rows), 0 done before" in stdout
+    got = results(out)
+    assert len(got) == ROWS
+    # Bit-identical: floats compared with ==, embeddings byte for byte.
+    mismatched = [g[0] for g, w in zip(got, reference) if g != w]
+    assert mismatched == [] and len(got) == len(reference)
+    done = ranges(out)
+    assert len(done) == 7 and all(d[6] is not None for d in done)
+    assert sum(d[4] for d in done) == ROWS
+    assert len({d[5] for d in done}) == 2      # both workers scored ranges
+    # consecutive ranges, each its planned size, covering every id
+    assert [d[1] for d in done] == [1 + 3 * 300 * i for i in range(7)]
+    assert [d[3] for d in done] == [300] * 6 + [200]
+
+
+def test_rerun_after_completion_does_nothing(corpus, two_workers):
+    out, _ = two_workers
+    before = list(sqlite3.connect(out).iterdump())
+    r = run(corpus, "--results", out, "--workers", 2, "--range-rows", 300, "--columns", ALL)
+    assert r.stdout == "nothing to do: all 7 ranges of 'docs_scores' are done\n"
+    assert list(sqlite3.connect(out).iterdump()) == before
+
+
+def test_rerun_scores_only_rows_added_since(cluster, tmp_path):
+    """New ids past the last range are planned as new ranges; nothing else is
+    scored again. The model comes from its own database file."""
+    lc, _ = cluster
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    path = tmp_path / "corpus.db"
+    make_corpus(path, rng, 50)
+    model_db = tmp_path / "model.db"
+    shutil.copy(path, model_db)
+    db = sqlite3.connect(path)
+    db.execute("DELETE FROM relattn_model")
+    db.commit()
+    out = tmp_path / "scores.db"
+    args = (path, "--results", out, "--model-file", model_db, "--scheduler",
+            lc.scheduler_address, "--threads", 1, "--range-rows", 20, "--columns", ALL)
+    r = run(*args)
+    assert "3 ranges to score (50 rows), 0 done before" in r.stdout
+    before = results(out)
+    db.executemany("INSERT INTO docs VALUES (?, ?)",
+                   [(10 ** 6 + i, "added row %d" % i) for i in range(5)])
+    db.commit()
+    db.close()
+    r = run(*args)
+    assert "1 ranges to score (5 rows), 3 done before" in r.stdout
+    got = results(out)
+    assert got[:50] == before
+    assert [g[0] for g in got[50:]] == [10 ** 6 + i for i in range(5)]
+    assert [g[1:] for g in got[50:]] == scan_rows(model_db, [f"added row {i}" for i in range(5)])
+
+
+def scan_rows(model_db, bodies):
+    """The given texts, scanned in this process with the model of model_db."""
+    db = connect(model_db)
+    db.execute("CREATE TEMP TABLE t(id INTEGER PRIMARY KEY, body TEXT)")
+    db.executemany("INSERT INTO t(body) VALUES (?)", [(b,) for b in bodies])
+    db.execute("CREATE VIRTUAL TABLE temp.j USING relattn_scan(model='tiny', "
+               "source='t', tokens='body')")
+    rows = db.execute(f"SELECT {ALL} FROM temp.j").fetchall()
+    db.close()
+    return rows
+
+
+def test_killed_worker_loses_only_its_range(corpus, reference, cluster, tmp_path):
+    """SIGKILL to a worker process while it runs a range: Dask runs that range
+    again on a worker that is alive (the nanny also starts a new one), and the
+    results are complete, each range committed once."""
+    lc, client = cluster
+    out = tmp_path / "scores.db"
+
+    def executing(dask_worker):
+        return os.getpid(), [ts.key for ts in dask_worker.state.executing]
+
+    job = subprocess.Popen(command(corpus, "--results", out, "--scheduler", lc.scheduler_address,
+                                   "--threads", 1, "--range-rows", 250, "--columns", ALL),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        victim = None
+        deadline = time.monotonic() + 300
+        while victim is None and job.poll() is None and time.monotonic() < deadline:
+            for addr, (pid, keys) in client.run(executing).items():
+                keys = [k for k in keys if k.startswith("relattn-scan-")]
+                if keys:
+                    os.kill(pid, signal.SIGKILL)   # as soon as a range is seen running
+                    victim = addr, keys[0]
+                    break
+            time.sleep(0.02)
+        stdout, stderr = job.communicate(timeout=600)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert victim is not None, "no range was seen running"
+    assert job.returncode == 0, stdout + stderr
+    assert results(out) == reference
+    done = ranges(out)
+    assert len(done) == 8 and all(d[6] is not None for d in done)
+    assert sum(d[4] for d in done) == ROWS
+    # the killed range: committed once, by another worker than the one killed
+    addr, key = victim
+    lo = int(key.split("-")[3])
+    (killed,) = [d for d in done if d[1] == lo]
+    assert killed[5] != addr
+
+
+def test_three_shard_files_equal_one_file(corpus, reference, cluster, tmp_path):
+    """The corpus cut into 3 files by id, the model in its safetensors file."""
+    lc, _ = cluster
+    shards = [tmp_path / f"shard{i}.db" for i in range(3)]
+    src = sqlite3.connect(corpus)
+    rows = src.execute("SELECT id, body FROM docs ORDER BY id").fetchall()
+    src.close()
+    cuts = [0, 700, 1400, ROWS]
+    for i, path in enumerate(shards):
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body TEXT)")
+        db.executemany("INSERT INTO docs VALUES (?, ?)", rows[cuts[i]:cuts[i + 1]])
+        db.commit()
+        db.close()
+    out = tmp_path / "scores.db"
+    r = run(*shards, "--results", out, "--model-file", MODEL, "--scheduler",
+            lc.scheduler_address, "--threads", 1, "--range-rows", 5000, "--columns", ALL)
+    assert "3 ranges to score (2000 rows), 0 done before" in r.stdout
+    assert results(out) == reference
+    done = ranges(out)
+    assert [(pathlib.Path(d[0]).name, d[4]) for d in done] == \
+        [("shard0.db", 700), ("shard1.db", 700), ("shard2.db", 600)]
+
+
+def test_failed_range_is_not_committed_and_is_redone(cluster, tmp_path):
+    """A row the scan refuses fails its range only; the others are committed,
+    and the next run does just that range."""
+    lc, _ = cluster
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    path = tmp_path / "corpus.db"
+    make_corpus(path, rng, 40)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE docs SET body = '' WHERE id = 43")   # row 15: the second range
+    db.commit()
+    out = tmp_path / "scores.db"
+    args = (path, "--results", out, "--scheduler", lc.scheduler_address, "--threads", 1,
+            "--range-rows", 10)
+    r = run(*args, rc=1)
+    lines = r.stderr.splitlines()    # among Dask's own log lines
+    assert f"range 31..58 of {path} failed: relattn_scan: body of id 43 is empty" in lines
+    assert "1 ranges failed; run the same command again to retry them" in lines
+    assert [d[1] for d in ranges(out) if d[6] is None] == [31]
+    assert len(results(out, columns="score")) == 30
+    db.execute("UPDATE docs SET body = 'fixed' WHERE id = 43")
+    db.commit()
+    db.close()
+    r = run(*args)
+    assert "1 ranges to score (10 rows), 3 done before" in r.stdout
+    assert results(out, columns="n_tokens,score,perplexity") == \
+        scan(path, "n_tokens,score,perplexity")
+
+
+def test_bad_jobs_are_refused_before_anything_runs(corpus, two_workers, tmp_path):
+    out, _ = two_workers
+    before = list(sqlite3.connect(out).iterdump())
+    r = run(corpus, "--results", out, "--columns", "score", rc=2)
+    assert r.stderr == ("relattn_dask: results table 'docs_scores' belongs to another job "
+                        "(columns 'n_tokens,score,perplexity,embedding', not 'score'): "
+                        "name another --table or --results\n")
+    r = run(corpus, "--results", out, "--source", "nodocs", "--table", "other", rc=2)
+    assert r.stderr == (f"relattn_dask: cannot read 'nodocs' in {corpus}: "
+                        "no such table: nodocs\n")
+    r = run(corpus, "--results", out, "--model", "small", "--table", "other", rc=2)
+    assert r.stderr == (f"relattn_dask: no model named 'small' in {corpus} (--model-file "
+                        "names the file that holds it)\n")
+    r = run(corpus, "--results", out, "--model-file", PROGRAM, "--table", "other", rc=2)
+    assert r.stderr.startswith(f"relattn_dask: model 'tiny' from {PROGRAM}: relattn_import: "
+                               "safetensors_blob: header length ")
+    # nothing was written: no plan, no job, no rows
+    assert list(sqlite3.connect(out).iterdump()) == before
