@@ -312,22 +312,23 @@ def parse_args(argv):
     return args
 
 
+def has_bokeh():
+    import importlib.util
+    return importlib.util.find_spec("bokeh") is not None
+
+
 def start_dask(args):
     """A client of the given scheduler, or of a new LocalCluster."""
-    try:
-        import bokeh  # noqa: F401  the dashboard needs it
-        dashboard = True
-    except ImportError:
-        dashboard = False
     if args.scheduler:
         client, cluster = Client(args.scheduler), None
     else:
         cores = len(os.sched_getaffinity(0))
         args.threads = args.threads or max(1, cores // args.workers)
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                               dashboard_address=":0" if dashboard else None)
+                               dashboard_address=":0")   # any free port
         client = Client(cluster)
-    if dashboard:
+    # The scheduler serves the dashboard only when it has bokeh (Debian 12 has not).
+    if client.run_on_scheduler(has_bokeh):
         print(f"dashboard: {client.dashboard_link}", flush=True)
     return client, cluster
 

@@ -111,15 +111,33 @@ def two_workers(corpus, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """A LocalCluster of 2 worker processes the tests reach with --scheduler."""
-    from distributed import Client, LocalCluster
-    lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None)
-    client = Client(lc)
-    yield lc, client
-    client.close()
-    lc.close()
+def cluster(tmp_path_factory):
+    """A Dask cluster started as the README starts one, with `dask scheduler`
+    and `dask worker` (2 worker processes of 1 thread, each with a nanny that
+    replaces it when it dies); yields its address and a client of it."""
+    from distributed import Client
+    d = tmp_path_factory.mktemp("dask")
+    log = open(d / "log", "w")
+    procs = [subprocess.Popen(["dask", "scheduler", "--port", "0", "--dashboard-address", ":0",
+                               "--scheduler-file", d / "scheduler.json"],
+                              stdout=log, stderr=log)]
+    try:
+        client = Client(scheduler_file=str(d / "scheduler.json"), timeout="120s")
+        procs.append(subprocess.Popen(
+            ["dask", "worker", client.scheduler.address, "--nworkers", "2", "--nthreads", "1",
+             "--local-directory", d, "--dashboard-address", ":0"], stdout=log, stderr=log))
+        client.wait_for_workers(2, timeout=120)
+        yield client.scheduler.address, client
+        client.close()
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        log.close()
 
 
 def test_two_workers_equal_a_single_process_scan(corpus, reference, two_workers):
@@ -150,7 +168,7 @@ def test_rerun_after_completion_does_nothing(corpus, two_workers):
 def test_rerun_scores_only_rows_added_since(cluster, tmp_path):
     """New ids past the last range are planned as new ranges; nothing else is
     scored again. The model comes from its own database file."""
-    lc, _ = cluster
+    address, _ = cluster
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
     path = tmp_path / "corpus.db"
     make_corpus(path, rng, 50)
@@ -161,7 +179,7 @@ def test_rerun_scores_only_rows_added_since(cluster, tmp_path):
     db.commit()
     out = tmp_path / "scores.db"
     args = (path, "--results", out, "--model-file", model_db, "--scheduler",
-            lc.scheduler_address, "--threads", 1, "--range-rows", 20, "--columns", ALL)
+            address, "--threads", 1, "--range-rows", 20, "--columns", ALL)
     r = run(*args)
     assert "3 ranges to score (50 rows), 0 done before" in r.stdout
     before = results(out)
@@ -191,15 +209,15 @@ def scan_rows(model_db, bodies):
 
 def test_killed_worker_loses_only_its_range(corpus, reference, cluster, tmp_path):
     """SIGKILL to a worker process while it runs a range: Dask runs that range
-    again on a worker that is alive (the nanny also starts a new one), and the
+    again on a worker that is alive (its nanny also starts a new one), and the
     results are complete, each range committed once."""
-    lc, client = cluster
+    address, client = cluster
     out = tmp_path / "scores.db"
 
     def executing(dask_worker):
         return os.getpid(), [ts.key for ts in dask_worker.state.executing]
 
-    job = subprocess.Popen(command(corpus, "--results", out, "--scheduler", lc.scheduler_address,
+    job = subprocess.Popen(command(corpus, "--results", out, "--scheduler", address,
                                    "--threads", 1, "--range-rows", 250, "--columns", ALL),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -232,7 +250,7 @@ def test_killed_worker_loses_only_its_range(corpus, reference, cluster, tmp_path
 
 def test_three_shard_files_equal_one_file(corpus, reference, cluster, tmp_path):
     """The corpus cut into 3 files by id, the model in its safetensors file."""
-    lc, _ = cluster
+    address, _ = cluster
     shards = [tmp_path / f"shard{i}.db" for i in range(3)]
     src = sqlite3.connect(corpus)
     rows = src.execute("SELECT id, body FROM docs ORDER BY id").fetchall()
@@ -246,7 +264,7 @@ def test_three_shard_files_equal_one_file(corpus, reference, cluster, tmp_path):
         db.close()
     out = tmp_path / "scores.db"
     r = run(*shards, "--results", out, "--model-file", MODEL, "--scheduler",
-            lc.scheduler_address, "--threads", 1, "--range-rows", 5000, "--columns", ALL)
+            address, "--threads", 1, "--range-rows", 5000, "--columns", ALL)
     assert "3 ranges to score (2000 rows), 0 done before" in r.stdout
     assert results(out) == reference
     done = ranges(out)
@@ -257,7 +275,7 @@ def test_three_shard_files_equal_one_file(corpus, reference, cluster, tmp_path):
 def test_failed_range_is_not_committed_and_is_redone(cluster, tmp_path):
     """A row the scan refuses fails its range only; the others are committed,
     and the next run does just that range."""
-    lc, _ = cluster
+    address, _ = cluster
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
     path = tmp_path / "corpus.db"
     make_corpus(path, rng, 40)
@@ -265,7 +283,7 @@ def test_failed_range_is_not_committed_and_is_redone(cluster, tmp_path):
     db.execute("UPDATE docs SET body = '' WHERE id = 43")   # row 15: the second range
     db.commit()
     out = tmp_path / "scores.db"
-    args = (path, "--results", out, "--scheduler", lc.scheduler_address, "--threads", 1,
+    args = (path, "--results", out, "--scheduler", address, "--threads", 1,
             "--range-rows", 10)
     r = run(*args, rc=1)
     lines = r.stderr.splitlines()    # among Dask's own log lines
@@ -300,3 +318,50 @@ def test_bad_jobs_are_refused_before_anything_runs(corpus, two_workers, tmp_path
                                "safetensors_blob: header length ")
     # nothing was written: no plan, no job, no rows
     assert list(sqlite3.connect(out).iterdump()) == before
+
+
+def readme_section():
+    text = (ROOT / "README.md").read_text()
+    start = text.index("## Beyond one machine: a sharded corpus on Dask")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def test_readme_commands(cluster, tmp_path):
+    """The README's two commands, as written but for the paths and the address."""
+    address, _ = cluster
+    blocks = readme_section().split("```sh\n")[1:]
+    local = blocks[0].split("```")[0].strip()
+    remote = blocks[1].split("```")[0].replace("\\\n", " ")
+    remote = next(l for l in remote.splitlines() if "relattn_dask.py" in l).strip()
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    make_corpus(tmp_path / "corpus.db", rng, 60)
+    local = local.replace("cluster/relattn_dask.py", str(PROGRAM)) + " --extension " + SO
+    r = subprocess.run(local, shell=True, cwd=tmp_path, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[0] == "1 ranges to score (60 rows), 0 done before"
+    want = scan(tmp_path / "corpus.db", "n_tokens,score,perplexity")
+    assert results(tmp_path / "scores.db", columns="n_tokens,score,perplexity") == want
+
+    shared = tmp_path / "shared"
+    (shared / "corpus").mkdir(parents=True)
+    src = sqlite3.connect(tmp_path / "corpus.db")
+    for i in range(3):
+        db = sqlite3.connect(shared / "corpus" / f"shard{i}.db")
+        db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body TEXT)")
+        db.executemany("INSERT INTO docs VALUES (?, ?)", src.execute(
+            "SELECT id, body FROM docs WHERE id / 3 % 3 = ?", (i,)))
+        db.commit()
+        db.close()
+    src.close()
+    (tmp_path / "scores.db").unlink()
+    remote = (remote.replace("cluster/relattn_dask.py", str(PROGRAM))
+              .replace("/shared/corpus/", str(shared / "corpus") + "/")
+              .replace("/shared/tiny.safetensors", str(MODEL))
+              .replace("tcp://host:8786", address)
+              .replace("/shared/relattn/relattn.so", SO)) + " --threads 1"
+    r = subprocess.run(remote, shell=True, cwd=tmp_path, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[0] == "3 ranges to score (60 rows), 0 done before"
+    assert results(tmp_path / "scores.db", columns="n_tokens,score,perplexity") == want
