@@ -42,7 +42,7 @@ DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
 DEB_MODEL ?= python3-torch bible-kjv bible-kjv-text sqlite3-doc
 
-.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model test unit asan asan-build demo model bench bench-attention bench-torch bench-forward bench-scan bench-interrupt fuzz fuzz-build clean
+.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model test unit asan asan-build demo model bench bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -174,6 +174,10 @@ bench-forward: all $(BUILD)/bench/bench_forward
 bench-scan: all
 	$(PYTHON) tests/bench/bench_scan.py $(abspath $(SO))
 
+# cluster/relattn_dask.py on LocalClusters of 1 and 2 workers vs a plain relattn_scan.
+bench-cluster: all
+	$(PYTHON) tests/bench/bench_cluster.py $(abspath $(SO))
+
 # The attention kernel: relative vs plain vs naive, GFLOP/s, scratch; then
 # the same relative attention in PyTorch, same threads.
 bench-attention: all $(BUILD)/bench/bench_attention
@@ -187,7 +191,7 @@ bench-interrupt: all
 	$(PYTHON) tests/bench/bench_interrupt.py $(abspath $(SO))
 
 bench: deps-bench
-	$(MAKE) bench-attention bench-torch bench-forward bench-scan bench-interrupt
+	$(MAKE) bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster
 
 # Install: the library where `.load relattn` finds it by bare name. The loader
 # searches LIBDIR without any setting when it is one of its own directories
