@@ -16,7 +16,8 @@ after a crash, works on the same ranges. A range is one Dask task. Each worker
 process holds one connection, set up once by a worker plugin: the extension
 loaded, the model imported into an in-memory database. A task attaches its shard
 read-only, copies the range's rows next to the model (relattn_scan reads its
-source and the model from one schema) and reads relattn_scan over them, on
+source and the model from one schema) and reads relattn_scan over them, with
+its error column (a row the model cannot take is stored with its message), on
 relattn_threads() threads (the worker's cores; OpenBLAS runs single-threaded
 inside them, as the extension always does). Its results come back to this
 program, the only writer of the results database, which commits each range's
@@ -28,7 +29,7 @@ twice (the marker is set only where it was not set yet, in the transaction that
 inserts the rows, and the results' id is their primary key).
 
 Dask does the scheduling, the retries after a lost worker, the progress bar and
-the dashboard (shown when bokeh is installed). By default the program starts a
+the dashboard (its address shown when the scheduler has bokeh). By default it starts a
 LocalCluster of --workers worker processes on this machine; with --scheduler it
 uses a running cluster, whose workers must see the same paths (shared storage)
 for the extension and the shards.
@@ -106,7 +107,8 @@ class ScanPlugin(WorkerPlugin):
 
 def score_range(plugin_name, shard, source, tokens, id_col, lo, hi, columns):
     """One task: relattn_scan over ids lo..hi of one shard. Returns the rows
-    (id first, then columns), their token count, the worker and the time."""
+    (id, the columns, error), their token count, how many have an error, the
+    worker and the time."""
     worker = get_worker()
     plugin = worker.plugins[plugin_name]
     t = time.perf_counter()
@@ -125,14 +127,16 @@ def score_range(plugin_name, shard, source, tokens, id_col, lo, hi, columns):
             db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model={}, source={}, "
                        "tokens={})".format(*(sql_string(v) for v in
                                              (plugin.model, ROWS_TABLE, tokens))))
-            select = ", ".join(["id", "n_tokens"] + list(columns))
+            # Naming the hidden error column makes a bad row a row with its
+            # message, not the end of the scan.
+            select = ", ".join(["id", "n_tokens"] + list(columns) + ["error"])
             rows = db.execute(f"SELECT {select} FROM temp.job").fetchall()
         finally:
             db.execute("DROP TABLE IF EXISTS temp.job")
             db.execute(f"DROP TABLE {ROWS_TABLE}")
-    n_tokens = sum(r[1] or 0 for r in rows)
-    return {"rows": [(r[0],) + r[2:] for r in rows], "tokens": n_tokens,
-            "worker": worker.address, "seconds": time.perf_counter() - t}
+    return {"rows": [(r[0],) + r[2:] for r in rows], "tokens": sum(r[1] or 0 for r in rows),
+            "errors": sum(r[-1] is not None for r in rows), "worker": worker.address,
+            "seconds": time.perf_counter() - t}
 
 
 # ------------------------------------------------------- the results database
@@ -162,7 +166,7 @@ def prepare(db, args, job):
         for sql in SCHEMA:
             db.execute(sql)
         table = args.table
-        cols = ", ".join(f"{c} {COLUMN_TYPES[c]}" for c in args.columns)
+        cols = ", ".join(f"{c} {COLUMN_TYPES[c]}" for c in args.columns + ["error"])
         db.execute(f"CREATE TABLE IF NOT EXISTS {quote(table)}(id INTEGER PRIMARY KEY, {cols})")
         keys = ("model", "model_sha256", "source", "tokens", "id", "columns")
         new = tuple(job[k] for k in keys)
@@ -217,9 +221,9 @@ def commit(db, table, columns, shard, lo, out):
         if cur.rowcount != 1:
             db.execute("ROLLBACK")
             return False
-        marks = ", ".join("?" * (1 + len(columns)))
-        db.executemany(f"INSERT INTO {quote(table)}(id, {', '.join(columns)}) VALUES ({marks})",
-                       out["rows"])
+        names = ", ".join(["id"] + list(columns) + ["error"])
+        marks = ", ".join("?" * (2 + len(columns)))
+        db.executemany(f"INSERT INTO {quote(table)}({names}) VALUES ({marks})", out["rows"])
     except sqlite3.IntegrityError as e:
         db.execute("ROLLBACK")
         raise JobError(f"range from id {lo} of {shard}: {e}: an id of it is in {table!r} "
@@ -376,7 +380,7 @@ def run(args):
         drawer = threading.Thread(target=client.sync, args=(bar.listen,), daemon=True)
         drawer.start()
         held = []
-        t, rows, tokens = time.perf_counter(), 0, 0
+        t, rows, tokens, errors = time.perf_counter(), 0, 0, 0
         for fut in as_completed(list(futures)):
             shard, lo, hi = futures.pop(fut)
             if fut.status != "finished":
@@ -388,6 +392,7 @@ def run(args):
                 if commit(db, args.table, args.columns, shard, lo, out):
                     rows += len(out["rows"])
                     tokens += out["tokens"]
+                    errors += out["errors"]
                 else:
                     skipped += 1
             held.append(fut)
@@ -399,6 +404,9 @@ def run(args):
         dt = time.perf_counter() - t
         print(f"\nscored {rows} rows ({tokens} tokens) in {dt:.1f} s, {tokens / dt:.0f} "
               f"tokens/s, into {args.table!r} of {args.results}", flush=True)
+        if errors:
+            print(f"{errors} rows have an error instead of results: SELECT id, error FROM "
+                  f"{quote(args.table)} WHERE error IS NOT NULL", flush=True)
         if skipped:
             print(f"{skipped} ranges were committed by another run meanwhile", flush=True)
     finally:

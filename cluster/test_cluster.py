@@ -39,11 +39,12 @@ def connect(path):
 
 def make_corpus(path, rng, rows):
     """docs(id, body): random texts of 2-30 characters, ids 1, 4, 7, ... (gaps),
-    one NULL; and the bundled model, unless path is None (rows only)."""
+    one NULL and one empty (a row the model cannot take); and the bundled model."""
     alphabet = np.array(list("abcdefghijklmnopqrstuvwxyz      ,.'ETAOINSHRDLU"))
     lengths = rng.integers(2, 31, rows)
     bodies = ["".join(rng.choice(alphabet, n)) for n in lengths]
     bodies[rows // 2] = None
+    bodies[rows // 3] = ""
     db = connect(path)
     db.execute("SELECT relattn_import('tiny', ?)", (MODEL.read_bytes(),))
     db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body TEXT)")
@@ -53,19 +54,20 @@ def make_corpus(path, rng, rows):
 
 
 def scan(path, columns=ALL):
-    """A single-process relattn_scan of the whole corpus, in id order."""
+    """A single-process relattn_scan of the whole corpus, in id order, with
+    its error column."""
     db = connect(path)
     db.execute("SELECT relattn_threads(2)")
     db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='tiny', "
                "source='docs', tokens='body')")
-    rows = db.execute(f"SELECT id, {columns} FROM temp.job").fetchall()
+    rows = db.execute(f"SELECT id, {columns}, error FROM temp.job").fetchall()
     db.close()
     return rows
 
 
 def results(path, table="docs_scores", columns=ALL):
     db = sqlite3.connect(path)
-    rows = db.execute(f"SELECT id, {columns} FROM {table} ORDER BY id").fetchall()
+    rows = db.execute(f"SELECT id, {columns}, error FROM {table} ORDER BY id").fetchall()
     db.close()
     return rows
 
@@ -202,7 +204,7 @@ def scan_rows(model_db, bodies):
     db.executemany("INSERT INTO t(body) VALUES (?)", [(b,) for b in bodies])
     db.execute("CREATE VIRTUAL TABLE temp.j USING relattn_scan(model='tiny', "
                "source='t', tokens='body')")
-    rows = db.execute(f"SELECT {ALL} FROM temp.j").fetchall()
+    rows = db.execute(f"SELECT {ALL}, error FROM temp.j").fetchall()
     db.close()
     return rows
 
@@ -273,31 +275,39 @@ def test_three_shard_files_equal_one_file(corpus, reference, cluster, tmp_path):
 
 
 def test_failed_range_is_not_committed_and_is_redone(cluster, tmp_path):
-    """A row the scan refuses fails its range only; the others are committed,
-    and the next run does just that range."""
+    """A source that cannot be read fails its range only; the others are
+    committed, and the next run does just that range. A row the model cannot
+    take is not a failure: it is stored with its error."""
     address, _ = cluster
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
     path = tmp_path / "corpus.db"
-    make_corpus(path, rng, 40)
+    make_corpus(path, rng, 40)                    # id 40 (row 13) is empty
     db = sqlite3.connect(path)
-    db.execute("UPDATE docs SET body = '' WHERE id = 43")   # row 15: the second range
+    # id 43 (row 14, in the second range) cannot be read
+    db.execute("CREATE VIEW docs_v AS SELECT id, CASE id WHEN 43 THEN json('{') "
+               "ELSE body END AS body FROM docs")
     db.commit()
     out = tmp_path / "scores.db"
-    args = (path, "--results", out, "--scheduler", address, "--threads", 1,
-            "--range-rows", 10)
+    args = (path, "--results", out, "--source", "docs_v", "--id", "id", "--table",
+            "docs_scores", "--scheduler", address, "--threads", 1, "--range-rows", 10)
     r = run(*args, rc=1)
     lines = r.stderr.splitlines()    # among Dask's own log lines
-    assert f"range 31..58 of {path} failed: relattn_scan: body of id 43 is empty" in lines
+    assert f"range 31..58 of {path} failed: malformed JSON" in lines
     assert "1 ranges failed; run the same command again to retry them" in lines
     assert [d[1] for d in ranges(out) if d[6] is None] == [31]
     assert len(results(out, columns="score")) == 30
-    db.execute("UPDATE docs SET body = 'fixed' WHERE id = 43")
+    db.execute("DROP VIEW docs_v")
+    db.execute("CREATE VIEW docs_v AS SELECT id, body FROM docs")
     db.commit()
     db.close()
     r = run(*args)
     assert "1 ranges to score (10 rows), 3 done before" in r.stdout
-    assert results(out, columns="n_tokens,score,perplexity") == \
-        scan(path, "n_tokens,score,perplexity")
+    assert "1 rows have an error instead of results: SELECT id, error FROM " \
+        '"docs_scores" WHERE error IS NOT NULL' in r.stdout.splitlines()
+    got = results(out, columns="n_tokens,score,perplexity")
+    assert got == scan(path, "n_tokens,score,perplexity")
+    assert [g for g in got if g[4] is not None] == \
+        [(40, None, None, None, "relattn_scan: body of id 40 is empty")]
 
 
 def test_bad_jobs_are_refused_before_anything_runs(corpus, two_workers, tmp_path):
