@@ -159,6 +159,20 @@ def test_two_workers_equal_a_single_process_scan(corpus, reference, two_workers)
     assert [d[3] for d in done] == [300] * 6 + [200]
 
 
+def test_docs_cluster_md_queries(two_workers):
+    """docs/cluster.md's SQL block, on the results of the 2-worker run."""
+    text = (ROOT / "docs" / "cluster.md").read_text()
+    block = text.split("<!-- run by cluster/test_cluster.py")[1].split("```sql\n")[1]
+    block = block.split("```")[0]
+    first, second = [q for q in block.split(";") if q.strip()]
+    db = sqlite3.connect(two_workers[0])
+    (shard, n, done, rows, tokens), = db.execute(first).fetchall()
+    assert (n, done, rows) == (7, 7, ROWS)
+    assert tokens == db.execute("SELECT sum(n_tokens) FROM docs_scores").fetchone()[0] > ROWS
+    assert db.execute(second).fetchall() == \
+        [(1 + 3 * (ROWS // 3), f"relattn_scan: body of id {1 + 3 * (ROWS // 3)} is empty")]
+
+
 def test_rerun_after_completion_does_nothing(corpus, two_workers):
     out, _ = two_workers
     before = list(sqlite3.connect(out).iterdump())
