@@ -29,10 +29,11 @@ twice (the marker is set only where it was not set yet, in the transaction that
 inserts the rows, and the results' id is their primary key).
 
 Dask does the scheduling, the retries after a lost worker, the progress bar and
-the dashboard (its address shown when the scheduler has bokeh). By default it starts a
-LocalCluster of --workers worker processes on this machine; with --scheduler it
-uses a running cluster, whose workers must see the same paths (shared storage)
-for the extension and the shards.
+the dashboard (its address is printed when the scheduler has bokeh). By default
+the program starts a LocalCluster of --workers worker processes on this
+machine; with --scheduler it uses a running cluster, whose workers must see the
+same paths (shared storage) for the extension and the shards. docs/cluster.md
+has the measurements and what a real cluster changes.
 """
 import argparse
 import os
@@ -82,9 +83,9 @@ def shard_uri(path):
 
 class ScanPlugin(WorkerPlugin):
     """Set up once per worker process (and again on a worker that replaces a
-    lost one): one connection with the extension and the model, and the
-    relattn_scan table a task reads. A lock lets one task at a time use it,
-    should a worker run several threads."""
+    lost one): one in-memory connection with the extension loaded and the model
+    imported. A lock lets one task at a time use it, should a worker run
+    several threads."""
 
     def __init__(self, name, extension, model, weights, threads):
         self.name = name
