@@ -1,13 +1,12 @@
 """relattn_scan and sql/score_corpus.sql through the sqlite3 shell.
 
-The batch job is killed (SIGKILL) in the middle and run again: the results
+The batch job is killed (SIGKILL) in the middle of a chunk and run again: the results
 must be complete, without duplicates, and equal to a run never interrupted
 (scores within 2e-5 per token: rows may be packed into different batches)."""
 import os
 import pathlib
 import shlex
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -84,38 +83,50 @@ def test_score_corpus_resumes_after_sigkill(tmp_path):
     shutil.copy(whole, killed)
     settings = [("@chunk", 25)]
 
-    t = time.monotonic()
     r = subprocess.run(job(whole, *settings), input=SCRIPT, capture_output=True,
                        text=True, timeout=600, shell=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == 'score_corpus: done, 300 rows in "docs_scores"'
-    t_whole = time.monotonic() - t
     want = results(whole)
     assert len(want) == 300
 
-    # kill it once some chunks are in, well before the end
-    p = subprocess.Popen(job(killed, *settings), stdin=subprocess.PIPE, shell=True,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
-                         start_new_session=True)
-    p.stdin.write(SCRIPT)
-    p.stdin.close()
+    # Kill the job in the middle of a chunk, with no race against its speed:
+    # the first two steps of the pipeline print the job's SQL, which is fed
+    # to the last sqlite3 chunk by chunk. After two chunks, another
+    # connection holds the write lock, a third chunk starts and waits for
+    # it inside its transaction, and the job is killed there.
+    text = subprocess.run(job(killed, *settings).rsplit(" | ", 1)[0], input=SCRIPT,
+                          capture_output=True, text=True, timeout=600, shell=True)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    head, chunks = lines[:3], [lines[i:i + 4] for i in range(3, len(lines) - 1, 4)]
+    assert len(chunks) == 12 and all(c[0] == "BEGIN;" for c in chunks)
+    p = subprocess.Popen(["sqlite3", str(killed), "-cmd", f".load {LOAD}"],
+                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, text=True)
+    p.stdin.write("\n".join(head + chunks[0] + chunks[1]) + "\n")
+    p.stdin.flush()
+    lock = sqlite3.connect(str(killed), timeout=60, isolation_level=None)
+    deadline = time.monotonic() + 600
     done = 0
-    deadline = time.monotonic() + 10 * t_whole + 30
-    while time.monotonic() < deadline and p.poll() is None:
-        try:
-            db = sqlite3.connect(str(killed), timeout=5)
-            done = db.execute("SELECT count(*) FROM docs_scores").fetchone()[0]
-            db.close()
-        except sqlite3.OperationalError:  # table not made yet
-            pass
-        if done >= 50:
-            break
+    while done < 50 and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.01)
-    os.killpg(p.pid, signal.SIGKILL)  # the whole pipeline
+        try:
+            done = lock.execute("SELECT count(*) FROM docs_scores").fetchone()[0]
+        except sqlite3.OperationalError:  # the table not made yet, or busy
+            pass
+    assert done == 50, done
+    lock.execute("BEGIN IMMEDIATE")
+    p.stdin.write("\n".join(chunks[2]) + "\n")
+    p.stdin.flush()
+    time.sleep(0.2)  # not needed for the result: the chunk cannot commit
+    p.kill()
     p.wait()
+    lock.execute("ROLLBACK")
+    lock.close()
     partial = results(killed)
-    assert 0 < len(partial) < 300, "the job was not stopped in the middle"
-    assert len(partial) % 25 == 0  # whole chunks only
+    assert len(partial) == 50  # whole chunks only
+    assert [r[:2] for r in partial] == [w[:2] for w in want[:50]]
 
     r = subprocess.run(job(killed, *settings), input=SCRIPT, capture_output=True,
                        text=True, timeout=600, shell=True)
