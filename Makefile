@@ -107,10 +107,12 @@ test: deps
 	 bash tests/run_sanitized.sh env $(ASAN_ENV) $(PYTHON) -m pytest -q tests
 
 # The numerical tests, rerun by make test under each OpenBLAS kernel set the
-# CPU can run (tests/coretypes.sh): about a minute a set here.
+# CPU can run (tests/coretypes.sh): about half a minute a set here.
 NUMERIC_TESTS := tests/sql/test_attention.py tests/sql/test_model_fn.py \
                  tests/sql/test_determinism.py tests/sql/test_bundled_model.py \
-                 tests/test_unit.py
+                 'tests/test_unit.py::test_unit[test_attention]' \
+                 'tests/test_unit.py::test_unit[test_forward]' \
+                 'tests/test_unit.py::test_unit[test_batch]'
 
 TEST_ENV := RELATTN_SO=$(abspath $(SO)) RELATTN_UNIT=$(abspath $(BUILD)/unit)
 
