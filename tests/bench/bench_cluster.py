@@ -20,7 +20,7 @@ from /proc), so "cores" says how much of the machine a variant had: on a machine
 busy with other work, compare CPU time, not wall time.
 
 BENCH_CLUSTER_ROWS (default 2000), BENCH_CLUSTER_ROUNDS (3) and
-BENCH_CLUSTER_RANGE (range rows, default 250) change the size. About 3 minutes
+BENCH_CLUSTER_RANGE (range rows, default 250) change the size. About 4 minutes
 on two idle cores. Measured here with the machine busy (load average 10, runs
 getting 0.6-1.0 of the 2 cores): 2 workers 1.42x less wall time than 1 worker
 (1.19x less than 1 worker of 2 threads), the same tokens per CPU second
