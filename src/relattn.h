@@ -289,6 +289,23 @@ int relattn_deberta_log_position(int rel, int bucket_size, int max_position);
 /* BLOOM's build_alibi_tensor slopes: out (heads). */
 void relattn_alibi_slopes(float *out, int heads);
 
+/* Table builders for tables that depend only on a layer's weights (built
+** once per model, not per call). Transformer-XL: row delta + c of head h is
+** W_r's rows h*d .. h*d+d-1 times sinusoid(-delta) (PositionalEmbedding:
+** sin then cos of p / 10000^(2i/d_model)). */
+int relattn_xl_table(float *out /* (heads, 2c+1, d_head) */,
+                     const float *w_r /* (heads*d_head, d_model) */,
+                     int d_model, int heads, int d_head, int c, char *err,
+                     size_t errlen);
+/* DeBERTa-v2: a layer's projection of the shared relative embeddings,
+** split by head (transpose_for_scores of key_proj(rel_embeddings) for c2p,
+** query_proj for p2c): out[h][r] = rel[r] . w[h*d + i] + b[h*d + i]. */
+void relattn_project_table(float *out /* (heads, rows, d_head) */,
+                           const float *rel /* (rows, d_model) */,
+                           const float *w /* (heads*d_head, d_model) */,
+                           const float *b /* (heads*d_head) or NULL */,
+                           int rows, int d_model, int heads, int d_head);
+
 /* ---- models (src/model.c: config, tensor list, weights) ----------------- */
 
 enum { RELATTN_DECODER = 0, RELATTN_ENCODER = 1 };

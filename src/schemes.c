@@ -145,6 +145,60 @@ void relattn_alibi_slopes(float *out, int heads) {
   }
 }
 
+/* ---- table builders ---------------------------------------------------------- */
+
+/* Transformer-XL mem_transformer.py, PositionalEmbedding and r_net. */
+int relattn_xl_table(float *out, const float *w_r, int d_model, int heads,
+                     int d_head, int c, char *err, size_t errlen) {
+  const int rows = 2 * c + 1, half = d_model / 2, width = heads * d_head;
+  float *pe, *r;
+  int t, i, h;
+  if (d_model < 2 || d_model % 2 || c < 0 || heads < 1 || d_head < 1)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "xl table: d_model %d (even), clip %d, heads %d, d_head %d",
+                          d_model, c, heads, d_head);
+  pe = relattn_alloc(sizeof(float) * (size_t)rows * d_model);
+  r = relattn_alloc(sizeof(float) * (size_t)rows * width);
+  if (!pe || !r) {
+    relattn_free(pe);
+    relattn_free(r);
+    return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM, "xl table: out of memory");
+  }
+  for (t = 0; t < rows; t++) {
+    const double pos = (double)(c - t); /* -delta for delta = t - c */
+    for (i = 0; i < half; i++) {
+      const double a = pos / pow(10000.0, 2.0 * i / d_model);
+      pe[(size_t)t * d_model + i] = (float)sin(a);
+      pe[(size_t)t * d_model + half + i] = (float)cos(a);
+    }
+  }
+  relattn_sgemm(0, 1, rows, width, d_model, 1.0f, pe, d_model, w_r, d_model,
+                0.0f, r, width);
+  for (h = 0; h < heads; h++)
+    for (t = 0; t < rows; t++)
+      memcpy(out + ((size_t)h * rows + t) * d_head,
+             r + (size_t)t * width + (size_t)h * d_head, sizeof(float) * (size_t)d_head);
+  relattn_free(pe);
+  relattn_free(r);
+  return RELATTN_OK;
+}
+
+/* modeling_deberta_v2.py, disentangled_attention_bias: the projection and
+** transpose_for_scores of the relative embeddings. */
+void relattn_project_table(float *out, const float *rel, const float *w,
+                           const float *b, int rows, int d_model, int heads,
+                           int d_head) {
+  int h, t, i;
+  for (h = 0; h < heads; h++) {
+    float *o = out + (size_t)h * rows * d_head;
+    relattn_sgemm(0, 1, rows, d_head, d_model, 1.0f, rel, d_model,
+                  w + (size_t)h * d_head * d_model, d_model, 0.0f, o, d_head);
+    if (b)
+      for (t = 0; t < rows; t++)
+        for (i = 0; i < d_head; i++) o[(size_t)t * d_head + i] += b[h * d_head + i];
+  }
+}
+
 typedef struct map_args {
   int type, causal, rows;
   const relattn_position *p;

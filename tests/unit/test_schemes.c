@@ -392,6 +392,49 @@ static void builders(void) {
   }
 }
 
+/* The table builders against float64 ports: Transformer-XL's
+** PositionalEmbedding (inv_freq = 1 / 10000^(2i/d_model), [sin, cos]) of
+** pos_seq klen-1 .. 0 through r_net, split by head; DeBERTa's projection of
+** the relative embeddings split by head (transpose_for_scores). */
+static void table_builders(void) {
+  const int dm = 12, H = 3, d = 4, c = 9, rows = 2 * c + 1;
+  float *w = rnd((size_t)H * d * dm, 0.5), *out = rnd((size_t)H * rows * d, 1.0);
+  float *rel = rnd((size_t)rows * dm, 1.0), *b = rnd((size_t)H * d, 1.0);
+  double num = 0, den = 0;
+  char err[256] = "";
+  int h, t, k, m;
+  CHECK(relattn_xl_table(out, w, dm, H, d, c, err, sizeof err) == RELATTN_OK, "xl: %s", err);
+  for (h = 0; h < H; h++)
+    for (t = 0; t < rows; t++)
+      for (k = 0; k < d; k++) {
+        const double pos = c - t; /* delta = t - c, the distance i - j = -delta */
+        double ref = 0;
+        for (m = 0; m < dm / 2; m++) {
+          const double inv_freq = 1.0 / pow(10000.0, 2.0 * m / dm);
+          ref += sin(pos * inv_freq) * w[(size_t)(h * d + k) * dm + m];
+          ref += cos(pos * inv_freq) * w[(size_t)(h * d + k) * dm + dm / 2 + m];
+        }
+        num += (out[((size_t)h * rows + t) * d + k] - ref) * (out[((size_t)h * rows + t) * d + k] - ref);
+        den += ref * ref;
+      }
+  CHECK(sqrt(num / den) <= 1e-6, "xl table: relative error %.3g", sqrt(num / den));
+  CHECK(relattn_xl_table(out, w, 7, H, d, c, err, sizeof err) == RELATTN_ERR_ARG &&
+            strstr(err, "d_model 7"), "xl odd d_model: %s", err);
+  num = den = 0;
+  relattn_project_table(out, rel, w, b, rows, dm, H, d);
+  for (h = 0; h < H; h++)
+    for (t = 0; t < rows; t++)
+      for (k = 0; k < d; k++) {
+        double ref = b[h * d + k];
+        for (m = 0; m < dm; m++)
+          ref += (double)rel[(size_t)t * dm + m] * w[(size_t)(h * d + k) * dm + m];
+        num += (out[((size_t)h * rows + t) * d + k] - ref) * (out[((size_t)h * rows + t) * d + k] - ref);
+        den += ref * ref;
+      }
+  CHECK(sqrt(num / den) <= 1e-6, "projected table: relative error %.3g", sqrt(num / den));
+  relattn_free(w); relattn_free(out); relattn_free(rel); relattn_free(b);
+}
+
 /* The ops the schemes added (ramp max and exp, gather-add) on each vector
 ** path this CPU runs, against a double reference. */
 static void vec_ops(void) {
@@ -454,6 +497,7 @@ int main(void) {
   threads_same_bits();
   scratch_flat();
   builders();
+  table_builders();
   vec_ops();
   relattn_pool_free(pool2);
   UNIT_DONE();
