@@ -97,7 +97,8 @@ static int jsonMatrix(sqlite3_context *ctx, sqlite3_value *v, const char *name,
       return 0;
     }
     if (!sqlite3_column_int(st, 0)) {
-      relattn_result_errorf(ctx, FN ": %s is not a JSON array of numbers", name);
+      relattn_result_errorf(ctx, FN ": %s is not a JSON array of numbers",
+                            name);
       sqlite3_finalize(st);
       return 0;
     }
@@ -191,7 +192,8 @@ static int positiveOption(sqlite3_context *ctx, sqlite3_stmt *st,
   sqlite3_int64 x = sqlite3_column_int64(st, 2);
   if (!type || strcmp(type, "integer") != 0 || x <= 0 || x > INT_MAX) {
     char e[RELATTN_ECHO_BUF];
-    relattn_result_errorf(ctx, FN ": options.%s must be a positive integer, not %s",
+    relattn_result_errorf(ctx,
+                          FN ": options.%s must be a positive integer, not %s",
                           key, relattn_echo(e, sqlite3_column_text(st, 3), -1));
     return 0;
   }
@@ -207,7 +209,8 @@ static int boolOption(sqlite3_context *ctx, sqlite3_stmt *st, const char *key,
   } else if (type && strcmp(type, "false") == 0) {
     *out = 0;
   } else if (type && strcmp(type, "integer") == 0 &&
-             (sqlite3_column_int64(st, 2) == 0 || sqlite3_column_int64(st, 2) == 1)) {
+             (sqlite3_column_int64(st, 2) == 0 ||
+              sqlite3_column_int64(st, 2) == 1)) {
     *out = sqlite3_column_int(st, 2);
   } else {
     char e[RELATTN_ECHO_BUF];
@@ -270,7 +273,8 @@ static int parsePosition(sqlite3_context *ctx, const char *json,
   st = NULL;
   if (!ok) return 0;
   if (rc != SQLITE_OK) {
-    relattn_result_errorf(ctx, FN ": reading options.position: %s", sqlite3_errmsg(db));
+    relattn_result_errorf(ctx, FN ": reading options.position: %s",
+                          sqlite3_errmsg(db));
     return 0;
   }
   relattn_position_defaults(p, type);
@@ -297,9 +301,13 @@ static int parsePosition(sqlite3_context *ctx, const char *json,
       for (i = 0; keys[i]; i++)
         sqlite3_snprintf((int)(sizeof list - strlen(list)), list + strlen(list),
                          "%s%s", i ? ", " : "", keys[i]);
-      relattn_result_errorf(ctx, FN ": unknown key '%s' in options.position "
-                                 "(type '%s' takes: %s)", relattn_echo(e, key, -1),
-                            relattn_position_name(type), keys[0] ? list : "no other key");
+      relattn_result_errorf(ctx,
+                            FN
+                            ": unknown key '%s' in options.position "
+                            "(type '%s' takes: %s)",
+                            relattn_echo(e, key, -1),
+                            relattn_position_name(type),
+                            keys[0] ? list : "no other key");
       ok = 0;
     } else if (strcmp(key, "num_buckets") == 0) {
       ok = positionInt(ctx, st, key, &p->num_buckets);
@@ -312,8 +320,10 @@ static int parsePosition(sqlite3_context *ctx, const char *json,
       sqlite3_int64 x = sqlite3_column_int64(st, 2);
       if (strcmp(jt, "integer") != 0 || x < -1 || x > INT_MAX) {
         char e[RELATTN_ECHO_BUF];
-        relattn_result_errorf(ctx, FN ": options.position.position_buckets must "
-                                   "be an integer (-1: none), not %s",
+        relattn_result_errorf(ctx,
+                              FN
+                              ": options.position.position_buckets must "
+                              "be an integer (-1: none), not %s",
                               relattn_echo(e, sqlite3_column_text(st, 3), -1));
         ok = 0;
       } else {
@@ -324,8 +334,11 @@ static int parsePosition(sqlite3_context *ctx, const char *json,
     } else if (strcmp(key, "base") == 0) {
       if (strcmp(jt, "integer") != 0 && strcmp(jt, "real") != 0) {
         char e[RELATTN_ECHO_BUF];
-        relattn_result_errorf(ctx, FN ": options.position.base must be a number, "
-                                   "not %s", relattn_echo(e, sqlite3_column_text(st, 3), -1));
+        relattn_result_errorf(ctx,
+                              FN
+                              ": options.position.base must be a number, "
+                              "not %s",
+                              relattn_echo(e, sqlite3_column_text(st, 3), -1));
         ok = 0;
       } else {
         p->base = sqlite3_column_double(st, 2);
@@ -334,12 +347,15 @@ static int parsePosition(sqlite3_context *ctx, const char *json,
       const char *v = (const char *)sqlite3_column_text(st, 2);
       if (strcmp(jt, "text") == 0 && v && strcmp(v, "half") == 0) {
         p->rotary_half = 1;
-      } else if (strcmp(jt, "text") == 0 && v && strcmp(v, "interleaved") == 0) {
+      } else if (strcmp(jt, "text") == 0 && v &&
+                 strcmp(v, "interleaved") == 0) {
         p->rotary_half = 0;
       } else {
         char e[RELATTN_ECHO_BUF];
-        relattn_result_errorf(ctx, FN ": options.position.rotary must be \"half\" "
-                                   "or \"interleaved\", not %s",
+        relattn_result_errorf(ctx,
+                              FN
+                              ": options.position.rotary must be \"half\" "
+                              "or \"interleaved\", not %s",
                               relattn_echo(e, sqlite3_column_text(st, 3), -1));
         ok = 0;
       }
@@ -411,8 +427,11 @@ static int parseOptions(sqlite3_context *ctx, sqlite3_value *v,
       const char *type = (const char *)sqlite3_column_text(st, 1);
       if (!type || strcmp(type, "object") != 0) {
         char e[RELATTN_ECHO_BUF];
-        relattn_result_errorf(ctx, FN ": options.position must be a JSON object, "
-                                   "not %s", relattn_echo(e, sqlite3_column_text(st, 3), -1));
+        relattn_result_errorf(ctx,
+                              FN
+                              ": options.position must be a JSON object, "
+                              "not %s",
+                              relattn_echo(e, sqlite3_column_text(st, 3), -1));
         ok = 0;
       } else {
         ok = parsePosition(ctx, (const char *)sqlite3_column_text(st, 3),
@@ -421,8 +440,11 @@ static int parseOptions(sqlite3_context *ctx, sqlite3_value *v,
     } else {
       char e[RELATTN_ECHO_BUF];
       relattn_result_errorf(
-          ctx, FN ": unknown option '%s' (known: heads, d_head, causal, per_head, "
-                  "position)", relattn_echo(e, key, -1));
+          ctx,
+          FN
+          ": unknown option '%s' (known: heads, d_head, causal, per_head, "
+          "position)",
+          relattn_echo(e, key, -1));
       ok = 0;
     }
   }
@@ -432,11 +454,13 @@ static int parseOptions(sqlite3_context *ctx, sqlite3_value *v,
     if (rc == SQLITE_NOMEM)
       sqlite3_result_error_nomem(ctx);
     else
-      relattn_result_errorf(ctx, FN ": reading options: %s", sqlite3_errmsg(db));
+      relattn_result_errorf(ctx, FN ": reading options: %s",
+                            sqlite3_errmsg(db));
     return 0;
   }
   if (!o->heads || !o->d_head) {
-    relattn_result_errorf(ctx, FN ": options lack %s", !o->heads ? "heads" : "d_head");
+    relattn_result_errorf(ctx, FN ": options lack %s",
+                          !o->heads ? "heads" : "d_head");
     return 0;
   }
   return 1;
@@ -473,8 +497,10 @@ void relattn_attention_func(sqlite3_context *ctx, int argc,
     for (i = 0; i < n_names; i++)
       sqlite3_snprintf((int)(sizeof list - strlen(list)), list + strlen(list),
                        "%s%s", i ? ", " : " (", extra[i]);
-    relattn_result_errorf(ctx, FN ": position type '%s' takes %d argument%s after "
-                               "options%s%s, not %d",
+    relattn_result_errorf(ctx,
+                          FN
+                          ": position type '%s' takes %d argument%s after "
+                          "options%s%s, not %d",
                           relattn_position_name(o.position.type), n_names,
                           n_names == 1 ? "" : "s", list, n_names ? ")" : "",
                           n_extra);
@@ -524,9 +550,12 @@ void relattn_attention_func(sqlite3_context *ctx, int argc,
   }
   out_bytes = m[0].count * 4;
   if (out_bytes > sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1)) {
-    relattn_result_errorf(ctx, FN ": the result would have %lld bytes, over "
-                               "SQLITE_LIMIT_LENGTH (%d)",
-                          out_bytes, sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1));
+    relattn_result_errorf(ctx,
+                          FN
+                          ": the result would have %lld bytes, over "
+                          "SQLITE_LIMIT_LENGTH (%d)",
+                          out_bytes,
+                          sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1));
     sqlite3_result_error_code(ctx, SQLITE_TOOBIG);
     goto done;
   }
@@ -540,7 +569,8 @@ void relattn_attention_func(sqlite3_context *ctx, int argc,
     tables.count[i] = t->count;
   }
   rc = relattn_scheme_build(&sch, &o.position, &tables, (int)n, (int)o.heads,
-                            (int)o.d_head, o.causal, o.per_head, err, sizeof err);
+                            (int)o.d_head, o.causal, o.per_head, err,
+                            sizeof err);
   if (rc != RELATTN_OK) {
     char *msg = sqlite3_mprintf(FN ": %s", err);
     relattn_result_status(ctx, rc, msg ? msg : FN ": out of memory");

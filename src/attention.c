@@ -91,7 +91,8 @@ static relattn_rel terms_of(const relattn_attn *a) {
 
 /* Table row of distance delta. */
 static int bucket_of(const relattn_rel *t, long long delta) {
-  long long c = delta < -t->band ? -t->band : (delta > t->band ? t->band : delta);
+  long long c =
+      delta < -t->band ? -t->band : (delta > t->band ? t->band : delta);
   return t->bucket ? t->bucket[c + t->band] : (int)(c + t->band);
 }
 
@@ -120,7 +121,8 @@ static void bucket_range(const relattn_rel *t, long long dlo, long long dhi,
 static void rotate_row(float *out, const float *x, int d, const relattn_rel *t,
                        int p) {
   const int h2 = t->rot_dim / 2;
-  const float *c = t->rot_cos + (size_t)p * h2, *s = t->rot_sin + (size_t)p * h2;
+  const float *c = t->rot_cos + (size_t)p * h2,
+              *s = t->rot_sin + (size_t)p * h2;
   int i;
   if (t->rot_half) {
     for (i = 0; i < h2; i++) {
@@ -180,12 +182,14 @@ static void rotate_task(void *ctx, int task, int worker) {
 static size_t scratch_floats(const relattn_rel *t, int bq, int bk, int d,
                              int R) {
   const size_t chunks = (size_t)(bk + G_CHUNK - 1) / G_CHUNK;
-  size_t f = (size_t)bq * bk + (size_t)bq * d + 5 * (size_t)bq; /* S O m l el er mb */
+  size_t f =
+      (size_t)bq * bk + (size_t)bq * d + 5 * (size_t)bq; /* S O m l el er mb */
   if (t->rot_dim || t->u) f += (size_t)bq * d;                  /* Qc */
   if (t->w && t->rk) f += (size_t)bq * d;                       /* Qw */
   if (t->rk) f += (size_t)bq * R;                               /* P */
   if (t->rv) f += (size_t)bq * R;                               /* B */
-  if (t->rq) f += chunks * ((size_t)g_rows(t, R, bq) * G_CHUNK + 1); /* G, gmin */
+  if (t->rq)
+    f += chunks * ((size_t)g_rows(t, R, bq) * G_CHUNK + 1); /* G, gmin */
   return f;
 }
 
@@ -319,13 +323,16 @@ static void attn_task(void *ctx, int task, int worker) {
       ** chunk over the table rows its distances to the block reach. */
       const int wmax = a->causal && i0 + bq - j0 < bk ? i0 + bq - j0 : bk;
       for (c0 = 0; c0 < wmax; c0 += G_CHUNK) {
-        const int gc = wmax - c0 < G_CHUNK ? wmax - c0 : G_CHUNK, cc = c0 / G_CHUNK;
+        const int gc = wmax - c0 < G_CHUNK ? wmax - c0 : G_CHUNK,
+                  cc = c0 / G_CHUNK;
         long long thi = (long long)j0 + c0 + gc - 1 - i0;
         int gmax;
         if (a->causal && thi > 0) thi = 0;
-        bucket_range(T, (long long)j0 + c0 - (i0 + bq - 1), thi, &gmin[cc], &gmax);
-        relattn_sgemm(0, 1, gmax - gmin[cc] + 1, gc, d, s, rq + (size_t)gmin[cc] * d,
-                      d, a->k + (size_t)(j0 + c0) * a->ldk + (size_t)h * d, a->ldk,
+        bucket_range(T, (long long)j0 + c0 - (i0 + bq - 1), thi, &gmin[cc],
+                     &gmax);
+        relattn_sgemm(0, 1, gmax - gmin[cc] + 1, gc, d, s,
+                      rq + (size_t)gmin[cc] * d, d,
+                      a->k + (size_t)(j0 + c0) * a->ldk + (size_t)h * d, a->ldk,
                       0.0f, G + cc * g_size, G_CHUNK);
       }
     }
@@ -335,7 +342,8 @@ static void attn_task(void *ctx, int task, int worker) {
       const int width = a->causal && i0 + r1 - j0 < bk ? i0 + r1 - j0 : bk;
       if (width <= 0) continue; /* every key of the block is after these rows */
       relattn_sgemm(0, 1, r1 - r0, width, d, s, Qs + (size_t)r0 * ldqs, ldqs,
-                    kc + (size_t)j0 * ldkc, ldkc, 0.0f, S + (size_t)r0 * BK, BK);
+                    kc + (size_t)j0 * ldkc, ldkc, 0.0f, S + (size_t)r0 * BK,
+                    BK);
       for (ii = r0; ii < r1; ii++) {
         const int i = i0 + ii;
         float *srow = S + (size_t)ii * BK;
@@ -398,7 +406,8 @@ static void attn_task(void *ctx, int task, int worker) {
           if (G)
             for (j = 0; j < b0; j += G_CHUNK) {
               const int cc = j / G_CHUNK;
-              vec->add(srow + j, G + cc * g_size + (size_t)(b_left - gmin[cc]) * G_CHUNK,
+              vec->add(srow + j,
+                       G + cc * g_size + (size_t)(b_left - gmin[cc]) * G_CHUNK,
                        b0 - j < G_CHUNK ? b0 - j : G_CHUNK);
             }
           cl -= slope * (float)(i - j0);
@@ -418,7 +427,8 @@ static void attn_task(void *ctx, int task, int worker) {
               const int cc = j / G_CHUNK, off = j - cc * G_CHUNK;
               const int len = cnt - j < G_CHUNK - off ? cnt - j : G_CHUNK - off;
               vec->add(srow + j,
-                       G + cc * g_size + (size_t)(b_right - gmin[cc]) * G_CHUNK + off,
+                       G + cc * g_size +
+                           (size_t)(b_right - gmin[cc]) * G_CHUNK + off,
                        len);
               j += len;
             }
@@ -462,7 +472,8 @@ static void attn_task(void *ctx, int task, int worker) {
             if (!T->bucket) {
               vec->add(brow + (b0 - lo - pmin), srow + b0, b1 - b0);
             } else {
-              for (j = b0; j < b1; j++) brow[T->bucket[j - lo] - pmin] += srow[j];
+              for (j = b0; j < b1; j++)
+                brow[T->bucket[j - lo] - pmin] += srow[j];
             }
           }
         }
@@ -497,27 +508,30 @@ static int check_attn(const relattn_attn *a, char *err, size_t errlen) {
   long long width;
   const relattn_rel *t;
   if (!a)
-    return relattn_errorf(err, errlen, RELATTN_ERR_ARG, "attention: no arguments");
-  if (a->n < 0 || a->heads < 1 || a->d_head < 1 || a->clip < 0)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                          "attention: bad shape n=%d heads=%d d_head=%d clip=%d",
-                          a->n, a->heads, a->d_head, a->clip);
+                          "attention: no arguments");
+  if (a->n < 0 || a->heads < 1 || a->d_head < 1 || a->clip < 0)
+    return relattn_errorf(
+        err, errlen, RELATTN_ERR_ARG,
+        "attention: bad shape n=%d heads=%d d_head=%d clip=%d", a->n, a->heads,
+        a->d_head, a->clip);
   width = (long long)a->heads * a->d_head;
   if (width > INT_MAX || a->clip > INT_MAX / 2 - 1)
     return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
                           "attention: heads*d_head or clip too large");
   if (a->ldq < width || a->ldk < width || a->ldv < width || a->ldo < width)
-    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                          "attention: a leading dimension is below heads*d_head = %lld",
-                          width);
+    return relattn_errorf(
+        err, errlen, RELATTN_ERR_ARG,
+        "attention: a leading dimension is below heads*d_head = %lld", width);
   if (a->n > 0 && (!a->q || !a->k || !a->v || !a->out))
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "attention: q, k, v and out are required");
   t = a->rel;
   if (!t) return RELATTN_OK;
   if (a->clip || a->rel_k || a->rel_v || a->per_head)
-    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                          "attention: rel with clip, rel_k, rel_v or per_head set");
+    return relattn_errorf(
+        err, errlen, RELATTN_ERR_ARG,
+        "attention: rel with clip, rel_k, rel_v or per_head set");
   if (t->band < 0 || t->band > INT_MAX / 4 || t->rows < 1 ||
       (!t->bucket && t->rows < 2LL * t->band + 1))
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
@@ -527,9 +541,10 @@ static int check_attn(const relattn_attn *a, char *err, size_t errlen) {
     long long x;
     for (x = 0; x <= 2LL * t->band; x++)
       if (t->bucket[x] < 0 || t->bucket[x] >= t->rows)
-        return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                              "attention: bucket %lld is row %d, outside [0, %d)",
-                              x - t->band, t->bucket[x], t->rows);
+        return relattn_errorf(
+            err, errlen, RELATTN_ERR_ARG,
+            "attention: bucket %lld is row %d, outside [0, %d)", x - t->band,
+            t->bucket[x], t->rows);
   }
   if (t->rot_dim < 0 || t->rot_dim % 2 || t->rot_dim > a->d_head ||
       (t->rot_dim && a->n > 0 && (!t->rot_cos || !t->rot_sin)))
@@ -601,14 +616,16 @@ int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
                                      relattn_attention_shared_bytes(a));
     if (!J.kr) {
       relattn_pool_free(own);
-      return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
-                            "attention: out of memory for %zu bytes of rotated keys",
-                            relattn_attention_shared_bytes(a));
+      return relattn_errorf(
+          err, errlen, RELATTN_ERR_NOMEM,
+          "attention: out of memory for %zu bytes of rotated keys",
+          relattn_attention_shared_bytes(a));
     }
   }
   relattn_vec_ops(); /* decide the vector path before the workers start */
   blas = relattn_blas_single();
-  if (J.kr) relattn_pool_run(pool, (a->n + ROT_ROWS - 1) / ROT_ROWS, rotate_task, &J);
+  if (J.kr)
+    relattn_pool_run(pool, (a->n + ROT_ROWS - 1) / ROT_ROWS, rotate_task, &J);
   relattn_pool_run(pool, (int)tasks, attn_task, &J);
   relattn_blas_restore(blas);
   stopped = relattn_pool_cancelled(pool); /* tasks were skipped */
@@ -641,7 +658,8 @@ int relattn_attention_map(const relattn_attn *a, int head,
                           "attention: head %d out of range [0, %d)", head,
                           a->heads);
   if (!map)
-    return relattn_errorf(err, errlen, RELATTN_ERR_ARG, "attention: map is NULL");
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "attention: map is NULL");
   t = terms_of(a);
   d = a->d_head;
   s = (float)(t.scale > 0 ? t.scale : 1.0 / sqrt((double)d));
@@ -654,14 +672,16 @@ int relattn_attention_map(const relattn_attn *a, int head,
   np = pmax - pmin + 1;
   /* q (rotated, + u) and k (rotated) of this head, q + w; the query-side
   ** terms of a block of rows; the key-side ones of every key. */
-  qs = relattn_alloc(sizeof(float) * ((size_t)n * d * 2 + (size_t)MAP_ROWS * d));
+  qs =
+      relattn_alloc(sizeof(float) * ((size_t)n * d * 2 + (size_t)MAP_ROWS * d));
   if (rk) p = relattn_alloc(sizeof(float) * (size_t)MAP_ROWS * np);
   if (rq) g = relattn_alloc(sizeof(float) * (size_t)n * np);
   if (!qs || (rk && !p) || (rq && !g)) {
     relattn_free(qs);
     relattn_free(p);
     relattn_free(g);
-    return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM, "attention: out of memory");
+    return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                          "attention: out of memory");
   }
   ks = qs + (size_t)n * d;
   qw = ks + (size_t)n * d;
@@ -676,7 +696,8 @@ int relattn_attention_map(const relattn_attn *a, int head,
       memcpy(ks + (size_t)i * d, ki, sizeof(float) * (size_t)d);
     }
     if (t.u)
-      for (c = 0; c < d; c++) qs[(size_t)i * d + c] += t.u[(size_t)head * d + c];
+      for (c = 0; c < d; c++)
+        qs[(size_t)i * d + c] += t.u[(size_t)head * d + c];
   }
   if (rq)
     relattn_sgemm(0, 1, n, np, d, s, a->k + (size_t)head * d, a->ldk,
@@ -698,9 +719,11 @@ int relattn_attention_map(const relattn_attn *a, int head,
         relattn_free(qs);
         relattn_free(p);
         relattn_free(g);
-        return relattn_errorf(err, errlen, RELATTN_ERR_INTERRUPT, "interrupted");
+        return relattn_errorf(err, errlen, RELATTN_ERR_INTERRUPT,
+                              "interrupted");
       }
-      relattn_sgemm(0, 1, rows, n, d, s, qs + (size_t)i * d, d, ks, d, 0.0f, row, n);
+      relattn_sgemm(0, 1, rows, n, d, s, qs + (size_t)i * d, d, ks, d, 0.0f,
+                    row, n);
       if (rk) {
         for (j = 0; j < rows; j++) {
           float *qj = qw + (size_t)j * d;
@@ -709,8 +732,8 @@ int relattn_attention_map(const relattn_attn *a, int head,
           if (t.w)
             for (c = 0; c < d; c++) qj[c] += t.w[(size_t)head * d + c];
         }
-        relattn_sgemm(0, 1, rows, np, d, s, qw, d, rk + (size_t)pmin * d, d, 0.0f,
-                      p, np);
+        relattn_sgemm(0, 1, rows, np, d, s, qw, d, rk + (size_t)pmin * d, d,
+                      0.0f, p, np);
       }
     }
     for (j = 0; j < cnt; j++) {

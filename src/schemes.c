@@ -51,7 +51,7 @@ void relattn_position_defaults(relattn_position *p, int type) {
   memset(p, 0, sizeof *p);
   p->type = type;
   p->num_buckets = 32;             /* T5Config.relative_attention_num_buckets */
-  p->max_distance = 128;           /* T5Config.relative_attention_max_distance */
+  p->max_distance = 128; /* T5Config.relative_attention_max_distance */
   p->position_buckets = 256;       /* DeBERTa-v3's config */
   p->max_relative_positions = 512;
   p->rotary_half = 1;
@@ -124,7 +124,8 @@ int relattn_deberta_log_position(int rel, int bucket_size, int max_position) {
   abs_pos = rel < mid && rel > -mid ? mid - 1 : (rel < 0 ? -rel : rel);
   if (abs_pos <= mid) return rel;
   lp = ceilf(logf((float)abs_pos / (float)mid) /
-             logf((float)((double)(max_position - 1) / mid)) * (float)(mid - 1)) +
+             logf((float)((double)(max_position - 1) / mid)) *
+             (float)(mid - 1)) +
        (float)mid;
   return (int)(lp * (float)sign);
 }
@@ -154,15 +155,17 @@ int relattn_xl_table(float *out, const float *w_r, int d_model, int heads,
   float *pe, *r;
   int t, i, h;
   if (d_model < 2 || d_model % 2 || c < 0 || heads < 1 || d_head < 1)
-    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                          "xl table: d_model %d (even), clip %d, heads %d, d_head %d",
-                          d_model, c, heads, d_head);
+    return relattn_errorf(
+        err, errlen, RELATTN_ERR_ARG,
+        "xl table: d_model %d (even), clip %d, heads %d, d_head %d", d_model, c,
+        heads, d_head);
   pe = relattn_alloc(sizeof(float) * (size_t)rows * d_model);
   r = relattn_alloc(sizeof(float) * (size_t)rows * width);
   if (!pe || !r) {
     relattn_free(pe);
     relattn_free(r);
-    return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM, "xl table: out of memory");
+    return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                          "xl table: out of memory");
   }
   for (t = 0; t < rows; t++) {
     const double pos = (double)(c - t); /* -delta for delta = t - c */
@@ -177,7 +180,8 @@ int relattn_xl_table(float *out, const float *w_r, int d_model, int heads,
   for (h = 0; h < heads; h++)
     for (t = 0; t < rows; t++)
       memcpy(out + ((size_t)h * rows + t) * d_head,
-             r + (size_t)t * width + (size_t)h * d_head, sizeof(float) * (size_t)d_head);
+             r + (size_t)t * width + (size_t)h * d_head,
+             sizeof(float) * (size_t)d_head);
   relattn_free(pe);
   relattn_free(r);
   return RELATTN_OK;
@@ -195,7 +199,8 @@ void relattn_project_table(float *out, const float *rel, const float *w,
                   w + (size_t)h * d_head * d_model, d_model, 0.0f, o, d_head);
     if (b)
       for (t = 0; t < rows; t++)
-        for (i = 0; i < d_head; i++) o[(size_t)t * d_head + i] += b[h * d_head + i];
+        for (i = 0; i < d_head; i++)
+          o[(size_t)t * d_head + i] += b[h * d_head + i];
   }
 }
 
@@ -250,10 +255,11 @@ static int rows_of(const relattn_pos_tables *t, int type, int slot, int heads,
   const long long unit = per_head ? (long long)heads * d_head : d_head;
   if (t->count[slot] % unit != 0) {
     if (per_head)
-      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                            "%s has %lld floats, not a multiple of heads*d_head = "
-                            "%lld (per_head)", tname(type, slot),
-                            (long long)t->count[slot], unit);
+      return relattn_errorf(
+          err, errlen, RELATTN_ERR_ARG,
+          "%s has %lld floats, not a multiple of heads*d_head = "
+          "%lld (per_head)",
+          tname(type, slot), (long long)t->count[slot], unit);
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "%s has %lld floats, not a multiple of d_head = %lld",
                           tname(type, slot), (long long)t->count[slot], unit);
@@ -301,9 +307,10 @@ static int check_params(const relattn_position *p, int d_head, char *err,
                         size_t errlen) {
   if (p->type == RELATTN_POS_T5) {
     if (p->num_buckets < 4 || p->num_buckets > 1 << 20)
-      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                            "options.position.num_buckets must be at least 4, not %d",
-                            p->num_buckets);
+      return relattn_errorf(
+          err, errlen, RELATTN_ERR_ARG,
+          "options.position.num_buckets must be at least 4, not %d",
+          p->num_buckets);
     if (p->max_distance <= p->num_buckets / 2 || p->max_distance > 1 << 24)
       return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                             "options.position.max_distance must be over "
@@ -314,25 +321,29 @@ static int check_params(const relattn_position *p, int d_head, char *err,
     if (p->max_relative_positions < 1 || p->max_relative_positions > 1 << 24)
       return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                             "options.position.max_relative_positions must be a "
-                            "positive integer, not %d", p->max_relative_positions);
+                            "positive integer, not %d",
+                            p->max_relative_positions);
     if (p->position_buckets > 0 &&
         (p->position_buckets < 4 || p->position_buckets > 1 << 24 ||
          p->max_relative_positions <= p->position_buckets / 2 + 1))
-      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                            "options.position.position_buckets must be at least 4 "
-                            "and under 2*(max_relative_positions - 1) = %d, not %d",
-                            2 * (p->max_relative_positions - 1), p->position_buckets);
+      return relattn_errorf(
+          err, errlen, RELATTN_ERR_ARG,
+          "options.position.position_buckets must be at least 4 "
+          "and under 2*(max_relative_positions - 1) = %d, not %d",
+          2 * (p->max_relative_positions - 1), p->position_buckets);
   }
   if (p->type == RELATTN_POS_ROPE) {
     const int r = p->rotary_dim ? p->rotary_dim : d_head;
     if (r < 2 || r % 2 || r > d_head)
-      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                            "options.position.rotary_dim must be even, at least 2 "
-                            "and at most d_head = %d, not %d", d_head, r);
+      return relattn_errorf(
+          err, errlen, RELATTN_ERR_ARG,
+          "options.position.rotary_dim must be even, at least 2 "
+          "and at most d_head = %d, not %d",
+          d_head, r);
     if (!(p->base > 1.0) || !isfinite(p->base))
-      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                            "options.position.base must be a number over 1, not %g",
-                            p->base);
+      return relattn_errorf(
+          err, errlen, RELATTN_ERR_ARG,
+          "options.position.base must be a number over 1, not %g", p->base);
   }
   return RELATTN_OK;
 }
@@ -380,7 +391,8 @@ int relattn_scheme_build(relattn_scheme *out, const relattn_position *p,
 
   memset(out, 0, sizeof *out);
   if (type < 0 || type >= RELATTN_POS_COUNT)
-    return relattn_errorf(err, errlen, RELATTN_ERR_ARG, "unknown position type");
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "unknown position type");
   rc = check_params(p, d_head, err, errlen);
   if (rc != RELATTN_OK) return rc;
   list_tables(type, allow, list, sizeof list);
@@ -388,14 +400,14 @@ int relattn_scheme_build(relattn_scheme *out, const relattn_position *p,
     const int given = tb->t[slot] != NULL;
     const char *name = tname(type, slot);
     if (given && !(allow & (1u << slot)))
-      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                            "%s must be NULL with position type '%s' (its tables: %s)",
-                            slot < 2 ? name : "an argument after options",
-                            names[type], list);
+      return relattn_errorf(
+          err, errlen, RELATTN_ERR_ARG,
+          "%s must be NULL with position type '%s' (its tables: %s)",
+          slot < 2 ? name : "an argument after options", names[type], list);
     if (!given && (need & (1u << slot)))
       return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                            "position type '%s' needs %s (argument %d)", names[type],
-                            name, slot < 2 ? slot + 4 : slot + 5);
+                            "position type '%s' needs %s (argument %d)",
+                            names[type], name, slot < 2 ? slot + 4 : slot + 5);
   }
   r->scale = 0.0; /* 1/sqrt(d) unless the scheme says */
   r->rows = 1;
@@ -409,7 +421,8 @@ int relattn_scheme_build(relattn_scheme *out, const relattn_position *p,
       /* tensor2tensor dot_product_attention_relative: rows 2k+1, k from them */
       for (slot = 0; slot < 2; slot++) {
         if (!tb->t[slot]) continue;
-        rc = rows_of(tb, type, slot, heads, d_head, per_head, &rows[slot], err, errlen);
+        rc = rows_of(tb, type, slot, heads, d_head, per_head, &rows[slot], err,
+                     errlen);
         if (rc != RELATTN_OK) return rc;
         if (rows[slot] % 2 == 0)
           return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
@@ -422,7 +435,8 @@ int relattn_scheme_build(relattn_scheme *out, const relattn_position *p,
                               "rel_v has %lld rows, rel_k has %lld (both must "
                               "have 2k+1 rows)", rows[1], rows[0]);
       if (rows[0] > INT_MAX / 2 || rows[1] > INT_MAX / 2)
-        return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG, "rel_k or rel_v is too large");
+        return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
+                              "rel_k or rel_v is too large");
       r->rows = (int)(tb->t[0] ? rows[0] : (tb->t[1] ? rows[1] : 1));
       r->band = r->rows / 2;
       r->rk = tb->t[0];
@@ -441,19 +455,22 @@ int relattn_scheme_build(relattn_scheme *out, const relattn_position *p,
       rc = rows_of(tb, type, 0, heads, d_head, per_head, &rows[0], err, errlen);
       if (rc != RELATTN_OK) return rc;
       if (rows[0] % 2 == 0)
-        return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                              "rel_k has %lld rows%s, not an odd number (2M-1, M = "
-                              "max_position_embeddings)", rows[0],
-                              per_head ? " per head" : "");
+        return relattn_errorf(
+            err, errlen, RELATTN_ERR_ARG,
+            "rel_k has %lld rows%s, not an odd number (2M-1, M = "
+            "max_position_embeddings)",
+            rows[0], per_head ? " per head" : "");
       M = (rows[0] + 1) / 2;
       if (M < n)
-        return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                              "rel_k has %lld rows (max_position_embeddings %lld), "
-                              "fewer than the 2n-1 = %lld that q's %d rows reach "
-                              "(position type '%s')", rows[0], M, 2LL * n - 1, n,
-                              names[type]);
+        return relattn_errorf(
+            err, errlen, RELATTN_ERR_ARG,
+            "rel_k has %lld rows (max_position_embeddings %lld), "
+            "fewer than the 2n-1 = %lld that q's %d rows reach "
+            "(position type '%s')",
+            rows[0], M, 2LL * n - 1, n, names[type]);
       if (rows[0] > INT_MAX / 2)
-        return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG, "rel_k is too large");
+        return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
+                              "rel_k is too large");
       H = per_head ? heads : 1;
       flip = relattn_alloc(sizeof(float) * (size_t)tb->count[0] + 1);
       if (!flip)
@@ -483,10 +500,11 @@ int relattn_scheme_build(relattn_scheme *out, const relattn_position *p,
         /* HF T5Attention: position_bias [H, B] added to unscaled scores */
         const long long want = (long long)heads * m.rows;
         if (tb->count[2] != want)
-          return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                                "bias has %lld floats, position type 't5' needs "
-                                "heads*num_buckets = %lld ([heads, num_buckets])",
-                                (long long)tb->count[2], want);
+          return relattn_errorf(
+              err, errlen, RELATTN_ERR_ARG,
+              "bias has %lld floats, position type 't5' needs "
+              "heads*num_buckets = %lld ([heads, num_buckets])",
+              (long long)tb->count[2], want);
         r->beta = tb->t[2];
         r->scale = 1.0;
       } else {
@@ -494,17 +512,18 @@ int relattn_scheme_build(relattn_scheme *out, const relattn_position *p,
         ** k_j . pos_query[b], every term over sqrt(d (1 + terms)) */
         for (slot = 0; slot < 3; slot += 2) {
           if (!tb->t[slot]) continue;
-          rc = rows_of(tb, type, slot, heads, d_head, per_head, &rows[slot], err,
-                       errlen);
+          rc = rows_of(tb, type, slot, heads, d_head, per_head, &rows[slot],
+                       err, errlen);
           if (rc != RELATTN_OK) return rc;
           if (rows[slot] != m.rows)
-            return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                                  "%s has %lld rows%s, position type 'deberta' needs "
-                                  "2*%s = %d", tname(type, slot), rows[slot],
-                                  per_head ? " per head" : "",
-                                  p->position_buckets > 0 ? "position_buckets"
-                                                          : "max_relative_positions",
-                                  m.rows);
+            return relattn_errorf(
+                err, errlen, RELATTN_ERR_ARG,
+                "%s has %lld rows%s, position type 'deberta' needs "
+                "2*%s = %d",
+                tname(type, slot), rows[slot], per_head ? " per head" : "",
+                p->position_buckets > 0 ? "position_buckets"
+                                        : "max_relative_positions",
+                m.rows);
           terms++;
         }
         r->rk = tb->t[0];
@@ -565,7 +584,8 @@ int relattn_scheme_build(relattn_scheme *out, const relattn_position *p,
                               "rel_k has %lld rows%s, not an odd number (2c+1)",
                               rows[0], per_head ? " per head" : "");
       if (rows[0] > INT_MAX / 2)
-        return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG, "rel_k is too large");
+        return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
+                              "rel_k is too large");
       for (slot = 2; slot < 4; slot++)
         if (tb->count[slot] != (long long)heads * d_head)
           return relattn_errorf(err, errlen, RELATTN_ERR_ARG,

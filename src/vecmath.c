@@ -134,7 +134,8 @@ __attribute__((target("avx2,fma"))) static float max_avx2(const float *x,
   if (j < n) {
     const __m256i mask = tail_mask_avx2(n - j);
     __m256 t = _mm256_maskload_ps(x + j, mask);
-    t = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), t, _mm256_castsi256_ps(mask));
+    t = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), t,
+                         _mm256_castsi256_ps(mask));
     m = _mm256_max_ps(m, t);
   }
   m = _mm256_max_ps(m, m2);
@@ -306,7 +307,8 @@ __attribute__((target("avx2,fma"))) static float max_ramp_avx2(const float *x,
     const __m256i mask = tail_mask_avx2(n - j);
     __m256 t = _mm256_fmadd_ps(rv, _mm256_cvtepi32_ps(idx),
                                _mm256_maskload_ps(x + j, mask));
-    t = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), t, _mm256_castsi256_ps(mask));
+    t = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), t,
+                         _mm256_castsi256_ps(mask));
     m = _mm256_max_ps(m, t);
   }
   h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
@@ -325,7 +327,8 @@ __attribute__((target("avx2,fma"))) static float exp_sum_ramp_avx2(float *x,
   __m128 h;
   int j = 0;
   for (; j + 8 <= n; j += 8) {
-    __m256 a = _mm256_fmadd_ps(rv, _mm256_cvtepi32_ps(idx), _mm256_loadu_ps(x + j));
+    __m256 a =
+        _mm256_fmadd_ps(rv, _mm256_cvtepi32_ps(idx), _mm256_loadu_ps(x + j));
     a = exp_avx2(_mm256_sub_ps(a, s));
     _mm256_storeu_ps(x + j, a);
     acc = _mm256_add_ps(acc, a);
@@ -347,7 +350,8 @@ __attribute__((target("avx2,fma"))) static float exp_sum_ramp_avx2(float *x,
 }
 
 __attribute__((target("avx512f"))) static float max_ramp_avx512(const float *x,
-                                                                int n, float r) {
+                                                                int n,
+                                                                float r) {
   const __m512 rv = _mm512_set1_ps(r);
   __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
                                   13, 14, 15);
@@ -377,7 +381,8 @@ __attribute__((target("avx512f"))) static float exp_sum_ramp_avx512(float *x,
   __m512 acc = _mm512_setzero_ps();
   int j = 0;
   for (; j + 16 <= n; j += 16) {
-    __m512 a = _mm512_fmadd_ps(rv, _mm512_cvtepi32_ps(idx), _mm512_loadu_ps(x + j));
+    __m512 a =
+        _mm512_fmadd_ps(rv, _mm512_cvtepi32_ps(idx), _mm512_loadu_ps(x + j));
     a = exp_avx512(_mm512_sub_ps(a, s));
     _mm512_storeu_ps(x + j, a);
     acc = _mm512_add_ps(acc, a);
@@ -404,8 +409,9 @@ __attribute__((target("avx2,fma"))) static void gather_add_avx2(
   for (; j + 8 <= n; j += 8) {
     __m256i off = _mm256_add_epi32(vb, _mm256_mullo_epi32(lane, vstep));
     if (idx)
-      off = _mm256_add_epi32(off, _mm256_mullo_epi32(
-                                      _mm256_loadu_si256((const __m256i *)(idx + j)), vs));
+      off = _mm256_add_epi32(
+          off, _mm256_mullo_epi32(
+                   _mm256_loadu_si256((const __m256i *)(idx + j)), vs));
     _mm256_storeu_ps(x + j, _mm256_add_ps(_mm256_loadu_ps(x + j),
                                           _mm256_i32gather_ps(t, off, 4)));
     lane = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
@@ -425,7 +431,8 @@ __attribute__((target("avx512f"))) static void gather_add_avx512(
   for (; j + 16 <= n; j += 16) {
     __m512i off = _mm512_add_epi32(vb, _mm512_mullo_epi32(lane, vstep));
     if (idx)
-      off = _mm512_add_epi32(off, _mm512_mullo_epi32(_mm512_loadu_si512(idx + j), vs));
+      off = _mm512_add_epi32(
+          off, _mm512_mullo_epi32(_mm512_loadu_si512(idx + j), vs));
     _mm512_storeu_ps(x + j, _mm512_add_ps(_mm512_loadu_ps(x + j),
                                           _mm512_i32gather_ps(off, t, 4)));
     lane = _mm512_add_epi32(lane, _mm512_set1_epi32(16));
