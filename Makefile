@@ -33,16 +33,17 @@ HEADERS  := $(wildcard src/*.h ext/*.h)
 # better-sqlite3 from source for the Node client test, no prebuilt download here;
 # python3-torch: the test of models/train_corpus.py trains a small model;
 # chromium and a font: the SVG pictures rendered in a real browser;
-# python3-distributed: Dask, for cluster/).
+# python3-distributed: Dask, for cluster/; python3-sentencepiece: the reference
+# the sentencepiece tokenizer is tested and benchmarked against).
 DEB_PKGS ?= gcc make libc6-dev libsqlite3-dev sqlite3 libopenblas-dev \
             python3 python3-numpy python3-pytest g++ python3-torch chromium \
-            fonts-dejavu-core python3-distributed
+            fonts-dejavu-core python3-distributed python3-sentencepiece
 DEB_BENCH ?= python3-torch
 DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
 DEB_MODEL ?= python3-torch bible-kjv bible-kjv-text sqlite3-doc
 
-.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model test unit asan asan-build demo model bench bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster fuzz fuzz-build clean
+.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model test unit asan asan-build demo model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -193,7 +194,12 @@ bench-interrupt: all
 	$(PYTHON) tests/bench/bench_interrupt.py $(abspath $(SO))
 
 bench: deps-bench
-	$(MAKE) bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster
+	$(MAKE) bench-attention bench-torch bench-forward bench-scan bench-interrupt \
+	  bench-cluster bench-tokenize
+
+# SentencePiece encoding: relattn vs python3-sentencepiece, one thread.
+bench-tokenize: all
+	$(PYTHON) tests/bench/bench_tokenize.py $(abspath $(SO))
 
 # Install: the library where `.load relattn` finds it by bare name. The loader
 # searches LIBDIR without any setting when it is one of its own directories

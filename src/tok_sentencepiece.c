@@ -1,13 +1,870 @@
 /*
-** tok_sentencepiece.c: SentencePiece models (not yet).
+** tok_sentencepiece.c: SentencePiece models (a .model file: DeBERTa-v3's
+** spm.model, T5's spiece.model), with the ids sentencepiece 0.1.97 gives
+** (SentencePieceProcessor::Encode / Decode).
+**
+** HOW IT WORKS
+** The file is a protobuf ModelProto (sentencepiece_model.proto), read with
+** a bounded reader: every varint and length is checked against the end of
+** the message it is in; unknown fields are skipped. Used: pieces (piece,
+** score, type), trainer_spec (model_type, byte_fallback,
+** treat_whitespace_as_suffix, unk_surface), normalizer_spec
+** (precompiled_charsmap, add_dummy_prefix, remove_extra_whitespaces,
+** escape_whitespaces).
+**
+** Normalization, as normalizer.cc: at each position the longest
+** user-defined piece passes as it is; else the longest rule of the
+** precompiled character map (a darts-clone double-array trie of UTF-8
+** keys, each value an offset into a pool of NUL-terminated replacements)
+** replaces its key; else one UTF-8 character is copied, an invalid byte
+** becoming U+FFFD. Spaces: leading ones dropped, runs collapsed and
+** trailing ones dropped (remove_extra_whitespaces), one in front
+** (add_dummy_prefix), each written as U+2581 (escape_whitespaces).
+**
+** Unigram, as unigram_model.cc's EncodeOptimized: Viterbi over the
+** normalized bytes, each piece its score, a user-defined piece
+** length * max_score - 0.1, a character no piece covers the unknown id at
+** min_score - 10. BPE, as bpe_model.cc: characters (user-defined pieces
+** whole and frozen), then the adjacent pair whose join is a piece with the
+** highest score is merged (ties: the leftmost) until none is; unused
+** pieces are split back into the pair they came from. Last, with
+** byte_fallback, an unknown piece becomes its bytes' <0xNN> pieces.
 */
 #include "tok.h"
+#include "unicode.h"
 
-int relattn_sentencepiece_init(relattn_tokenizer **t, const relattn_config *c,
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { P_NORMAL = 1, P_UNKNOWN = 2, P_CONTROL = 3, P_USER = 4, P_UNUSED = 5,
+       P_BYTE = 6 };
+enum { M_UNIGRAM = 1, M_BPE = 2 };
+
+typedef struct spm {
+  relattn_tokenizer base; /* must be first */
+  uint8_t *file;          /* a copy: pieces and the map point into it */
+  int n;                  /* pieces */
+  uint32_t *off, *len;    /* (n): piece bytes in file */
+  float *score;           /* (n) */
+  uint8_t *type;          /* (n): P_* */
+  int model, byte_fallback, unk;
+  int bytes[256];         /* <0xNN> piece ids */
+  float min_score, max_score;
+  /* a byte trie of the normal, user-defined and unused pieces */
+  int32_t *node_id;       /* (n_nodes): piece ending here, or -1 */
+  int32_t root[256];      /* children of the root, -1: none */
+  int32_t *l1;            /* children of the root's children: (256, 256) by
+                          ** first and second byte, -1: none */
+  struct edge {           /* deeper: open addressing */
+    uint64_t key;         /* (parent << 8 | byte) + 1, 0: empty */
+    int32_t child;
+  } *edges;
+  size_t edge_mask;
+  int n_nodes;
+  int has_user;           /* any user-defined piece */
+  /* control, unknown and byte pieces by their text (PieceToId) */
+  int32_t *reserved;      /* open addressing over ids, -1 empty */
+  size_t reserved_mask;
+  /* the normalizer */
+  uint32_t *units;        /* (n_units) darts-clone units, NULL: no map */
+  size_t n_units;
+  const uint8_t *pool;    /* replacements */
+  size_t pool_n;
+  int dummy_prefix, extra_ws, escape_ws;
+  const uint8_t *unk_surface;
+  size_t unk_surface_n;
+} spm;
+
+/* ---- protobuf ------------------------------------------------------------- */
+
+typedef struct pb {
+  const uint8_t *p, *end;
+} pb;
+
+static int pbVarint(pb *r, uint64_t *v) {
+  uint64_t x = 0;
+  int shift;
+  for (shift = 0; shift < 64; shift += 7) {
+    uint8_t b;
+    if (r->p >= r->end) return 0;
+    b = *r->p++;
+    x |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      *v = x;
+      return 1;
+    }
+  }
+  return 0; /* more than 10 bytes */
+}
+
+/* The next field: its number, wire type, and its value (varint, fixed32)
+** or bytes (length-delimited). 0 at the end, -1 when malformed. */
+typedef struct pbfield {
+  uint64_t num;
+  int wire;
+  uint64_t v;
+  const uint8_t *data;
+  size_t len;
+} pbfield;
+
+static int pbNext(pb *r, pbfield *f) {
+  uint64_t key;
+  if (r->p >= r->end) return 0;
+  if (!pbVarint(r, &key)) return -1;
+  f->num = key >> 3;
+  f->wire = (int)(key & 7);
+  switch (f->wire) {
+    case 0:
+      return pbVarint(r, &f->v) ? 1 : -1;
+    case 1:
+      if (r->end - r->p < 8) return -1;
+      r->p += 8;
+      return 1;
+    case 2:
+      if (!pbVarint(r, &f->v) || f->v > (uint64_t)(r->end - r->p)) return -1;
+      f->data = r->p;
+      f->len = (size_t)f->v;
+      r->p += f->len;
+      return 1;
+    case 5:
+      if (r->end - r->p < 4) return -1;
+      f->v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 |
+             (uint32_t)r->p[2] << 16 | (uint32_t)r->p[3] << 24;
+      r->p += 4;
+      return 1;
+    default:
+      return -1; /* groups: not in this format */
+  }
+}
+
+/* ---- the piece trie ------------------------------------------------------- */
+
+static size_t edgeSlot(const spm *s, uint64_t key) {
+  uint64_t h = key * 0x9E3779B97F4A7C15ull;
+  return (size_t)(h >> 20) & s->edge_mask;
+}
+
+/* Nodes 1..256 are the root's children (node 1 + first byte), so their
+** children are a direct table: the two levels every walk starts with. */
+static inline int32_t child(const spm *s, int32_t node, uint8_t b) {
+  uint64_t key;
+  size_t i;
+  if (node == 0) return s->root[b];
+  if (node <= 256) return s->l1[(size_t)(node - 1) << 8 | b];
+  key = ((uint64_t)node << 8 | b) + 1;
+  for (i = edgeSlot(s, key);; i = (i + 1) & s->edge_mask) {
+    if (s->edges[i].key == key) return s->edges[i].child;
+    if (s->edges[i].key == 0) return -1;
+  }
+}
+
+/* Adds piece id to the trie; 0 when it is already there. */
+static int trieAdd(spm *s, int id) {
+  const uint8_t *p = s->file + s->off[id];
+  uint32_t k;
+  int32_t node = 0;
+  for (k = 0; k < s->len[id]; k++) {
+    int32_t c = child(s, node, p[k]);
+    if (c < 0) {
+      if (node == 0) {
+        c = 1 + p[k]; /* reserved: see child() */
+        s->root[p[k]] = c;
+      } else if (node <= 256) {
+        c = s->n_nodes++;
+        s->l1[(size_t)(node - 1) << 8 | p[k]] = c;
+      } else {
+        uint64_t key = ((uint64_t)node << 8 | p[k]) + 1;
+        size_t i = edgeSlot(s, key);
+        c = s->n_nodes++;
+        while (s->edges[i].key) i = (i + 1) & s->edge_mask;
+        s->edges[i].key = key;
+        s->edges[i].child = c;
+      }
+      s->node_id[c] = -1;
+    }
+    node = c;
+  }
+  if (s->node_id[node] >= 0) return 0;
+  s->node_id[node] = id;
+  return 1;
+}
+
+/* The id of the normal, user-defined or unused piece p[0..n), or -1. */
+static int32_t trieFind(const spm *s, const uint8_t *p, size_t n) {
+  int32_t node = 0;
+  size_t k;
+  for (k = 0; k < n && node >= 0; k++) node = child(s, node, p[k]);
+  return node > 0 ? s->node_id[node] : -1;
+}
+
+static uint32_t hashBytes(const uint8_t *p, size_t n) {
+  uint32_t h = 2166136261u;
+  size_t i;
+  for (i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
+  return h;
+}
+
+static int32_t reservedFind(const spm *s, const uint8_t *p, size_t n) {
+  size_t i;
+  for (i = hashBytes(p, n) & s->reserved_mask;; i = (i + 1) & s->reserved_mask) {
+    int32_t id = s->reserved[i];
+    if (id < 0) return -1;
+    if (s->len[id] == n && memcmp(s->file + s->off[id], p, n) == 0) return id;
+  }
+}
+
+/* PieceToId: reserved pieces first, then the others, else unk. */
+static int32_t pieceToId(const spm *s, const uint8_t *p, size_t n) {
+  int32_t id = reservedFind(s, p, n);
+  if (id < 0) id = trieFind(s, p, n);
+  return id < 0 ? s->unk : id;
+}
+
+/* Length of the longest user-defined piece at p, 0 when none. */
+static size_t userPrefix(const spm *s, const uint8_t *p, size_t n) {
+  int32_t node = 0;
+  size_t k, best = 0;
+  if (!s->has_user) return 0;
+  for (k = 0; k < n; k++) {
+    node = child(s, node, p[k]);
+    if (node < 0) break;
+    if (s->node_id[node] >= 0 && s->type[s->node_id[node]] == P_USER)
+      best = k + 1;
+  }
+  return best;
+}
+
+/* string_util::OneCharLen: from the first byte alone. */
+static size_t oneCharLen(uint8_t b) {
+  static const uint8_t len[16] = {1, 1, 1, 1, 1, 1, 1, 1,
+                                  1, 1, 1, 1, 2, 2, 3, 4};
+  return len[b >> 4];
+}
+
+/* ---- the normalizer --------------------------------------------------------- */
+
+/* darts-clone's commonPrefixSearch, bounded: the longest key that is a
+** prefix of p among the first 32 found (as normalizer.cc asks for), or 0. */
+static size_t mapPrefix(const spm *s, const uint8_t *p, size_t n,
+                        uint32_t *value) {
+  size_t pos = 0, i, best = 0;
+  int found = 0;
+  uint32_t unit;
+  if (!s->units) return 0;
+  unit = s->units[0];
+  pos ^= (unit >> 10) << ((unit & (1u << 9)) >> 6);
+  for (i = 0; i < n; i++) {
+    pos ^= p[i];
+    if (pos >= s->n_units) return best;
+    unit = s->units[pos];
+    if ((unit & ((1u << 31) | 0xff)) != p[i]) return best;
+    pos ^= (unit >> 10) << ((unit & (1u << 9)) >> 6);
+    if ((unit >> 8) & 1) {
+      if (pos >= s->n_units) return best;
+      if (found++ < 32) {
+        best = i + 1;
+        *value = s->units[pos] & 0x7fffffffu;
+      }
+    }
+  }
+  return best;
+}
+
+/* One step of the normalizer at p: *out, *out_n the replacement, returns
+** the bytes consumed (> 0). */
+static size_t normPrefix(const spm *s, const uint8_t *p, size_t n,
+                         const uint8_t **out, size_t *out_n) {
+  static const uint8_t fffd[3] = {0xEF, 0xBF, 0xBD};
+  uint32_t v = 0, cp;
+  size_t len = userPrefix(s, p, n);
+  int l;
+  if (len) {
+    *out = p, *out_n = len;
+    return len;
+  }
+  len = mapPrefix(s, p, n, &v);
+  if (len && v < s->pool_n) {
+    const uint8_t *r = s->pool + v, *z = memchr(r, 0, s->pool_n - v);
+    *out = r;
+    *out_n = z ? (size_t)(z - r) : s->pool_n - v;
+    return len;
+  }
+  l = relattn_utf8_decode(p, n, &cp);
+  if (l == 0) {
+    *out = fffd, *out_n = 3;
+    return 1;
+  }
+  *out = p, *out_n = (size_t)l;
+  return (size_t)l;
+}
+
+static int normalize(const spm *s, const uint8_t *p, size_t n,
+                     relattn_bytebuf *o) {
+  static const uint8_t ws[3] = {0xE2, 0x96, 0x81}; /* U+2581 */
+  const uint8_t *r;
+  size_t rn, used, k;
+  int prev_space = s->extra_ws, rc;
+  if (s->extra_ws) /* leading spaces */
+    while (n > 0) {
+      used = normPrefix(s, p, n, &r, &rn);
+      if (rn != 1 || r[0] != ' ') break;
+      p += used, n -= used;
+    }
+  if (n == 0) return RELATTN_OK;
+  if (s->dummy_prefix) {
+    rc = s->escape_ws ? relattn_bytebuf_add(o, ws, 3)
+                      : relattn_bytebuf_add(o, " ", 1);
+    if (rc) return rc;
+  }
+  while (n > 0) {
+    used = normPrefix(s, p, n, &r, &rn);
+    while (prev_space && rn > 0 && r[0] == ' ') r++, rn--;
+    if (rn > 0) {
+      uint8_t *w;
+      if (rn > (SIZE_MAX - o->n) / 3 - 3) return RELATTN_ERR_NOMEM;
+      if ((rc = relattn_bytebuf_add(o, NULL, 3 * rn)) != RELATTN_OK) return rc;
+      o->n -= 3 * rn; /* room reserved; written below */
+      w = o->p + o->n;
+      for (k = 0; k < rn; k++) {
+        if (s->escape_ws && r[k] == ' ') {
+          memcpy(w, ws, 3);
+          w += 3;
+        } else {
+          *w++ = r[k];
+        }
+      }
+      o->n = (size_t)(w - o->p);
+      prev_space = r[rn - 1] == ' ';
+    }
+    p += used, n -= used;
+    if (!s->extra_ws) prev_space = 0;
+  }
+  if (s->extra_ws) { /* trailing spaces */
+    if (s->escape_ws)
+      while (o->n >= 3 && memcmp(o->p + o->n - 3, ws, 3) == 0) o->n -= 3;
+    else
+      while (o->n >= 1 && o->p[o->n - 1] == ' ') o->n--;
+  }
+  return RELATTN_OK;
+}
+
+/* ---- the models ------------------------------------------------------------- */
+
+/* One piece of the model's answer: with byte_fallback, an unknown piece
+** becomes its bytes. */
+static int emit(const spm *s, int32_t id, const uint8_t *p, size_t n,
+                relattn_idbuf *out) {
+  size_t k;
+  int rc;
+  if (id == s->unk && s->byte_fallback) {
+    for (k = 0; k < n; k++)
+      if ((rc = relattn_idbuf_push(out, s->bytes[p[k]])) != RELATTN_OK)
+        return rc;
+    return RELATTN_OK;
+  }
+  return relattn_idbuf_push(out, id);
+}
+
+typedef struct best {
+  float score;
+  int32_t id;
+  int32_t start; /* -1: not reached */
+} best;
+
+static int unigram(const spm *s, const uint8_t *t, size_t n,
+                   relattn_idbuf *out) {
+  best *b;
+  size_t start, end, nb;
+  int32_t *path;
+  const float unk_score = s->min_score - 10.0f;
+  int rc = RELATTN_OK;
+  if (n > 0x7ffffffe) return RELATTN_ERR_TOOBIG;
+  b = malloc((n + 1) * sizeof *b);
+  if (!b) return RELATTN_ERR_NOMEM;
+  for (end = 0; end <= n; end++) b[end].start = -1, b[end].id = -1;
+  b[0].score = 0;
+  for (start = 0; start < n;) {
+    const float here = b[start].score;
+    size_t mblen = oneCharLen(t[start]), key = start;
+    int32_t node = 0;
+    int single = 0;
+    if (mblen > n - start) mblen = n - start;
+    while (key < n) {
+      int32_t id;
+      node = child(s, node, t[key++]);
+      if (node < 0) break;
+      id = s->node_id[node];
+      if (id >= 0 && s->type[id] != P_UNUSED) {
+        best *tg = &b[key];
+        size_t len = key - start;
+        /* in double, as the reference's ternary (float or double) types
+        ** it; stored as float */
+        double score = s->type[id] == P_USER
+                           ? (double)((float)len * s->max_score) - 0.1
+                           : (double)s->score[id];
+        double cand = score + (double)here;
+        if (tg->start < 0 || cand > (double)tg->score)
+          tg->score = (float)cand, tg->start = (int32_t)start, tg->id = id;
+        if (len == mblen) single = 1;
+      }
+    }
+    if (!single) {
+      best *tg = &b[start + mblen];
+      float cand = unk_score + here;
+      if (tg->start < 0 || cand > tg->score)
+        tg->score = cand, tg->start = (int32_t)start, tg->id = s->unk;
+    }
+    start += mblen;
+  }
+  /* backtrack: the ends of the best path, then the pieces in order */
+  for (nb = 0, end = n; end > 0; end = (size_t)b[end].start) nb++;
+  path = malloc((nb ? nb : 1) * sizeof *path);
+  if (!path) {
+    free(b);
+    return RELATTN_ERR_NOMEM;
+  }
+  for (end = n, start = nb; end > 0; end = (size_t)b[end].start)
+    path[--start] = (int32_t)end;
+  for (start = 0; start < nb && rc == RELATTN_OK; start++) {
+    size_t e = (size_t)path[start], s0 = (size_t)b[e].start;
+    rc = emit(s, b[e].id, t + s0, e - s0, out);
+  }
+  free(path);
+  free(b);
+  return rc;
+}
+
+/* BPE: a symbol list and a binary heap of candidate merges. */
+typedef struct sym {
+  uint32_t start, len;
+  int32_t prev, next;
+  int freeze;
+} sym;
+typedef struct pair {
+  float score;
+  int32_t left, right;
+  uint32_t size;
+} pair;
+typedef struct heap {
+  pair *p;
+  size_t n, cap;
+} heap;
+
+static int pairBefore(const pair *a, const pair *b) { /* a pops first */
+  return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+static int heapPush(heap *h, pair x) {
+  size_t i;
+  if (h->n == h->cap) {
+    size_t cap = h->cap ? 2 * h->cap : 64;
+    pair *q = realloc(h->p, cap * sizeof *q);
+    if (!q) return RELATTN_ERR_NOMEM;
+    h->p = q, h->cap = cap;
+  }
+  for (i = h->n++; i > 0 && pairBefore(&x, &h->p[(i - 1) / 2]); i = (i - 1) / 2)
+    h->p[i] = h->p[(i - 1) / 2];
+  h->p[i] = x;
+  return RELATTN_OK;
+}
+
+static pair heapPop(heap *h) {
+  pair top = h->p[0], last = h->p[--h->n];
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= h->n) break;
+    if (c + 1 < h->n && pairBefore(&h->p[c + 1], &h->p[c])) c++;
+    if (!pairBefore(&h->p[c], &last)) break;
+    h->p[i] = h->p[c];
+    i = c;
+  }
+  if (h->n) h->p[i] = last;
+  return top;
+}
+
+static int addPair(const spm *s, const uint8_t *t, const sym *y, int32_t l,
+                   int32_t r, heap *h) {
+  int32_t id;
+  pair x;
+  if (l < 0 || r < 0 || y[l].freeze || y[r].freeze) return RELATTN_OK;
+  id = trieFind(s, t + y[l].start, y[l].len + y[r].len);
+  if (id < 0) return RELATTN_OK;
+  x.score = s->score[id];
+  x.left = l, x.right = r;
+  x.size = y[l].len + y[r].len;
+  return heapPush(h, x);
+}
+
+/* Unused pieces are split back into what they were merged from: the
+** leftmost split whose halves are pieces (the reference remembers the
+** merge; any merge that made it had halves that were pieces). */
+static int resegment(const spm *s, const uint8_t *p, size_t n,
+                     relattn_idbuf *out, int depth) {
+  int32_t id = pieceToId(s, p, n);
+  size_t k;
+  if (id < 0 || s->type[id] != P_UNUSED || depth > 64)
+    return emit(s, id, p, n, out);
+  for (k = 1; k < n; k++)
+    if (trieFind(s, p, k) >= 0 && trieFind(s, p + k, n - k) >= 0) {
+      int rc = resegment(s, p, k, out, depth + 1);
+      return rc ? rc : resegment(s, p + k, n - k, out, depth + 1);
+    }
+  return emit(s, id, p, n, out);
+}
+
+static int bpe(const spm *s, const uint8_t *t, size_t n, relattn_idbuf *out) {
+  sym *y;
+  heap h = {0};
+  size_t pos = 0, ny = 0;
+  int32_t i;
+  int rc = RELATTN_OK;
+  if (n > 0x7ffffffe) return RELATTN_ERR_TOOBIG;
+  y = malloc((n ? n : 1) * sizeof *y);
+  if (!y) return RELATTN_ERR_NOMEM;
+  while (pos < n) {
+    size_t len = userPrefix(s, t + pos, n - pos);
+    y[ny].freeze = len > 0;
+    if (!len) len = oneCharLen(t[pos]);
+    if (len > n - pos) len = n - pos;
+    y[ny].start = (uint32_t)pos, y[ny].len = (uint32_t)len;
+    y[ny].prev = (int32_t)ny - 1;
+    pos += len;
+    y[ny].next = pos < n ? (int32_t)ny + 1 : -1;
+    ny++;
+  }
+  for (i = 1; i < (int32_t)ny && rc == RELATTN_OK; i++)
+    rc = addPair(s, t, y, i - 1, i, &h);
+  while (h.n > 0 && rc == RELATTN_OK) {
+    pair top = heapPop(&h);
+    sym *l = &y[top.left], *r = &y[top.right];
+    if (l->len == 0 || r->len == 0 || l->len + r->len != top.size) continue;
+    l->len += r->len;
+    l->next = r->next;
+    if (r->next >= 0) y[r->next].prev = top.left;
+    r->len = 0;
+    rc = addPair(s, t, y, l->prev, top.left, &h);
+    if (rc == RELATTN_OK) rc = addPair(s, t, y, top.left, l->next, &h);
+  }
+  for (i = ny ? 0 : -1; i >= 0 && rc == RELATTN_OK; i = y[i].next)
+    rc = resegment(s, t + y[i].start, y[i].len, out, 0);
+  free(h.p);
+  free(y);
+  return rc;
+}
+
+static int spmEncode(const relattn_tokenizer *t, const uint8_t *text,
+                     size_t n, relattn_idbuf *out) {
+  const spm *s = (const spm *)t;
+  relattn_bytebuf norm = {0};
+  size_t first = out->n, i, m;
+  int rc = normalize(s, text, n, &norm);
+  if (rc == RELATTN_OK && norm.n > 0)
+    rc = s->model == M_BPE ? bpe(s, norm.p, norm.n, out)
+                           : unigram(s, norm.p, norm.n, out);
+  free(norm.p);
+  if (rc == RELATTN_OK && !s->byte_fallback) {
+    /* a run of unknown pieces is one, as the reference gives it (with
+    ** byte_fallback they became bytes) */
+    for (i = m = first; i < out->n; i++)
+      if (!(out->ids[i] == s->unk && m > first && out->ids[m - 1] == s->unk))
+        out->ids[m++] = out->ids[i];
+    out->n = m;
+  }
+  return rc;
+}
+
+/* ---- decode ------------------------------------------------------------------- */
+
+static int spmDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
+                     relattn_bytebuf *out, const char *what, char *err,
+                     size_t errlen) {
+  static const uint8_t ws[3] = {0xE2, 0x96, 0x81};
+  static const uint8_t fffd[3] = {0xEF, 0xBF, 0xBD};
+  const spm *s = (const spm *)t;
+  size_t i = 0, k;
+  int rc = RELATTN_OK, first = 1; /* no piece but control ones yet */
+  while (i < n && rc == RELATTN_OK) {
+    int32_t id = ids[i];
+    if (id < 0 || id >= s->n)
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: token %d at position %zu is not in the "
+                            "tokenizer's vocabulary (%d pieces)",
+                            what, (int)id, i, s->n);
+    if (s->type[id] == P_BYTE) {
+      /* a run of byte pieces: its UTF-8 characters, each invalid byte
+      ** U+FFFD */
+      relattn_bytebuf run = {0};
+      size_t at = 0;
+      for (; rc == RELATTN_OK && i < n && ids[i] >= 0 && ids[i] < s->n &&
+             s->type[ids[i]] == P_BYTE; i++) {
+        const uint8_t *p = s->file + s->off[ids[i]];
+        uint8_t v = 0;
+        for (k = 3; k < 5; k++)
+          v = (uint8_t)(v * 16 + (p[k] <= '9' ? p[k] - '0' : p[k] - 'A' + 10));
+        rc = relattn_bytebuf_add(&run, &v, 1);
+      }
+      while (rc == RELATTN_OK && at < run.n) {
+        uint32_t cp;
+        int l = relattn_utf8_decode(run.p + at, run.n - at, &cp);
+        if (l == 0) rc = relattn_bytebuf_add(out, fffd, 3), at++;
+        else rc = relattn_bytebuf_add(out, run.p + at, (size_t)l), at += (size_t)l;
+      }
+      free(run.p);
+      first = 0;
+      continue;
+    }
+    if (s->type[id] == P_CONTROL) {
+      i++;
+      continue;
+    }
+    if (s->type[id] == P_UNKNOWN) {
+      rc = relattn_bytebuf_add(out, s->unk_surface, s->unk_surface_n);
+      i++;
+      first = 0;
+      continue;
+    }
+    {
+      const uint8_t *p = s->file + s->off[id];
+      size_t len = s->len[id];
+      if (first && (s->dummy_prefix || s->extra_ws) && len >= 3 &&
+          memcmp(p, ws, 3) == 0)
+        p += 3, len -= 3;
+      for (k = 0; k < len && rc == RELATTN_OK;) {
+        if (len - k >= 3 && memcmp(p + k, ws, 3) == 0) {
+          rc = relattn_bytebuf_add(out, " ", 1);
+          k += 3;
+        } else {
+          rc = relattn_bytebuf_add(out, p + k, 1);
+          k++;
+        }
+      }
+    }
+    first = 0;
+    i++;
+  }
+  return rc;
+}
+
+/* ---- the file ----------------------------------------------------------------- */
+
+static void spmDestroy(relattn_tokenizer *t) {
+  spm *s = (spm *)t;
+  free(s->file);
+  free(s->off);
+  free(s->len);
+  free(s->score);
+  free(s->type);
+  free(s->node_id);
+  free(s->edges);
+  free(s->l1);
+  free(s->reserved);
+  free(s->units);
+  free(s);
+}
+
+#define BAD(...) \
+  do { \
+    rc = relattn_errorf(err, errlen, RELATTN_ERR_FORMAT, __VA_ARGS__); \
+    goto fail; \
+  } while (0)
+
+int relattn_sentencepiece_init(relattn_tokenizer **out, const relattn_config *c,
                                const uint8_t *file, size_t n, const char *what,
                                char *err, size_t errlen) {
-  *t = NULL;
-  return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                        "%s: tokenizer.type 'sentencepiece' is not supported "
-                        "yet", what);
+  spm *s;
+  pb r, q;
+  pbfield f, g;
+  int rc, k, cap_pieces = 0, total = 0;
+  size_t i, cap;
+  const uint8_t *charsmap = NULL;
+  size_t charsmap_n = 0;
+  float fl;
+  (void)c;
+  *out = NULL;
+  s = calloc(1, sizeof *s);
+  if (!s) return RELATTN_ERR_NOMEM;
+  s->file = malloc(n ? n : 1);
+  if (!s->file) goto nomem;
+  if (n) memcpy(s->file, file, n);
+  s->model = M_UNIGRAM;
+  s->dummy_prefix = s->extra_ws = s->escape_ws = 1;
+  s->unk = -1;
+  s->unk_surface = (const uint8_t *)" \xE2\x81\x87 ";
+  s->unk_surface_n = 5;
+  for (k = 0; k < 256; k++) s->bytes[k] = -1, s->root[k] = -1;
+  /* first pass: count the pieces */
+  r.p = s->file, r.end = s->file + n;
+  while ((rc = pbNext(&r, &f)) == 1)
+    if (f.num == 1 && f.wire == 2) cap_pieces++;
+  if (rc < 0)
+    BAD("%s: tokenizer.sentencepiece is not a SentencePiece model (malformed "
+        "protobuf at byte %zu)", what, (size_t)(r.p - s->file));
+  if (cap_pieces == 0)
+    BAD("%s: tokenizer.sentencepiece has no pieces", what);
+  s->off = malloc(cap_pieces * sizeof *s->off);
+  s->len = malloc(cap_pieces * sizeof *s->len);
+  s->score = malloc(cap_pieces * sizeof *s->score);
+  s->type = malloc(cap_pieces);
+  if (!s->off || !s->len || !s->score || !s->type) goto nomem;
+  r.p = s->file, r.end = s->file + n;
+  while (pbNext(&r, &f) == 1) {
+    if (f.num == 1 && f.wire == 2) { /* SentencePiece */
+      int id = s->n++;
+      s->off[id] = 0, s->len[id] = 0, s->score[id] = 0, s->type[id] = P_NORMAL;
+      q.p = f.data, q.end = f.data + f.len;
+      while ((rc = pbNext(&q, &g)) == 1) {
+        if (g.num == 1 && g.wire == 2) {
+          s->off[id] = (uint32_t)(g.data - s->file);
+          s->len[id] = (uint32_t)g.len;
+        } else if (g.num == 2 && g.wire == 5) {
+          uint32_t u = (uint32_t)g.v;
+          memcpy(&fl, &u, 4);
+          s->score[id] = fl;
+        } else if (g.num == 3 && g.wire == 0) {
+          if (g.v < P_NORMAL || g.v > P_BYTE)
+            BAD("%s: tokenizer.sentencepiece: piece %d has an unknown type "
+                "%llu", what, id, (unsigned long long)g.v);
+          s->type[id] = (uint8_t)g.v;
+        }
+      }
+      if (rc < 0)
+        BAD("%s: tokenizer.sentencepiece is not a SentencePiece model "
+            "(malformed piece %d)", what, id);
+      if (s->len[id] == 0)
+        BAD("%s: tokenizer.sentencepiece: piece %d is empty", what, id);
+      total += (int)s->len[id];
+    } else if ((f.num == 2 || f.num == 3) && f.wire == 2) {
+      /* TrainerSpec, NormalizerSpec */
+      q.p = f.data, q.end = f.data + f.len;
+      while ((rc = pbNext(&q, &g)) == 1) {
+        if (f.num == 2 && g.wire == 0) {
+          if (g.num == 3) s->model = (int)(g.v > 99 ? 99 : g.v);
+          if (g.num == 35) s->byte_fallback = g.v != 0;
+          if (g.num == 24 && g.v)
+            BAD("%s: tokenizer.sentencepiece: treat_whitespace_as_suffix is "
+                "not supported", what);
+        } else if (f.num == 2 && g.num == 44 && g.wire == 2) {
+          s->unk_surface = g.data, s->unk_surface_n = g.len;
+        } else if (f.num == 3 && g.wire == 0) {
+          if (g.num == 3) s->dummy_prefix = g.v != 0;
+          if (g.num == 4) s->extra_ws = g.v != 0;
+          if (g.num == 5) s->escape_ws = g.v != 0;
+        } else if (f.num == 3 && g.num == 2 && g.wire == 2) {
+          charsmap = g.data, charsmap_n = g.len;
+        }
+      }
+      if (rc < 0)
+        BAD("%s: tokenizer.sentencepiece is not a SentencePiece model "
+            "(malformed %s)", what,
+            f.num == 2 ? "trainer_spec" : "normalizer_spec");
+    }
+  }
+  if (s->model != M_UNIGRAM && s->model != M_BPE)
+    BAD("%s: tokenizer.sentencepiece: model_type %d is not supported (only "
+        "unigram and bpe)", what, s->model);
+
+  /* the trie and the reserved pieces */
+  for (cap = 16; cap < 2 * (size_t)total + 2; cap *= 2) {
+  }
+  s->node_id = malloc(((size_t)total + 257) * sizeof *s->node_id);
+  s->edges = calloc(cap, sizeof *s->edges);
+  s->l1 = malloc(256 * 256 * sizeof *s->l1);
+  s->edge_mask = cap - 1;
+  for (cap = 16; cap < 2 * (size_t)s->n; cap *= 2) {
+  }
+  s->reserved = malloc(cap * sizeof *s->reserved);
+  s->reserved_mask = cap - 1;
+  if (!s->node_id || !s->edges || !s->l1 || !s->reserved) goto nomem;
+  for (i = 0; i < cap; i++) s->reserved[i] = -1;
+  for (i = 0; i < 256 * 256; i++) s->l1[i] = -1;
+  for (i = 0; i < 257; i++) s->node_id[i] = -1;
+  s->n_nodes = 257;
+  s->min_score = FLT_MAX;
+  s->max_score = FLT_MIN;
+  for (k = 0; k < s->n; k++) {
+    int t = s->type[k];
+    if (t == P_NORMAL) {
+      if (s->score[k] < s->min_score) s->min_score = s->score[k];
+      if (s->score[k] > s->max_score) s->max_score = s->score[k];
+    }
+    if (t == P_NORMAL || t == P_USER || t == P_UNUSED) {
+      if (!trieAdd(s, k))
+        BAD("%s: tokenizer.sentencepiece: piece %d is defined twice", what, k);
+      if (t == P_USER) s->has_user = 1;
+      continue;
+    }
+    if (reservedFind(s, s->file + s->off[k], s->len[k]) >= 0)
+      BAD("%s: tokenizer.sentencepiece: piece %d is defined twice", what, k);
+    for (i = hashBytes(s->file + s->off[k], s->len[k]) & s->reserved_mask;
+         s->reserved[i] >= 0; i = (i + 1) & s->reserved_mask) {
+    }
+    s->reserved[i] = k;
+    if (t == P_UNKNOWN) {
+      if (s->unk >= 0)
+        BAD("%s: tokenizer.sentencepiece has two unknown pieces", what);
+      s->unk = k;
+    }
+    if (t == P_BYTE) {
+      const uint8_t *p = s->file + s->off[k];
+      int v = -1, d;
+      if (!s->byte_fallback)
+        BAD("%s: tokenizer.sentencepiece has byte pieces but no "
+            "byte_fallback", what);
+      if (s->len[k] == 6 && memcmp(p, "<0x", 3) == 0 && p[5] == '>') {
+        v = 0;
+        for (d = 3; d < 5 && v >= 0; d++)
+          v = p[d] >= '0' && p[d] <= '9' ? v * 16 + (p[d] - '0')
+              : p[d] >= 'A' && p[d] <= 'F' ? v * 16 + (p[d] - 'A' + 10) : -1;
+      }
+      if (v < 0)
+        BAD("%s: tokenizer.sentencepiece: byte piece %d is not <0x00> to "
+            "<0xFF>", what, k);
+      s->bytes[v] = k;
+    }
+  }
+  if (s->min_score == FLT_MAX) s->min_score = 0;
+  if (s->max_score == FLT_MIN) s->max_score = 0;
+  if (s->unk < 0)
+    BAD("%s: tokenizer.sentencepiece has no unknown piece", what);
+  if (s->byte_fallback)
+    for (k = 0; k < 256; k++)
+      if (s->bytes[k] < 0)
+        BAD("%s: tokenizer.sentencepiece has byte_fallback but no piece "
+            "<0x%02X>", what, k);
+
+  /* the precompiled character map: uint32 trie size, trie, replacements */
+  if (charsmap_n > 0) {
+    uint32_t tsize;
+    if (charsmap_n <= 4) BAD("%s: tokenizer.sentencepiece: the normalizer's "
+                             "character map is broken", what);
+    tsize = (uint32_t)charsmap[0] | (uint32_t)charsmap[1] << 8 |
+            (uint32_t)charsmap[2] << 16 | (uint32_t)charsmap[3] << 24;
+    if ((size_t)tsize >= charsmap_n - 4 || tsize < 4 || tsize % 4)
+      BAD("%s: tokenizer.sentencepiece: the normalizer's character map is "
+          "broken", what);
+    s->n_units = tsize / 4;
+    s->units = malloc(tsize);
+    if (!s->units) goto nomem;
+    for (i = 0; i < s->n_units; i++) {
+      const uint8_t *u = charsmap + 4 + 4 * i;
+      s->units[i] = (uint32_t)u[0] | (uint32_t)u[1] << 8 |
+                    (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
+    }
+    s->pool = charsmap + 4 + tsize;
+    s->pool_n = charsmap_n - 4 - tsize;
+  }
+  s->base.n_ids = s->n;
+  s->base.encode = spmEncode;
+  s->base.decode = spmDecode;
+  s->base.destroy = spmDestroy;
+  *out = &s->base;
+  return RELATTN_OK;
+nomem:
+  spmDestroy(&s->base);
+  return RELATTN_ERR_NOMEM;
+fail:
+  spmDestroy(&s->base);
+  return rc;
 }

@@ -39,7 +39,7 @@ int relattn_bytebuf_add(relattn_bytebuf *b, const void *p, size_t n) {
     if (!q) return RELATTN_ERR_NOMEM;
     b->p = q, b->cap = cap;
   }
-  if (n) memcpy(b->p + b->n, p, n);
+  if (n && p) memcpy(b->p + b->n, p, n); /* p NULL: room only */
   b->n += n;
   return RELATTN_OK;
 }

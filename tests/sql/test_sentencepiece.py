@@ -1,0 +1,165 @@
+"""The sentencepiece tokenizer exact against Debian's python3-sentencepiece
+(0.1.97, its C++ core): models trained here on the corpus (unigram and BPE,
+several vocabulary sizes, with and without byte fallback, nmt_nfkc and
+identity normalization, user-defined pieces, whitespace options), then
+identical ids to sp.encode on the 10,000-line multilingual corpus
+(tests/tok/corpus.py), and decode equal to sp.decode."""
+import io
+import json
+import sqlite3
+import sys
+import pathlib
+
+import numpy as np
+import pytest
+
+from conftest import connect
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "tok"))
+import corpus  # noqa: E402
+import modelgen  # noqa: E402
+
+spm = pytest.importorskip("sentencepiece")
+
+MODELS = {
+    "unigram_nfkc_1000": dict(model_type="unigram", vocab_size=1000),
+    "unigram_identity_bytes_1500": dict(model_type="unigram", vocab_size=1500,
+                                        byte_fallback=True,
+                                        normalization_rule_name="identity"),
+    "unigram_user_bytes_1100": dict(model_type="unigram", vocab_size=1100,
+                                   byte_fallback=True,
+                                   user_defined_symbols=["<sep>", "foo", "▁the"],
+                                   control_symbols=["<cls>"]),
+    "unigram_keep_spaces_800": dict(model_type="unigram", vocab_size=800,
+                                    remove_extra_whitespaces=False,
+                                    add_dummy_prefix=False),
+    "bpe_nfkc_800": dict(model_type="bpe", vocab_size=800),
+    "bpe_identity_bytes_1200": dict(model_type="bpe", vocab_size=1200,
+                                    byte_fallback=True,
+                                    normalization_rule_name="identity"),
+    "bpe_user_600": dict(model_type="bpe", vocab_size=600,
+                         user_defined_symbols=["<sep>", "foo"],
+                         remove_extra_whitespaces=False),
+}
+
+
+@pytest.fixture(scope="session")
+def lines():
+    return corpus.lines(10000)
+
+
+@pytest.fixture(scope="session")
+def models(lines):
+    """Each model trained once per session, on a quarter of the corpus."""
+    train = [b.decode("utf-8", "replace") for b in lines[::4]]
+    out = {}
+    for name, opts in MODELS.items():
+        f = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(train), model_writer=f, minloglevel=2,
+            character_coverage=0.98, num_threads=1, **opts)
+        out[name] = f.getvalue()
+    return out
+
+
+def sp_config(n):
+    cfg = modelgen.config(vocab_size=n + 2, bos=None, eos=None, pad=None)
+    cfg["tokenizer"] = {"type": "sentencepiece", "bos": 1, "eos": 2}
+    return cfg
+
+
+def load(db, name, model, rng):
+    sp = spm.SentencePieceProcessor(model_proto=model)
+    cfg = sp_config(sp.get_piece_size())
+    db.execute("SELECT relattn_import(?, ?, NULL, ?)",
+               (name, modelgen.safetensors(cfg, rng), model))
+    return sp
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_sentencepiece_exact_on_corpus(name, models, lines, rng):
+    db = connect()
+    db.text_factory = bytes
+    sp = load(db, "s", models[name], rng)
+    db.execute("CREATE TABLE corpus(id INTEGER PRIMARY KEY, body TEXT)")
+    db.executemany("INSERT INTO corpus VALUES (?, CAST(? AS TEXT))",
+                   enumerate(lines))
+    got = db.execute("SELECT relattn_tokenize('s', body) FROM corpus "
+                     "ORDER BY id").fetchall()
+    assert len(got) == len(lines) >= 10000
+    bad = []
+    used = set()
+    for i, ((g,), line) in enumerate(zip(got, lines)):
+        ids = np.frombuffer(g, "<i4").tolist()
+        used.update(ids)
+        if ids != sp.encode(line):
+            bad.append(i)
+    assert not bad, (name, len(bad), [lines[i][:60] for i in bad[:3]])
+    # the corpus reaches what the model has: unknown or byte pieces
+    opts = MODELS[name]
+    if opts.get("byte_fallback"):
+        assert any(sp.is_byte(i) for i in used)
+    else:
+        assert sp.unk_id() in used
+    # decode as sp.decode, every line (it inverts encode where sp's does)
+    dec = db.execute("SELECT relattn_detokenize('s', relattn_tokenize('s', "
+                     "body)) FROM corpus ORDER BY id").fetchall()
+    for (d,), (g,), line in zip(dec, got, lines):
+        assert d == sp.decode(np.frombuffer(g, "<i4").tolist()).encode(), line
+    db.close()
+
+
+def test_sentencepiece_pieces_by_hand(models, db, rng):
+    sp = load(db, "s", models["unigram_user_bytes_1100"], rng)
+
+    def tok(text):
+        return np.frombuffer(db.execute("SELECT relattn_tokenize('s', ?)",
+                                        (text,)).fetchone()[0], "<i4").tolist()
+    sep = sp.piece_to_id("<sep>")
+    assert sep in tok("a<sep>b")                 # user-defined: whole
+    assert tok("  ") == [] and tok("") == []
+    b = tok("\U0001F99C")                        # a parrot: four bytes
+    assert [sp.id_to_piece(i) for i in b[-4:]] == ["<0xF0>", "<0x9F>", "<0xA6>",
+                                                   "<0x9C>"]
+    assert db.execute("SELECT relattn_detokenize('s', relattn_tokens(?))",
+                      (json.dumps([sp.piece_to_id("<cls>")] + b),)
+                      ).fetchone()[0] == "\U0001F99C"  # control: invisible
+
+
+def test_sentencepiece_file_errors(db, rng, models):
+    cfg = sp_config(2000)
+    blob = modelgen.safetensors(cfg, rng)
+
+    def err(model):
+        with pytest.raises(sqlite3.OperationalError) as e:
+            db.execute("SELECT relattn_import('s', ?, NULL, ?)", (blob, model))
+        return str(e.value)
+    assert err(b"\x0a\xff") == (
+        "relattn_import: tokenizer.sentencepiece is not a SentencePiece model "
+        "(malformed protobuf at byte 2)")
+    assert err(b"") == "relattn_import: tokenizer.sentencepiece has no pieces"
+    assert err(b"\x0a\x00") == (
+        "relattn_import: tokenizer.sentencepiece: piece 0 is empty")
+    assert err(b"\x0a\x03\x0a\x01a") == (
+        "relattn_import: tokenizer.sentencepiece has no unknown piece")
+    assert err(b"\x0a\x03\x0a\x01a\x0a\x03\x0a\x01a") == (
+        "relattn_import: tokenizer.sentencepiece: piece 1 is defined twice")
+    assert err(b"\x0a\x05\x0a\x01a\x18\x02\x12\x02\x18\x03") == (
+        "relattn_import: tokenizer.sentencepiece: model_type 3 is not "
+        "supported (only unigram and bpe)")
+    assert err(b"\x0a\x05\x0a\x01a\x18\x09") == (
+        "relattn_import: tokenizer.sentencepiece: piece 0 has an unknown "
+        "type 9")
+    m = models["unigram_nfkc_1000"]
+    assert err(m[:len(m) // 2]).startswith(
+        "relattn_import: tokenizer.sentencepiece is not a SentencePiece model")
+    small = sp_config(10)
+    with pytest.raises(sqlite3.OperationalError) as e:
+        db.execute("SELECT relattn_import('s', ?, NULL, ?)",
+                   (modelgen.safetensors(small, rng), m))
+    assert str(e.value) == ("relattn_import: the tokenizer has 1000 tokens, "
+                            "more than vocab_size (12)")
+    assert db.execute("SELECT count(*) FROM sqlite_schema WHERE name = "
+                      "'relattn_model'").fetchone()[0] == 0
