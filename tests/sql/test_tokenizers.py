@@ -269,3 +269,29 @@ def test_limit_before_the_work(db, rng):
         db.execute("SELECT relattn_embed('w', 'a a a a a a')")
     assert str(e.value) == ("relattn_embed: tokens has more tokens than "
                             "relattn_max_tokens() = 5")
+
+
+def test_scan_and_model_functions_use_the_tokenizer(db, rng, lines, vocab):
+    """relattn_scan and the model functions tokenize TEXT with the model's
+    tokenizer: as many tokens as the reference gives, bos ([CLS]) in front,
+    the same embedding as relattn_embed over the tokenized BLOB."""
+    import_wp(db, "w", vocab, rng)
+    ref = bert_ref.Bert(vocab)
+    docs = [t for t in texts(lines[::500]) if ref.encode(t)][:12]
+    db.execute("CREATE TABLE docs(body TEXT)")
+    db.executemany("INSERT INTO docs VALUES (?)", [(t,) for t in docs])
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='w', "
+               "source='docs', tokens='body')")
+    rows = db.execute("SELECT id, n_tokens, embedding FROM temp.job ORDER BY "
+                      "id").fetchall()
+    assert [r[1] for r in rows] == [len(ref.encode(t)) for t in docs]
+    for (rowid, _, emb), t in zip(rows, docs):
+        blob = db.execute("SELECT relattn_tokenize('w', ?)", (t,)).fetchone()[0]
+        want = db.execute("SELECT relattn_embed('w', ?)", (blob,)).fetchone()[0]
+        assert np.array_equal(np.frombuffer(emb, "<f4"),
+                              np.frombuffer(want, "<f4"))
+    # [CLS] (bos) goes in front: scoring the text scores every token
+    t = docs[0]
+    lp = db.execute("SELECT count(*) FROM relattn_logprobs('w', ?)",
+                    (t,)).fetchone()[0]
+    assert lp == len(ref.encode(t))

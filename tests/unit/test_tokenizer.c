@@ -1,0 +1,135 @@
+/*
+** test_tokenizer.c: the tokenizer interface (src/tokenizer.c) and the
+** Unicode helpers (src/unicode.c) without SQLite: UTF-8 decoding against a
+** reference decoder written here from RFC 3629's table, random byte
+** strings through the byte tokenizer, the limit that stops encoding early,
+** and WordPiece's file checks. (Exactness against the reference
+** tokenizers is tested through SQL: tests/sql/test_tokenizers.py and
+** test_sentencepiece.py.)
+*/
+#include <string.h>
+
+#include "relattn.h"
+#include "unicode.h"
+#include "unit.h"
+
+/* RFC 3629, section 4: the well-formed byte sequences. */
+static int ref_len(const uint8_t *s, size_t n) {
+  uint8_t a = s[0], b = n > 1 ? s[1] : 0, c = n > 2 ? s[2] : 0,
+          d = n > 3 ? s[3] : 0;
+#define T(x) ((x) >= 0x80 && (x) <= 0xBF)
+  if (a <= 0x7F) return 1;
+  if (a >= 0xC2 && a <= 0xDF) return n > 1 && T(b) ? 2 : 0;
+  if (a == 0xE0) return n > 2 && b >= 0xA0 && b <= 0xBF && T(c) ? 3 : 0;
+  if ((a >= 0xE1 && a <= 0xEC) || a == 0xEE || a == 0xEF)
+    return n > 2 && T(b) && T(c) ? 3 : 0;
+  if (a == 0xED) return n > 2 && b >= 0x80 && b <= 0x9F && T(c) ? 3 : 0;
+  if (a == 0xF0)
+    return n > 3 && b >= 0x90 && b <= 0xBF && T(c) && T(d) ? 4 : 0;
+  if (a >= 0xF1 && a <= 0xF3) return n > 3 && T(b) && T(c) && T(d) ? 4 : 0;
+  if (a == 0xF4)
+    return n > 3 && b >= 0x80 && b <= 0x8F && T(c) && T(d) ? 4 : 0;
+  return 0;
+#undef T
+}
+
+static void check_utf8(void) {
+  int i, k, bad = 0;
+  for (i = 0; i < 200000; i++) {
+    uint8_t s[4], back[4];
+    size_t n = 1 + unit_next() % 4;
+    uint32_t cp = 0;
+    int got, want;
+    for (k = 0; k < 4; k++) {
+      uint64_t r = unit_next();
+      s[k] = (uint8_t)(k == 0 ? r : (r & 1) ? 0x80 | (r >> 8 & 0x3F) : r >> 8);
+    }
+    got = relattn_utf8_decode(s, n, &cp);
+    want = ref_len(s, n);
+    if (got != want) bad++;
+    if (got > 0 && (relattn_utf8_encode(cp, back) != got ||
+                    memcmp(back, s, (size_t)got) != 0))
+      bad++;
+  }
+  CHECK(bad == 0, "utf8: %d disagreements with RFC 3629", bad);
+}
+
+static void check_bytes(void) {
+  relattn_config c;
+  relattn_tokenizer *t;
+  char err[256];
+  uint8_t text[300], *out;
+  int32_t *ids, marks[4] = {65, 256, 66, 999};
+  size_t n, i, len;
+  int ok = 1, rc;
+  memset(&c, 0, sizeof c);
+  c.tok_type = RELATTN_TOK_BYTES;
+  c.vocab_size = 1000;
+  c.bos = 256, c.eos = -1, c.pad = -1;
+  CHECK(relattn_tokenizer_new(&t, &c, NULL, 0, "t", err, sizeof err) ==
+            RELATTN_OK, "bytes: %s", err);
+  for (i = 0; i < sizeof text; i++) text[i] = (uint8_t)unit_next();
+  CHECK(relattn_tokenizer_encode(t, text, sizeof text, 2, 1000, &ids, &n) ==
+            RELATTN_OK && n == sizeof text, "bytes: encode");
+  for (i = 0; i < n; i++) ok &= ids[2 + i] == text[i];
+  CHECK(ok, "bytes: ids are the bytes, after the lead slots");
+  CHECK(relattn_tokenizer_decode(t, ids + 2, n, &out, &len, "t", err,
+                                 sizeof err) == RELATTN_OK &&
+            len == sizeof text && memcmp(out, text, len) == 0 && out[len] == 0,
+        "bytes: decode inverts encode");
+  free(out);
+  free(ids);
+  /* the limit stops the work: 299 allowed, 300 given */
+  rc = relattn_tokenizer_encode(t, text, sizeof text, 1, 299, &ids, &n);
+  CHECK(rc == RELATTN_ERR_TOOBIG && ids == NULL, "bytes: limit, rc %d", rc);
+  rc = relattn_tokenizer_decode(t, marks, 4, &out, &len, "d", err, sizeof err);
+  CHECK(rc == RELATTN_ERR_ARG &&
+            strcmp(err, "d: token 999 at position 3 is not a byte (0-255) "
+                        "nor the tokenizer's bos, eos or pad") == 0,
+        "bytes: decode error '%s'", err);
+  relattn_tokenizer_free(t);
+}
+
+static void check_wordpiece(void) {
+  relattn_config c;
+  relattn_tokenizer *t;
+  char err[256];
+  const char *vocab = "[UNK]\r\nun\r##aff\n##able\nx";
+  int32_t *ids;
+  size_t n;
+  memset(&c, 0, sizeof c);
+  c.tok_type = RELATTN_TOK_WORDPIECE;
+  c.vocab_size = 5;
+  c.bos = c.eos = c.pad = -1;
+  c.do_lower_case = 1, c.strip_accents = -1, c.chinese_chars = 1;
+  CHECK(relattn_tokenizer_new(&t, &c, (const uint8_t *)vocab, strlen(vocab),
+                              "t", err, sizeof err) == RELATTN_OK,
+        "wordpiece: %s", err);
+  CHECK(relattn_tokenizer_n_ids(t) == 5, "wordpiece: 5 lines");
+  CHECK(relattn_tokenizer_encode(t, (const uint8_t *)"UNAFFABLE", 9, 0, 10,
+                                 &ids, &n) == RELATTN_OK && n == 3 &&
+            ids[0] == 1 && ids[1] == 2 && ids[2] == 3,
+        "wordpiece: un ##aff ##able");
+  free(ids);
+  relattn_tokenizer_free(t);
+  c.vocab_size = 4;
+  CHECK(relattn_tokenizer_new(&t, &c, (const uint8_t *)vocab, strlen(vocab),
+                              "t", err, sizeof err) == RELATTN_ERR_ARG &&
+            strcmp(err, "t: the tokenizer has 5 tokens, more than vocab_size "
+                        "(4)") == 0,
+        "wordpiece: too many tokens: '%s'", err);
+  c.vocab_size = 10;
+  CHECK(relattn_tokenizer_new(&t, &c, (const uint8_t *)"a\xff\n", 3, "t", err,
+                              sizeof err) == RELATTN_ERR_FORMAT &&
+            strcmp(err, "t: tokenizer.wordpiece is not valid UTF-8 at byte "
+                        "1") == 0,
+        "wordpiece: invalid UTF-8: '%s'", err);
+}
+
+int main(void) {
+  unit_seed();
+  check_utf8();
+  check_bytes();
+  check_wordpiece();
+  UNIT_DONE();
+}
