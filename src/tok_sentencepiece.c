@@ -450,6 +450,12 @@ typedef struct heap {
   pair *p;
   size_t n, cap;
 } heap;
+/* Where unused pieces were merged from (bpe_model.cc's rev_merge): the
+** last pair recorded for a piece is the one it splits back into. */
+typedef struct revmerge {
+  struct { int32_t id; uint32_t left; } *p;
+  size_t n, cap;
+} revmerge;
 
 static int pairBefore(const pair *a, const pair *b) { /* a pops first */
   return a->score > b->score || (a->score == b->score && a->left < b->left);
@@ -485,7 +491,7 @@ static pair heapPop(heap *h) {
 }
 
 static int addPair(const spm *s, const uint8_t *t, const sym *y, int32_t l,
-                   int32_t r, heap *h) {
+                   int32_t r, heap *h, revmerge *rm) {
   int32_t id;
   pair x;
   if (l < 0 || r < 0 || y[l].freeze || y[r].freeze) return RELATTN_OK;
@@ -494,29 +500,39 @@ static int addPair(const spm *s, const uint8_t *t, const sym *y, int32_t l,
   x.score = s->score[id];
   x.left = l, x.right = r;
   x.size = y[l].len + y[r].len;
+  if (s->type[id] == P_UNUSED) {
+    if (rm->n == rm->cap) {
+      size_t cap = rm->cap ? 2 * rm->cap : 16;
+      void *q = realloc(rm->p, cap * sizeof *rm->p);
+      if (!q) return RELATTN_ERR_NOMEM;
+      rm->p = q, rm->cap = cap;
+    }
+    rm->p[rm->n].id = id;
+    rm->p[rm->n++].left = y[l].len;
+  }
   return heapPush(h, x);
 }
 
-/* Unused pieces are split back into what they were merged from: the
-** leftmost split whose halves are pieces (the reference remembers the
-** merge; any merge that made it had halves that were pieces). */
+/* An unused piece is split back into the pair it was merged from, each
+** half again when it is unused too. */
 static int resegment(const spm *s, const uint8_t *p, size_t n,
-                     relattn_idbuf *out, int depth) {
+                     const revmerge *rm, relattn_idbuf *out) {
   int32_t id = pieceToId(s, p, n);
-  size_t k;
-  if (id < 0 || s->type[id] != P_UNUSED || depth > 64)
+  size_t k = rm->n;
+  int rc;
+  if (id < 0 || s->type[id] != P_UNUSED) return emit(s, id, p, n, out);
+  while (k > 0 && rm->p[k - 1].id != id) k--;
+  if (k == 0 || rm->p[k - 1].left == 0 || rm->p[k - 1].left >= n)
     return emit(s, id, p, n, out);
-  for (k = 1; k < n; k++)
-    if (trieFind(s, p, k) >= 0 && trieFind(s, p + k, n - k) >= 0) {
-      int rc = resegment(s, p, k, out, depth + 1);
-      return rc ? rc : resegment(s, p + k, n - k, out, depth + 1);
-    }
-  return emit(s, id, p, n, out);
+  k = rm->p[k - 1].left; /* both halves are shorter: this ends */
+  rc = resegment(s, p, k, rm, out);
+  return rc ? rc : resegment(s, p + k, n - k, rm, out);
 }
 
 static int bpe(const spm *s, const uint8_t *t, size_t n, relattn_idbuf *out) {
   sym *y;
   heap h = {0};
+  revmerge rm = {0};
   size_t pos = 0, ny = 0;
   int32_t i;
   int rc = RELATTN_OK;
@@ -535,7 +551,7 @@ static int bpe(const spm *s, const uint8_t *t, size_t n, relattn_idbuf *out) {
     ny++;
   }
   for (i = 1; i < (int32_t)ny && rc == RELATTN_OK; i++)
-    rc = addPair(s, t, y, i - 1, i, &h);
+    rc = addPair(s, t, y, i - 1, i, &h, &rm);
   while (h.n > 0 && rc == RELATTN_OK) {
     pair top = heapPop(&h);
     sym *l = &y[top.left], *r = &y[top.right];
@@ -544,12 +560,13 @@ static int bpe(const spm *s, const uint8_t *t, size_t n, relattn_idbuf *out) {
     l->next = r->next;
     if (r->next >= 0) y[r->next].prev = top.left;
     r->len = 0;
-    rc = addPair(s, t, y, l->prev, top.left, &h);
-    if (rc == RELATTN_OK) rc = addPair(s, t, y, top.left, l->next, &h);
+    rc = addPair(s, t, y, l->prev, top.left, &h, &rm);
+    if (rc == RELATTN_OK) rc = addPair(s, t, y, top.left, l->next, &h, &rm);
   }
   for (i = ny ? 0 : -1; i >= 0 && rc == RELATTN_OK; i = y[i].next)
-    rc = resegment(s, t + y[i].start, y[i].len, out, 0);
+    rc = resegment(s, t + y[i].start, y[i].len, &rm, out);
   free(h.p);
+  free(rm.p);
   free(y);
   return rc;
 }

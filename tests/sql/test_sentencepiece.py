@@ -163,3 +163,94 @@ def test_sentencepiece_file_errors(db, rng, models):
                             "more than vocab_size (12)")
     assert db.execute("SELECT count(*) FROM sqlite_schema WHERE name = "
                       "'relattn_model'").fetchone()[0] == 0
+
+
+def varint(b, i):
+    """(value, next index) of the protobuf varint at b[i]."""
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return v, i
+
+
+def put_varint(v):
+    out = bytearray()
+    while True:
+        c = v & 0x7F
+        v >>= 7
+        out.append(c | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def mark_unused(model, pick):
+    """The model with the pieces pick(index, piece) chooses made UNUSED
+    (type 5): a protobuf rewrite of ModelProto's field 1 (SentencePiece:
+    1 piece, 2 score, 3 type), the other fields copied as they are."""
+    out, i, k = bytearray(), 0, 0
+    while i < len(model):
+        start = i
+        key, i = varint(model, i)
+        wire = key & 7
+        if wire == 0:
+            _, i = varint(model, i)
+        elif wire == 5:
+            i += 4
+        elif wire == 1:
+            i += 8
+        else:
+            n, i = varint(model, i)
+            body = model[i:i + n]
+            i += n
+            if key >> 3 == 1:
+                fields, j, piece, typ = bytearray(), 0, b"", b""
+                while j < len(body):
+                    s0 = j
+                    fk, j = varint(body, j)
+                    if fk & 7 == 0:
+                        _, j = varint(body, j)
+                    elif fk & 7 == 5:
+                        j += 4
+                    else:
+                        m, j = varint(body, j)
+                        if fk >> 3 == 1:
+                            piece = body[j:j + m]
+                        j += m
+                    if fk >> 3 != 3:
+                        fields += body[s0:j]
+                    else:
+                        typ = body[s0:j]
+                fields += b"\x18\x05" if pick(k, piece.decode()) else typ
+                k += 1
+                out += b"\x0a" + put_varint(len(fields)) + fields
+                continue
+        out += model[start:i]
+    return bytes(out)
+
+
+@pytest.mark.parametrize("name", ["bpe_nfkc_800", "unigram_nfkc_1000"])
+def test_sentencepiece_unused_pieces(name, models, lines, rng):
+    """Pieces marked unused: unigram never picks them, BPE splits them back
+    into the pair it merged them from (resegment), as sp.encode does."""
+    sp0 = spm.SentencePieceProcessor(model_proto=models[name])
+    model = mark_unused(models[name], lambda k, p: (
+        len(p) >= 2 and not sp0.is_control(k) and not sp0.is_unknown(k)
+        and k % 3 == 0))
+    db = connect()
+    db.text_factory = bytes
+    sp = load(db, "s", model, rng)
+    assert sum(sp.is_unused(i) for i in range(sp.get_piece_size())) > 50
+    assert sp.get_piece_size() == sp0.get_piece_size()
+    db.execute("CREATE TABLE corpus(id INTEGER PRIMARY KEY, body TEXT)")
+    db.executemany("INSERT INTO corpus VALUES (?, CAST(? AS TEXT))",
+                   enumerate(lines[::3]))
+    got = db.execute("SELECT relattn_tokenize('s', body) FROM corpus "
+                     "ORDER BY id").fetchall()
+    bad = [i for i, ((g,), line) in enumerate(zip(got, lines[::3]))
+           if np.frombuffer(g, "<i4").tolist() != sp.encode(line)]
+    assert not bad, (name, len(bad))
+    db.close()
