@@ -6,6 +6,7 @@
 #   make asan       the same tests under -fsanitize=address,undefined
 #   make demo       the bundled model on the bundled corpus, in the sqlite3 shell
 #   make bench      ratios: relative vs plain attention, SQL overhead, scaling
+#   make experiments  the position sweep (experiments/sweep.py, docs/experiments.md)
 #   make fuzz       libFuzzer targets, bounded time each
 #   make deps       install missing Debian packages (apt-get only when needed)
 #   make install    relattn.so, the Python module, the bundled model and SQL scripts
@@ -43,7 +44,7 @@ DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
 DEB_MODEL ?= python3-torch bible-kjv bible-kjv-text sqlite3-doc
 
-.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model test unit asan asan-build demo model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster fuzz fuzz-build clean
+.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -90,6 +91,13 @@ demo: deps
 # models/tiny.* and sql/demo_corpus.sql. Not part of `make test`.
 model: deps-model
 	$(PYTHON) models/train.py
+
+# The position sweep: small models trained on the bundled corpus, scored in SQL,
+# rows in experiments/results.db, pictures in docs/img (docs/experiments.md).
+# Resumes: runs already in the results are skipped. Not part of `make test`.
+experiments: deps-model
+	$(MAKE) all
+	$(PYTHON) experiments/sweep.py
 
 # The normal build and the same suite under ASan + UBSan (LeakSanitizer
 # included). Both builds come first, so the last line printed is the summary
