@@ -1,7 +1,8 @@
 /*
 ** tok_wordpiece.c: BERT's tokenizer, as Hugging Face's slow BertTokenizer
 ** (transformers, models/bert/tokenization_bert.py: BasicTokenizer, then
-** WordpieceTokenizer) gives it for a text without special tokens in it.
+** WordpieceTokenizer, after tokenization_utils.py's split on the special
+** tokens) gives it.
 **
 ** The file is BERT's vocab.txt: one token per line (lines end with \n,
 ** \r\n or \r, as Python's universal newlines read them); a token's id is
@@ -9,6 +10,8 @@
 **
 ** HOW IT WORKS (each step as the Python does it; the Unicode properties
 ** come from tables generated from Python's unicodedata, src/unicode_gen.py)
+**   0. the special tokens [UNK] [SEP] [PAD] [CLS] [MASK] of the vocabulary,
+**      written in the text, are split off first, each its own id
 **   1. clean: U+0000, U+FFFD and control characters (category C*, except
 **      \t \n \r) are dropped, invalid UTF-8 with them; BERT's whitespace
 **      (\t \n \r, space, Zs) becomes a space
@@ -45,6 +48,7 @@ typedef struct wordpiece {
   wp_slot *slots;         /* open addressing, power of two */
   size_t mask;
   int unk;
+  int32_t special[5];     /* ids of specials[] (below), -1: not in the vocab */
   int lower, strip, chinese;
 } wordpiece;
 
@@ -202,9 +206,9 @@ static int pieceIds(const wordpiece *w, const uint32_t *cp, size_t n,
   return RELATTN_OK;
 }
 
-static int wpEncode(const relattn_tokenizer *t, const uint8_t *text, size_t n,
-                    relattn_idbuf *out) {
-  const wordpiece *w = (const wordpiece *)t;
+/* Steps 1 to 6 on text without special tokens. */
+static int wpText(const wordpiece *w, const uint8_t *text, size_t n,
+                  relattn_idbuf *out) {
   cpbuf cps = {0}, tmp = {0};
   uint8_t buf[2 + 4 * MAX_WORD_CHARS];
   size_t i = 0, start;
@@ -237,6 +241,35 @@ static int wpEncode(const relattn_tokenizer *t, const uint8_t *text, size_t n,
   }
   free(cps.p);
   free(tmp.p);
+  return rc;
+}
+
+/* The special tokens BertTokenizer never splits: written in the text, each
+** is its own id (PreTrainedTokenizer.tokenize splits the text on them
+** first, case-sensitively); the text between them is tokenized alone. */
+static const char *const specials[] = {"[UNK]", "[SEP]", "[PAD]", "[CLS]",
+                                       "[MASK]"};
+
+static int wpEncode(const relattn_tokenizer *t, const uint8_t *text, size_t n,
+                    relattn_idbuf *out) {
+  const wordpiece *w = (const wordpiece *)t;
+  size_t i, seg = 0, k;
+  int rc = RELATTN_OK;
+  for (i = 0; i < n && rc == RELATTN_OK; i++) {
+    if (text[i] != '[') continue;
+    for (k = 0; k < 5; k++) {
+      size_t len = strlen(specials[k]);
+      if (w->special[k] >= 0 && n - i >= len &&
+          memcmp(text + i, specials[k], len) == 0) {
+        if (i > seg) rc = wpText(w, text + seg, i - seg, out);
+        if (rc == RELATTN_OK) rc = relattn_idbuf_push(out, w->special[k]);
+        seg = i + len;
+        i = seg - 1;
+        break;
+      }
+    }
+  }
+  if (rc == RELATTN_OK && n > seg) rc = wpText(w, text + seg, n - seg, out);
   return rc;
 }
 
@@ -371,6 +404,8 @@ int relattn_wordpiece_init(relattn_tokenizer **out, const relattn_config *c,
   w->base.decode = wpDecode;
   w->base.destroy = wpDestroy;
   w->unk = lookup(w, (const uint8_t *)"[UNK]", 5);
+  for (k = 0; k < 5; k++)
+    w->special[k] = lookup(w, (const uint8_t *)specials[k], strlen(specials[k]));
   w->lower = c->do_lower_case;
   w->strip = c->strip_accents < 0 ? c->do_lower_case : c->strip_accents;
   w->chinese = c->chinese_chars;

@@ -145,6 +145,10 @@ def test_wordpiece_hand_checked(db, rng):
     assert tok("w", "a" * 101) == [1]         # [UNK] past 100 characters
     assert tok("w", "he\x00llo\u200b") == [4]  # control characters dropped
     assert tok("w", " \t\n") == []
+    # special tokens written in the text: their own ids, case-sensitive
+    # ([MASK] is not in this vocabulary: text, three [UNK])
+    assert tok("w", "[CLS] hello[SEP]worlds [MASK]") == [2, 4, 3, 5, 6, 1, 1, 1]
+    assert tok("w", "[cls]") == [1, 1, 1]
     assert db.execute("SELECT relattn_detokenize('w', relattn_tokens("
                       "'[4,7,13,14,15]'))").fetchone()[0] == "hello , unaffable"
 

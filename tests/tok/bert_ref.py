@@ -4,10 +4,16 @@ wordpiece tokenizer is tested against.
 Written from transformers' models/bert/tokenization_bert.py (BasicTokenizer,
 WordpieceTokenizer, load_vocab, convert_tokens_to_string) and
 tokenization_utils.py (_is_whitespace, _is_control, _is_punctuation), for a
-text with no special tokens in it (BertTokenizer._tokenize). Only Python's
-standard library: unicodedata is the source of every character property.
+text: the special tokens in it split off first, case-sensitively, as
+PreTrainedTokenizer.tokenize does with its no-split tokens (the whitespace
+it strips around them the basic tokenizer drops anyway), then
+BertTokenizer._tokenize on each piece between them. Only Python's standard
+library: unicodedata is the source of every character property.
 """
+import re
 import unicodedata
+
+SPECIALS = ["[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]"]
 
 
 def load_vocab(data):
@@ -119,7 +125,16 @@ class Bert:
         return pieces
 
     def tokenize(self, text):
-        return [p for w in self.basic(text) for p in self.wordpiece(w)]
+        specials = [t for t in SPECIALS if t in self.vocab]
+        parts = (re.split("(%s)" % "|".join(map(re.escape, specials)), text)
+                 if specials else [text])
+        out = []
+        for i, part in enumerate(parts):
+            if i % 2:
+                out.append(part)
+            else:
+                out += [p for w in self.basic(part) for p in self.wordpiece(w)]
+        return out
 
     def encode(self, text):
         return [self.vocab.get(t, self.vocab.get(self.unk))

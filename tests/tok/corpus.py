@@ -72,6 +72,10 @@ def generated_lines(n, seed=7):
                 w = w[:1] + rng.choice(CONTROL) + w[1:]
             if rng.random() < 0.02:
                 w = w * 30  # long words ([UNK] past 100 characters)
+            if rng.random() < 0.01:
+                # BERT's special tokens written in the text
+                w += rng.choice(["[CLS]", "[SEP]", "[MASK]", "[UNK]", "[PAD]",
+                                 "[cls]", "[MASK", " [SEP] "])
             words.append(w)
         sep = rng.choice([" ", " ", " ", "  ", "\t", " \u00a0", "\u3000"])
         line = sep.join(words)
