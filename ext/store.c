@@ -45,6 +45,7 @@
 #include "functions.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 
 SQLITE_EXTENSION_INIT3
@@ -83,39 +84,78 @@ static int sqlCode(sqlite3 *db) {
 
 /* ---- config -------------------------------------------------------------- */
 
-enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_OBJ, K_ID, K_OPTBOOL };
+enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_OBJ, K_ID, K_OPTBOOL, K_DBL };
 
+/* position.type's choices and what each decodes to */
+static const int position_types[] = {RELATTN_POS_SHAW, RELATTN_POS_NONE,
+                                     RELATTN_POS_T5, RELATTN_POS_ALIBI,
+                                     RELATTN_POS_ROPE};
+static const int rotary_styles[] = {1, 0}; /* half, interleaved */
+
+#define NO_FIELD ((size_t)-1)
+#define F(f) offsetof(relattn_config, f)
+/* Each key: its JSON path, the name errors use, its kind, the choices of an
+** enum ("a|b", decoded to their index, or to values[index]), the field it
+** sets (an int, float for K_NUM, double for K_DBL), and for position keys
+** the one type they belong to (-1: any): such a key is refused with another
+** type, and optional with its own unless required. Keys absent and not
+** required keep the defaults configDecode sets. */
 static const struct config_key {
-  const char *path, *key; /* JSON path, and the name errors use */
+  const char *path, *key;
   int kind;
-  const char *choices;    /* K_ENUM: "a|b" */
+  const char *choices;
+  const int *values;
+  size_t field;
+  int only;                /* RELATTN_POS_* or -1 */
+  int required;
 } config_keys[] = {
-    {"$.arch", "arch", K_ENUM, "decoder|encoder"},
-    {"$.vocab_size", "vocab_size", K_INT, 0},
-    {"$.d_model", "d_model", K_INT, 0},
-    {"$.n_layers", "n_layers", K_INT, 0},
-    {"$.n_heads", "n_heads", K_INT, 0},
-    {"$.d_ff", "d_ff", K_INT, 0},
-    {"$.norm", "norm", K_ENUM, "pre|post"},
-    {"$.norm_eps", "norm_eps", K_NUM, 0},
-    {"$.activation", "activation", K_ENUM, "gelu|relu"},
-    {"$.tie_embeddings", "tie_embeddings", K_BOOL, 0},
-    {"$.position", "position", K_OBJ, 0},
-    {"$.position.type", "position.type", K_ENUM, "shaw"},
-    {"$.position.clip", "position.clip", K_INT, 0},
-    {"$.position.values", "position.values", K_BOOL, 0},
-    {"$.position.per_head", "position.per_head", K_BOOL, 0},
-    {"$.tokenizer", "tokenizer", K_OBJ, 0},
+    {"$.arch", "arch", K_ENUM, "decoder|encoder", 0, F(arch), -1, 1},
+    {"$.vocab_size", "vocab_size", K_INT, 0, 0, F(vocab_size), -1, 1},
+    {"$.d_model", "d_model", K_INT, 0, 0, F(d_model), -1, 1},
+    {"$.n_layers", "n_layers", K_INT, 0, 0, F(n_layers), -1, 1},
+    {"$.n_heads", "n_heads", K_INT, 0, 0, F(n_heads), -1, 1},
+    {"$.d_ff", "d_ff", K_INT, 0, 0, F(d_ff), -1, 1},
+    {"$.norm", "norm", K_ENUM, "pre|post", 0, F(norm), -1, 1},
+    {"$.norm_eps", "norm_eps", K_NUM, 0, 0, F(norm_eps), -1, 1},
+    {"$.activation", "activation", K_ENUM, "gelu|relu", 0, F(activation), -1,
+     1},
+    {"$.tie_embeddings", "tie_embeddings", K_BOOL, 0, 0, F(tie_embeddings),
+     -1, 1},
+    {"$.position", "position", K_OBJ, 0, 0, NO_FIELD, -1, 1},
+    {"$.position.type", "position.type", K_ENUM, "shaw|none|t5|alibi|rope",
+     position_types, F(pos.type), -1, 1},
+    {"$.position.clip", "position.clip", K_INT, 0, 0, F(clip),
+     RELATTN_POS_SHAW, 1},
+    {"$.position.values", "position.values", K_BOOL, 0, 0, F(rel_values),
+     RELATTN_POS_SHAW, 1},
+    {"$.position.per_head", "position.per_head", K_BOOL, 0, 0, F(per_head),
+     RELATTN_POS_SHAW, 1},
+    {"$.position.num_buckets", "position.num_buckets", K_INT, 0, 0,
+     F(pos.num_buckets), RELATTN_POS_T5, 0},
+    {"$.position.max_distance", "position.max_distance", K_INT, 0, 0,
+     F(pos.max_distance), RELATTN_POS_T5, 0},
+    {"$.position.rotary", "position.rotary", K_ENUM, "half|interleaved",
+     rotary_styles, F(pos.rotary_half), RELATTN_POS_ROPE, 0},
+    {"$.position.rotary_dim", "position.rotary_dim", K_INT, 0, 0,
+     F(pos.rotary_dim), RELATTN_POS_ROPE, 0},
+    {"$.position.base", "position.base", K_DBL, 0, 0, F(pos.base),
+     RELATTN_POS_ROPE, 0},
+    {"$.tokenizer", "tokenizer", K_OBJ, 0, 0, NO_FIELD, -1, 1},
     {"$.tokenizer.type", "tokenizer.type", K_ENUM,
-     "bytes|wordpiece|sentencepiece"},
-    {"$.tokenizer.bos", "tokenizer.bos", K_ID, 0},
-    {"$.tokenizer.eos", "tokenizer.eos", K_ID, 0},
-    {"$.tokenizer.pad", "tokenizer.pad", K_ID, 0},
-    {"$.tokenizer.do_lower_case", "tokenizer.do_lower_case", K_OPTBOOL, 0},
-    {"$.tokenizer.strip_accents", "tokenizer.strip_accents", K_OPTBOOL, 0},
+     "bytes|wordpiece|sentencepiece", 0, F(tok_type), -1, 1},
+    {"$.tokenizer.bos", "tokenizer.bos", K_ID, 0, 0, F(bos), -1, 0},
+    {"$.tokenizer.eos", "tokenizer.eos", K_ID, 0, 0, F(eos), -1, 0},
+    {"$.tokenizer.pad", "tokenizer.pad", K_ID, 0, 0, F(pad), -1, 0},
+    /* absent or null: do_lower_case and chinese chars true, strip_accents
+    ** -1 (as do_lower_case) */
+    {"$.tokenizer.do_lower_case", "tokenizer.do_lower_case", K_OPTBOOL, 0, 0,
+     F(do_lower_case), -1, 0},
+    {"$.tokenizer.strip_accents", "tokenizer.strip_accents", K_OPTBOOL, 0, 0,
+     F(strip_accents), -1, 0},
     {"$.tokenizer.tokenize_chinese_chars", "tokenizer.tokenize_chinese_chars",
-     K_OPTBOOL, 0},
+     K_OPTBOOL, 0, 0, F(chinese_chars), -1, 0},
 };
+#undef F
 
 static const char *kind_name(int kind) {
   switch (kind) {
@@ -125,6 +165,7 @@ static const char *kind_name(int kind) {
     case K_ENUM: return "a string";
     case K_OBJ: return "an object";
     case K_OPTBOOL: return "true, false or null";
+    case K_DBL: return "a number";
     default: return "an integer or null";
   }
 }
@@ -154,6 +195,9 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
   char err[256];
   memset(cfg, 0, sizeof *cfg);
   cfg->bos = cfg->eos = cfg->pad = -1;
+  cfg->do_lower_case = cfg->chinese_chars = 1;
+  cfg->strip_accents = -1;
+  relattn_position_defaults(&cfg->pos, RELATTN_POS_SHAW);
   st = prepare(db,
                "SELECT json_valid(?1), CASE WHEN json_valid(?1) THEN "
                "json_type(?1) END, CASE WHEN json_valid(?1) THEN "
@@ -166,6 +210,7 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
     const struct config_key *k = &config_keys[i];
     const char *type;
     sqlite3_int64 iv = 0;
+    double dv = 0;
     sqlite3_bind_text(st, 2, i == 0 ? "$" : k->path, -1, SQLITE_STATIC);
     if (i == 0) {
       /* first, the document itself */
@@ -185,11 +230,28 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
     }
     if (sqlite3_step(st) != SQLITE_ROW) goto sqlerr;
     type = (const char *)sqlite3_column_text(st, 2);
+    if (k->only >= 0 && cfg->pos.type != k->only) {
+      /* the key of another position type (position.type came before) */
+      if (type) {
+        *pzErr = sqlite3_mprintf("%s: '%s' is not a key of position type "
+                                 "'%s'",
+                                 what, k->key,
+                                 relattn_position_name(cfg->pos.type));
+        rc = SQLITE_ERROR;
+        goto done;
+      }
+      sqlite3_reset(st);
+      continue;
+    }
     if (!type) {
-      if (k->kind != K_ID && k->kind != K_OPTBOOL) {
+      if (k->required) {
         *pzErr = sqlite3_mprintf("%s: missing key '%s'", what, k->key);
         rc = SQLITE_ERROR;
         goto done;
+      }
+      if (k->kind != K_ID && k->kind != K_OPTBOOL) {
+        sqlite3_reset(st); /* the default stays */
+        continue;
       }
       type = "null";
     }
@@ -211,9 +273,10 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
         if (k->kind == K_ID && iv == -1) iv = -2; /* -1 means absent */
         break;
       case K_NUM:
+      case K_DBL:
         if (strcmp(type, "integer") != 0 && strcmp(type, "real") != 0)
           goto badtype;
-        cfg->norm_eps = (float)sqlite3_column_double(st, 3);
+        dv = sqlite3_column_double(st, 3);
         break;
       case K_BOOL:
         if (strcmp(type, "true") != 0 && strcmp(type, "false") != 0)
@@ -251,30 +314,24 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
           rc = SQLITE_ERROR;
           goto done;
         }
+        if (k->values) iv = k->values[iv];
         break;
       }
     }
-    switch (i) {
-      case 0: cfg->arch = (int)iv; break; /* decoder, encoder: the enum order */
-      case 1: cfg->vocab_size = (int)iv; break;
-      case 2: cfg->d_model = (int)iv; break;
-      case 3: cfg->n_layers = (int)iv; break;
-      case 4: cfg->n_heads = (int)iv; break;
-      case 5: cfg->d_ff = (int)iv; break;
-      case 6: cfg->norm = (int)iv; break;
-      case 8: cfg->activation = (int)iv; break;
-      case 9: cfg->tie_embeddings = (int)iv; break;
-      case 12: cfg->clip = (int)iv; break;
-      case 13: cfg->rel_values = (int)iv; break;
-      case 14: cfg->per_head = (int)iv; break;
-      case 16: cfg->tok_type = (int)iv; break; /* the enum's order */
-      case 17: cfg->bos = (int)iv; break;
-      case 18: cfg->eos = (int)iv; break;
-      case 19: cfg->pad = (int)iv; break;
-      case 20: cfg->do_lower_case = iv != 0; break;  /* default true */
-      case 21: cfg->strip_accents = (int)iv; break; /* -1: as lower case */
-      case 22: cfg->chinese_chars = iv != 0; break;  /* default true */
-      default: break;
+    if (k->field != NO_FIELD) {
+      char *field = (char *)cfg + k->field;
+      if (k->kind == K_NUM) {
+        float f = (float)dv;
+        memcpy(field, &f, sizeof f);
+      } else if (k->kind == K_DBL) {
+        memcpy(field, &dv, sizeof dv);
+      } else {
+        int v = (int)iv;
+        if (k->kind == K_OPTBOOL && iv == -1 &&
+            k->field != offsetof(relattn_config, strip_accents))
+          v = 1; /* do_lower_case, tokenize_chinese_chars: default true */
+        memcpy(field, &v, sizeof v);
+      }
     }
     sqlite3_reset(st);
     continue;

@@ -5,8 +5,10 @@
 **   per layer, pre-norm:  x += attn(LN1(x));  x += ffn(LN2(x))
 **              post-norm: x = LN1(x + attn(x)); x = LN2(x + ffn(x))
 **   pre-norm ends with LN_f; then the LM head (tied: tok_emb) and log-softmax.
-**   attn: q, k, v = h Wq^T + bq, ...; Shaw attention per head with the
-**   layer's rel_k / rel_v (causal for decoders); out = z Wo^T + bo.
+**   attn: q, k, v = h Wq^T + bq, ...; relative attention per head (causal
+**   for decoders): shaw with the layer's rel_k / rel_v, or the config's
+**   position scheme (t5 with the model's rel_bias, alibi, rope, none) built
+**   once per sequence by src/schemes.c; out = z Wo^T + bo.
 **   ffn:  act(h W1^T + b1) W2^T + b2, act = GELU (erf form) or ReLU.
 **
 ** relattn_forward_batch takes several sequences in one call (one set of
@@ -109,7 +111,8 @@ size_t relattn_forward_memory(const relattn_model *m, int n, int count,
                               int workers) {
   const relattn_config *c;
   relattn_attn a;
-  size_t acts, per, total;
+  relattn_rel rel;
+  size_t acts, per, total, extra;
   if (!m || workers < 1) return 0;
   c = &m->cfg;
   acts = acts_floats(c, n, count);
@@ -120,9 +123,32 @@ size_t relattn_forward_memory(const relattn_model *m, int n, int count,
   a.n = n;
   a.heads = c->n_heads;
   a.d_head = c->n_heads > 0 ? c->d_model / c->n_heads : 0;
-  a.clip = c->clip;
-  a.rel_k = (const float *)m; /* only whether there is a table counts */
-  a.rel_v = c->rel_values ? a.rel_k : NULL;
+  if (c->pos.type == RELATTN_POS_SHAW) {
+    a.clip = c->clip;
+    a.rel_k = (const float *)m; /* only whether there is a table counts */
+    a.rel_v = c->rel_values ? a.rel_k : NULL;
+  } else {
+    /* the terms' shape for the estimate: a band as long as the sequence */
+    relattn_pos_tables tb;
+    memset(&rel, 0, sizeof rel);
+    memset(&tb, 0, sizeof tb);
+    rel.band = n > 1 ? n - 1 : 0;
+    rel.rows = 1;
+    if (c->pos.type == RELATTN_POS_T5) {
+      rel.bucket = (const int *)m;
+      rel.rows = c->pos.num_buckets;
+      rel.beta = (const float *)m;
+    }
+    if (c->pos.type == RELATTN_POS_ROPE)
+      rel.rot_dim = c->pos.rotary_dim ? c->pos.rotary_dim : a.d_head;
+    a.rel = &rel;
+    if (!relattn_mul_ok(relattn_scheme_bytes(&c->pos, &tb, n, a.heads,
+                                             a.d_head),
+                        (size_t)count, &extra) ||
+        !relattn_add_ok(total, extra, &total) ||
+        !relattn_add_ok(total, relattn_attention_shared_bytes(&a), &total))
+      return 0;
+  }
   if (!relattn_add_ok(per, relattn_attention_scratch_bytes(&a), &per) ||
       !relattn_mul_ok(per, (size_t)workers, &per) ||
       !relattn_add_ok(total, per, &total))
@@ -271,6 +297,7 @@ typedef struct fwd_ctx {
   int32_t *blocks;       /* (n_blocks, 3): sequence, first row, rows */
   int n_blocks;
   int block_max;         /* rows of the largest block */
+  relattn_scheme *schemes; /* (count) the terms of each sequence, or NULL (shaw) */
   int failed;            /* a worker's scratch could not be had */
 } fwd_ctx;
 
@@ -393,11 +420,52 @@ static relattn_attn layer_attn(const fwd_ctx *c, int s) {
   a.k = a.q + c->d;
   a.v = a.q + 2 * c->d;
   a.ldq = a.ldk = a.ldv = 3 * c->d;
-  a.rel_k = c->layer->rel_k;
-  a.rel_v = cfg->rel_values ? c->layer->rel_v : NULL;
+  if (c->schemes) {
+    a.clip = 0;
+    a.per_head = 0;
+    a.rel = &c->schemes[s].rel;
+  } else {
+    a.rel_k = c->layer->rel_k;
+    a.rel_v = cfg->rel_values ? c->layer->rel_v : NULL;
+  }
   a.out = c->h + r0 * c->d;
   a.ldo = c->d;
   return a;
+}
+
+/* The relative terms of every sequence for a model whose scheme is not
+** shaw (shaw's tables are each layer's own: the kernel's shorthand): from
+** src/schemes.c, shared by all layers; t5's bias is the model's rel_bias. */
+static int build_schemes(fwd_ctx *c, char *err, size_t errlen) {
+  const relattn_config *cfg = &c->m->cfg;
+  relattn_pos_tables tb;
+  int s, rc;
+  if (cfg->pos.type == RELATTN_POS_SHAW) return RELATTN_OK;
+  c->schemes = relattn_alloc(sizeof(relattn_scheme) * (size_t)c->count);
+  if (!c->schemes)
+    return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                          "relattn_forward: out of memory");
+  memset(c->schemes, 0, sizeof(relattn_scheme) * (size_t)c->count);
+  memset(&tb, 0, sizeof tb);
+  if (cfg->pos.type == RELATTN_POS_T5) {
+    tb.t[2] = c->m->rel_bias;
+    tb.count[2] = (int64_t)cfg->n_heads * cfg->pos.num_buckets;
+  }
+  for (s = 0; s < c->count; s++) {
+    rc = relattn_scheme_build(&c->schemes[s], &cfg->pos, &tb, c->f[s].n,
+                              cfg->n_heads, cfg->d_model / cfg->n_heads,
+                              cfg->arch == RELATTN_DECODER, 0, err, errlen);
+    if (rc != RELATTN_OK) return rc;
+  }
+  return RELATTN_OK;
+}
+
+static void free_schemes(fwd_ctx *c) {
+  int s;
+  if (!c->schemes) return;
+  for (s = 0; s < c->count; s++) relattn_scheme_free(&c->schemes[s]);
+  relattn_free(c->schemes);
+  c->schemes = NULL;
 }
 
 static int check_request(const relattn_model *m, const relattn_fwd *f, int s,
@@ -499,6 +567,8 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
              sizeof(float) * c.d);
   }
   c.n_blocks = n_blocks;
+  rc = build_schemes(&c, err, errlen);
+  if (rc != RELATTN_OK) goto done;
 
   for (l = 0; l < n_layers && !c.failed && !relattn_pool_cancelled(pool); l++) {
     /* with maps alone, the last layer run only needs its q and k */
@@ -510,17 +580,18 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
       if (f[s].map && f[s].map_layer == l) {
         rc = relattn_attention_map(&a, f[s].map_head, f[s].map, pool, err,
                                   errlen);
-        if (rc != RELATTN_OK) return rc;
+        if (rc != RELATTN_OK) goto done;
       }
       if (!whole) continue;
       rc = relattn_attention(&a, pool, err, errlen);
-      if (rc != RELATTN_OK) return rc;
+      if (rc != RELATTN_OK) goto done;
     }
     if (whole) relattn_pool_run(pool, n_blocks, ffn_task, &c);
   }
   if (want_final && !c.failed && cfg->norm == RELATTN_NORM_PRE)
     relattn_pool_run(pool, n_blocks, final_norm_task, &c);
   if (want_head && !c.failed) relattn_pool_run(pool, n_blocks, head_task, &c);
+  free_schemes(&c);
   /* the host asked to stop (relattn_pool_set_cancel): tasks were skipped */
   if (relattn_pool_cancelled(pool))
     return relattn_errorf(err, errlen, RELATTN_ERR_INTERRUPT, "interrupted");
@@ -541,6 +612,9 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
     }
   }
   return RELATTN_OK;
+done:
+  free_schemes(&c);
+  return rc;
 }
 
 int relattn_forward(const relattn_model *m, relattn_fwd *f, relattn_pool *pool,

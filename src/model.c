@@ -3,26 +3,90 @@
 ** model built from them.
 **
 ** The tensors have a fixed order: tok_emb; per layer ln1.weight, ln1.bias,
-** attn.wq .wk .wv .wo, attn.bq .bk .bv .bo, attn.rel_k, [attn.rel_v],
+** attn.wq .wk .wv .wo, attn.bq .bk .bv .bo, [attn.rel_k, attn.rel_v: shaw],
 ** ln2.weight, ln2.bias, ffn.w1 .b1 .w2 .b2; ln_f.weight, ln_f.bias (pre-norm
-** only); lm_head (untied only). Import stores them in this order and export
+** only); lm_head (untied only); rel_bias (t5 only). The tables below hold
+** them. Import stores them in this order and export
 ** writes them in it. Every array lives in one 64-byte aligned block (m->mem):
 ** the layer table first, then each tensor at a 64-byte boundary.
 */
 #include "relattn.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Per-layer tensors, in order; rel_v (index 11) only with position.values. */
-static const char *const layer_names[] = {
-    "ln1.weight", "ln1.bias", "attn.wq",    "attn.wk",  "attn.wv",
-    "attn.wo",    "attn.bq",  "attn.bk",    "attn.bv",  "attn.bo",
-    "attn.rel_k", "attn.rel_v", "ln2.weight", "ln2.bias", "ffn.w1",
-    "ffn.b1",     "ffn.w2",   "ffn.b2"};
-#define N_LAYER_NAMES 18
-#define REL_V 11
+/* The tensors, as data: a name, a shape rule, the field that points at
+** the array, and when a config has it. A new tensor is one row here.
+** Shape rules: */
+enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS };
+/* Presence rules: */
+enum { W_ALL, W_SHAW, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5 };
+
+typedef struct tensor_row {
+  const char *name;
+  int shape, when;
+  size_t field;          /* offsetof in relattn_layer or relattn_model */
+} tensor_row;
+
+#define L(f) offsetof(relattn_layer, f)
+#define M(f) offsetof(relattn_model, f)
+static const tensor_row layer_rows[] = {
+    {"ln1.weight", S_D, W_ALL, L(ln1_w)},   {"ln1.bias", S_D, W_ALL, L(ln1_b)},
+    {"attn.wq", S_DD, W_ALL, L(wq)},        {"attn.wk", S_DD, W_ALL, L(wk)},
+    {"attn.wv", S_DD, W_ALL, L(wv)},        {"attn.wo", S_DD, W_ALL, L(wo)},
+    {"attn.bq", S_D, W_ALL, L(bq)},         {"attn.bk", S_D, W_ALL, L(bk)},
+    {"attn.bv", S_D, W_ALL, L(bv)},         {"attn.bo", S_D, W_ALL, L(bo)},
+    {"attn.rel_k", S_REL, W_SHAW, L(rel_k)},
+    {"attn.rel_v", S_REL, W_SHAW_VALUES, L(rel_v)},
+    {"ln2.weight", S_D, W_ALL, L(ln2_w)},   {"ln2.bias", S_D, W_ALL, L(ln2_b)},
+    {"ffn.w1", S_FD, W_ALL, L(w1)},         {"ffn.b1", S_F, W_ALL, L(b1)},
+    {"ffn.w2", S_DF, W_ALL, L(w2)},         {"ffn.b2", S_D, W_ALL, L(b2)}};
+/* tok_emb comes first, then the layers, then these */
+static const tensor_row tail_rows[] = {
+    {"ln_f.weight", S_D, W_PRE, M(lnf_w)},
+    {"ln_f.bias", S_D, W_PRE, M(lnf_b)},
+    {"lm_head", S_VD, W_UNTIED, M(lm_head)},
+    {"rel_bias", S_BIAS, W_T5, M(rel_bias)}};
+#undef L
+#undef M
+#define N_LAYER_ROWS (int)(sizeof layer_rows / sizeof layer_rows[0])
+#define N_TAIL_ROWS (int)(sizeof tail_rows / sizeof tail_rows[0])
+
+static int has(const relattn_config *c, int when) {
+  switch (when) {
+    case W_SHAW: return c->pos.type == RELATTN_POS_SHAW;
+    case W_SHAW_VALUES:
+      return c->pos.type == RELATTN_POS_SHAW && c->rel_values;
+    case W_PRE: return c->norm == RELATTN_NORM_PRE;
+    case W_UNTIED: return !c->tie_embeddings;
+    case W_T5: return c->pos.type == RELATTN_POS_T5;
+    default: return 1;
+  }
+}
+
+static void shape_of(const relattn_config *c, int rule,
+                     relattn_tensor_spec *s) {
+  int64_t d = c->d_model, f = c->d_ff, v = c->vocab_size;
+  int64_t rows = 2 * (int64_t)c->clip + 1, dh = d / c->n_heads;
+  int64_t a = d, b = 0, e = 0;
+  switch (rule) {
+    case S_DD: b = d; break;
+    case S_F: a = f; break;
+    case S_FD: a = f, b = d; break;
+    case S_DF: b = f; break;
+    case S_VD: a = v, b = d; break;
+    case S_REL:
+      if (c->per_head) a = c->n_heads, b = rows, e = dh;
+      else a = rows, b = dh;
+      break;
+    case S_BIAS: a = c->n_heads, b = c->pos.num_buckets; break;
+    default: break; /* (d_model) */
+  }
+  s->ndim = e ? 3 : (b ? 2 : 1);
+  s->shape[0] = a, s->shape[1] = b, s->shape[2] = e;
+}
 
 /* Hard limits that keep every product well inside int64 and size_t, and the
 ** number of tensors (18 per layer) small enough to list. */
@@ -63,6 +127,33 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
                           "%s: 'position.clip' must be between 0 and %d, not "
                           "%d",
                           what, MAX_DIM, c->clip);
+  if (c->pos.type == RELATTN_POS_T5) {
+    if (c->pos.num_buckets < 4 || c->pos.num_buckets > 1 << 20)
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: 'position.num_buckets' must be between 4 and "
+                            "%d, not %d",
+                            what, 1 << 20, c->pos.num_buckets);
+    if (c->pos.max_distance <= c->pos.num_buckets / 2 ||
+        c->pos.max_distance > 1 << 24)
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: 'position.max_distance' must be over "
+                            "num_buckets/2 = %d and at most %d, not %d",
+                            what, c->pos.num_buckets / 2, 1 << 24,
+                            c->pos.max_distance);
+  }
+  if (c->pos.type == RELATTN_POS_ROPE) {
+    const int dh = c->d_model / c->n_heads;
+    const int r = c->pos.rotary_dim ? c->pos.rotary_dim : dh;
+    if (r < 2 || r % 2 || r > dh)
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: 'position.rotary_dim' must be even, at least "
+                            "2 and at most d_model/n_heads = %d, not %d",
+                            what, dh, r);
+    if (!(c->pos.base > 1.0) || !(c->pos.base < 1e300))
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: 'position.base' must be a number over 1",
+                            what);
+  }
   if (!(c->norm_eps >= 0.0f) || c->norm_eps > 1.0f)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "%s: 'norm_eps' must be between 0 and 1", what);
@@ -90,13 +181,29 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
   return RELATTN_OK;
 }
 
+/* Which rows of layer_rows a config has, in order: *out gets their indices. */
+static int layer_list(const relattn_config *c, int *out) {
+  int k, n = 0;
+  for (k = 0; k < N_LAYER_ROWS; k++)
+    if (has(c, layer_rows[k].when)) out[n++] = k;
+  return n;
+}
+
+static int tail_list(const relattn_config *c, int *out) {
+  int k, n = 0;
+  for (k = 0; k < N_TAIL_ROWS; k++)
+    if (has(c, tail_rows[k].when)) out[n++] = k;
+  return n;
+}
+
 static int per_layer(const relattn_config *c) {
-  return N_LAYER_NAMES - (c->rel_values ? 0 : 1);
+  int idx[N_LAYER_ROWS];
+  return layer_list(c, idx);
 }
 
 int relattn_model_n_tensors(const relattn_config *c) {
-  return 1 + c->n_layers * per_layer(c) +
-         (c->norm == RELATTN_NORM_PRE ? 2 : 0) + (c->tie_embeddings ? 0 : 1);
+  int idx[N_TAIL_ROWS];
+  return 1 + c->n_layers * per_layer(c) + tail_list(c, idx);
 }
 
 /* Bytes of the layer table at the start of mem, 64-byte aligned. */
@@ -104,53 +211,37 @@ static size_t table_bytes(const relattn_config *c) {
   return ((size_t)c->n_layers * sizeof(relattn_layer) + 63) & ~(size_t)63;
 }
 
+/* The row of spec i: *layer is its layer (-1 outside the layers); NULL for
+** tok_emb. */
+static const tensor_row *row_of(const relattn_config *c, int i, int *layer) {
+  int lidx[N_LAYER_ROWS], tidx[N_TAIL_ROWS];
+  int pl = layer_list(c, lidx);
+  *layer = -1;
+  if (i == 0) return NULL;
+  i -= 1;
+  if (i < c->n_layers * pl) {
+    *layer = i / pl;
+    return &layer_rows[lidx[i % pl]];
+  }
+  i -= c->n_layers * pl;
+  tail_list(c, tidx);
+  return &tail_rows[tidx[i]];
+}
+
 /* Name and shape of spec i (no offset). */
 static void spec_shape(const relattn_config *c, int i, relattn_tensor_spec *s) {
-  int64_t d = c->d_model, f = c->d_ff, v = c->vocab_size;
-  int64_t rows = 2 * (int64_t)c->clip + 1, dh = d / c->n_heads;
-  int pl = per_layer(c), n_layer_tensors = c->n_layers * pl, k;
-  s->ndim = 1;
-  s->shape[0] = d;
-  s->shape[1] = s->shape[2] = 0;
-  if (i == 0) {
+  int layer;
+  const tensor_row *r = row_of(c, i, &layer);
+  if (!r) {
     snprintf(s->name, sizeof s->name, "tok_emb");
-    s->ndim = 2, s->shape[0] = v, s->shape[1] = d;
+    shape_of(c, S_VD, s);
     return;
   }
-  i -= 1;
-  if (i < n_layer_tensors) {
-    int layer = i / pl;
-    k = i % pl;
-    if (!c->rel_values && k >= REL_V) k++;
-    snprintf(s->name, sizeof s->name, "layers.%d.%s", layer, layer_names[k]);
-    switch (k) {
-      case 2: case 3: case 4: case 5:
-        s->ndim = 2, s->shape[1] = d;
-        break;
-      case 10: case 11:
-        if (c->per_head)
-          s->ndim = 3, s->shape[0] = c->n_heads, s->shape[1] = rows,
-          s->shape[2] = dh;
-        else
-          s->ndim = 2, s->shape[0] = rows, s->shape[1] = dh;
-        break;
-      case 14: s->ndim = 2, s->shape[0] = f, s->shape[1] = d; break;
-      case 15: s->shape[0] = f; break;
-      case 16: s->ndim = 2, s->shape[0] = d, s->shape[1] = f; break;
-      default: break; /* (d_model) */
-    }
-    return;
-  }
-  i -= n_layer_tensors;
-  if (c->norm == RELATTN_NORM_PRE) {
-    if (i < 2) {
-      snprintf(s->name, sizeof s->name, i == 0 ? "ln_f.weight" : "ln_f.bias");
-      return;
-    }
-    i -= 2;
-  }
-  snprintf(s->name, sizeof s->name, "lm_head");
-  s->ndim = 2, s->shape[0] = v, s->shape[1] = d;
+  if (layer >= 0)
+    snprintf(s->name, sizeof s->name, "layers.%d.%s", layer, r->name);
+  else
+    snprintf(s->name, sizeof s->name, "%s", r->name);
+  shape_of(c, r->shape, s);
 }
 
 static size_t spec_numel(const relattn_tensor_spec *s) {
@@ -204,7 +295,9 @@ void relattn_model_spec(const relattn_config *c, int i,
 
 int relattn_model_index(const relattn_config *c, const char *name) {
   relattn_tensor_spec s;
-  int n = relattn_model_n_tensors(c), pl = per_layer(c), i = -1, k;
+  int lidx[N_LAYER_ROWS], tidx[N_TAIL_ROWS];
+  int n = relattn_model_n_tensors(c), pl = layer_list(c, lidx), i = -1, k;
+  int nt = tail_list(c, tidx);
   if (strcmp(name, "tok_emb") == 0) i = 0;
   else if (strncmp(name, "layers.", 7) == 0) {
     const char *p = name + 7;
@@ -214,17 +307,15 @@ int relattn_model_index(const relattn_config *c, const char *name) {
     while (*p >= '0' && *p <= '9' && layer <= c->n_layers)
       layer = layer * 10 + (*p++ - '0');
     if (*p++ != '.' || layer >= c->n_layers) return -1;
-    for (k = 0; k < N_LAYER_NAMES; k++)
-      if (strcmp(p, layer_names[k]) == 0) break;
-    if (k == N_LAYER_NAMES || (k == REL_V && !c->rel_values)) return -1;
-    if (!c->rel_values && k > REL_V) k--;
+    for (k = 0; k < pl; k++)
+      if (strcmp(p, layer_rows[lidx[k]].name) == 0) break;
+    if (k == pl) return -1;
     i = 1 + (int)layer * pl + k;
-  } else if (c->norm == RELATTN_NORM_PRE && strcmp(name, "ln_f.weight") == 0)
-    i = 1 + c->n_layers * pl;
-  else if (c->norm == RELATTN_NORM_PRE && strcmp(name, "ln_f.bias") == 0)
-    i = 2 + c->n_layers * pl;
-  else if (!c->tie_embeddings && strcmp(name, "lm_head") == 0)
-    i = n - 1;
+  } else {
+    for (k = 0; k < nt; k++)
+      if (strcmp(name, tail_rows[tidx[k]].name) == 0)
+        i = 1 + c->n_layers * pl + k;
+  }
   if (i < 0 || i >= n) return -1;
   spec_shape(c, i, &s); /* the name must round-trip exactly */
   return strcmp(s.name, name) == 0 ? i : -1;
@@ -244,42 +335,12 @@ void relattn_shape_json(const int64_t *shape, int ndim, char *out, size_t n) {
 
 /* Where spec i's pointer lives in m. */
 static const float **slot_ptr(relattn_model *m, int i) {
-  const relattn_config *c = &m->cfg;
-  int pl = per_layer(c), k;
-  relattn_layer *l;
-  if (i == 0) return &m->tok_emb;
-  i -= 1;
-  if (i < c->n_layers * pl) {
-    l = &m->layers[i / pl];
-    k = i % pl;
-    if (!c->rel_values && k >= REL_V) k++;
-    switch (k) {
-      case 0: return &l->ln1_w;
-      case 1: return &l->ln1_b;
-      case 2: return &l->wq;
-      case 3: return &l->wk;
-      case 4: return &l->wv;
-      case 5: return &l->wo;
-      case 6: return &l->bq;
-      case 7: return &l->bk;
-      case 8: return &l->bv;
-      case 9: return &l->bo;
-      case 10: return &l->rel_k;
-      case 11: return &l->rel_v;
-      case 12: return &l->ln2_w;
-      case 13: return &l->ln2_b;
-      case 14: return &l->w1;
-      case 15: return &l->b1;
-      case 16: return &l->w2;
-      default: return &l->b2;
-    }
-  }
-  i -= c->n_layers * pl;
-  if (c->norm == RELATTN_NORM_PRE) {
-    if (i == 0) return &m->lnf_w;
-    if (i == 1) return &m->lnf_b;
-  }
-  return &m->lm_head;
+  int layer;
+  const tensor_row *r = row_of(&m->cfg, i, &layer);
+  if (!r) return &m->tok_emb;
+  if (layer >= 0)
+    return (const float **)((char *)&m->layers[layer] + r->field);
+  return (const float **)((char *)m + r->field);
 }
 
 int relattn_model_init(relattn_model *m, const relattn_config *c,

@@ -320,9 +320,10 @@ typedef struct relattn_config {
   float norm_eps;
   int activation;         /* RELATTN_GELU (erf form) | RELATTN_RELU */
   int tie_embeddings;
-  int clip;               /* position.clip */
-  int rel_values;         /* position.values */
-  int per_head;           /* position.per_head */
+  relattn_position pos;   /* position.type and its parameters */
+  int clip;               /* position.clip (shaw) */
+  int rel_values;         /* position.values (shaw) */
+  int per_head;           /* position.per_head (shaw) */
   int bos, eos, pad;      /* tokenizer ids, -1 when absent */
   int tok_type;           /* tokenizer.type: RELATTN_TOK_* */
   int do_lower_case;      /* wordpiece: tokenizer.do_lower_case (default 1) */
@@ -349,6 +350,7 @@ typedef struct relattn_model {
   relattn_layer *layers;              /* (n_layers) */
   const float *lnf_w, *lnf_b;         /* (d_model); NULL for post-norm */
   const float *lm_head;               /* (vocab_size, d_model); = tok_emb when tied */
+  const float *rel_bias;              /* t5: (n_heads, num_buckets), else NULL */
   void *mem;                          /* owns every array above */
   relattn_tokenizer *tok;             /* owned; freed by relattn_model_free */
 } relattn_model;
@@ -426,7 +428,8 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
                          size_t errlen);
 
 /* The tensors a config needs (docs/reference.md), in a fixed order: tok_emb,
-** then each layer's, then ln_f (pre-norm), then lm_head (untied). */
+** then each layer's (rel_k, rel_v with shaw), then ln_f (pre-norm), lm_head
+** (untied), rel_bias (t5). */
 #define RELATTN_NAME_MAX 64
 typedef struct relattn_tensor_spec {
   char name[RELATTN_NAME_MAX];

@@ -47,16 +47,18 @@ def shapes(cfg):
     d, f, v = cfg["d_model"], cfg["d_ff"], cfg["vocab_size"]
     h = cfg["n_heads"]
     pos = cfg["position"]
-    rows = 2 * pos["clip"] + 1
-    rel = [h, rows, d // h] if pos["per_head"] else [rows, d // h]
+    shaw = pos.get("type", "shaw") == "shaw"
+    rows = 2 * pos.get("clip", 0) + 1
+    rel = [h, rows, d // h] if pos.get("per_head") else [rows, d // h]
     out = [("tok_emb", [v, d])]
     for i in range(cfg["n_layers"]):
         p = f"layers.{i}."
         out += [(p + "ln1.weight", [d]), (p + "ln1.bias", [d])]
         out += [(p + "attn." + w, [d, d]) for w in ("wq", "wk", "wv", "wo")]
         out += [(p + "attn." + b, [d]) for b in ("bq", "bk", "bv", "bo")]
-        out += [(p + "attn.rel_k", rel)]
-        if pos["values"]:
+        if shaw:
+            out += [(p + "attn.rel_k", rel)]
+        if shaw and pos["values"]:
             out += [(p + "attn.rel_v", rel)]
         out += [(p + "ln2.weight", [d]), (p + "ln2.bias", [d])]
         out += [(p + "ffn.w1", [f, d]), (p + "ffn.b1", [f]),
@@ -65,6 +67,8 @@ def shapes(cfg):
         out += [("ln_f.weight", [d]), ("ln_f.bias", [d])]
     if not cfg["tie_embeddings"]:
         out += [("lm_head", [v, d])]
+    if pos.get("type") == "t5":
+        out += [("rel_bias", [h, pos.get("num_buckets", 32)])]
     return out
 
 
@@ -78,6 +82,8 @@ def tensors(cfg, rng):
             a = 1.0 + 0.1 * rng.standard_normal(shape)
         elif len(shape) == 1:
             a = 0.1 * rng.standard_normal(shape)
+        elif name == "rel_bias":
+            a = rng.standard_normal(shape)
         elif leaf in ("rel_k", "rel_v") or name in ("tok_emb", "lm_head"):
             a = 0.5 * rng.standard_normal(shape)
         else:

@@ -12,11 +12,16 @@ import struct
 
 import numpy as np
 
+from position_ports import bloom_slopes, rope_rotate, t5_bucket
+
 
 def random_config(rng, arch="decoder", norm="pre", activation="gelu",
                   tie=True, clip=4, values=True, per_head=False, bos=True,
-                  d_model=32, n_heads=4, n_layers=2, d_ff=48, vocab_size=260):
-    return {
+                  d_model=32, n_heads=4, n_layers=2, d_ff=48, vocab_size=260,
+                  position=None):
+    """position: the config's position object (default shaw with clip,
+    values, per_head)."""
+    cfg = {
         "arch": arch, "vocab_size": vocab_size, "d_model": d_model,
         "n_layers": n_layers, "n_heads": n_heads, "d_ff": d_ff,
         "norm": norm, "norm_eps": 1e-5, "activation": activation,
@@ -26,6 +31,9 @@ def random_config(rng, arch="decoder", norm="pre", activation="gelu",
         "tokenizer": {"type": "bytes", "bos": 256 if bos else None,
                       "eos": 257, "pad": 258},
     }
+    if position is not None:
+        cfg["position"] = dict(position)
+    return cfg
 
 
 def random_params(rng, cfg):
@@ -35,8 +43,9 @@ def random_params(rng, cfg):
     h = cfg["n_heads"]
     dh = d // h
     pos = cfg["position"]
-    rows = 2 * pos["clip"] + 1
-    tab = (h, rows, dh) if pos["per_head"] else (rows, dh)
+    shaw = pos["type"] == "shaw"
+    rows = 2 * pos["clip"] + 1 if shaw else 0
+    tab = (h, rows, dh) if shaw and pos["per_head"] else (rows, dh)
 
     def u(*shape, scale=1.0, offset=0.0):
         return (offset + scale * rng.uniform(-1, 1, shape)).astype(np.float32)
@@ -50,8 +59,9 @@ def random_params(rng, cfg):
             p[pre + "attn." + w] = u(d, d, scale=s / math.sqrt(d))
         for b in ("bq", "bk", "bv", "bo"):
             p[pre + "attn." + b] = u(d, scale=0.1)
-        p[pre + "attn.rel_k"] = u(*tab)
-        if pos["values"]:
+        if shaw:
+            p[pre + "attn.rel_k"] = u(*tab)
+        if shaw and pos["values"]:
             p[pre + "attn.rel_v"] = u(*tab)
         p[pre + "ln2.weight"] = u(d, scale=0.3, offset=1.0)
         p[pre + "ln2.bias"] = u(d, scale=0.1)
@@ -64,6 +74,8 @@ def random_params(rng, cfg):
         p["ln_f.bias"] = u(d, scale=0.1)
     if not cfg["tie_embeddings"]:
         p["lm_head"] = u(v, d)
+    if pos["type"] == "t5":
+        p["rel_bias"] = u(h, pos.get("num_buckets", 32), scale=2.0)
     return p
 
 
@@ -117,6 +129,37 @@ def shaw_attention(q, k, v, rel_k, rel_v, clip, causal):
     return z, a
 
 
+def scheme_attention(q, k, v, pos, head, n_heads, rel_bias, causal):
+    """One head under a position scheme other than shaw (position_ports.py
+    has each reference's port): returns z (n, d) and the weights (n, n)."""
+    n, d = q.shape
+    idx = np.arange(n)
+    rel = idx[None, :] - idx[:, None]                    # j - i
+    kind = pos["type"]
+    if kind == "t5":        # HF T5Attention: unscaled scores + position_bias
+        b = t5_bucket(rel, not causal, pos.get("num_buckets", 32),
+                      pos.get("max_distance", 128))
+        e = q @ k.T + rel_bias[head][b]
+    elif kind == "alibi":   # BLOOM: slope * key position (causal), else -m|j-i|
+        m = bloom_slopes(n_heads)[head]
+        bias = m * idx[None, :] if causal else -m * np.abs(rel)
+        e = q @ k.T / math.sqrt(d) + bias
+    elif kind == "rope":
+        rd = pos.get("rotary_dim", d)
+        base = pos.get("base", 10000)
+        half = pos.get("rotary", "half") == "half"
+        e = rope_rotate(q, rd, base, half) @ rope_rotate(k, rd, base, half).T
+        e = e / math.sqrt(d)
+    else:                   # none
+        e = q @ k.T / math.sqrt(d)
+    if causal:
+        e = np.where(idx[None, :] > idx[:, None], -np.inf, e)
+    e = e - e.max(-1, keepdims=True)
+    a = np.exp(e)
+    a = a / a.sum(-1, keepdims=True)
+    return a @ v, a
+
+
 def forward(cfg, params, ids, maps=False):
     """The model on its input ids (BOS already in front). Returns hidden
     (n, d) after the last norm, logprobs (n, V) (decoders) and, with maps,
@@ -126,7 +169,7 @@ def forward(cfg, params, ids, maps=False):
     dh = d // h
     eps = cfg["norm_eps"]
     pos = cfg["position"]
-    clip = pos["clip"]
+    clip = pos.get("clip", 0)
     causal = cfg["arch"] == "decoder"
     pre = cfg["norm"] == "pre"
     act = gelu if cfg["activation"] == "gelu" else (lambda t: np.maximum(t, 0))
@@ -146,6 +189,11 @@ def forward(cfg, params, ids, maps=False):
         layer_maps = []
         for hd in range(h):
             s = slice(hd * dh, (hd + 1) * dh)
+            if pos["type"] != "shaw":
+                z[:, s], w = scheme_attention(q[:, s], k[:, s], v[:, s], pos,
+                                              hd, h, p.get("rel_bias"), causal)
+                layer_maps.append(w)
+                continue
             rk = p[L + "attn.rel_k"]
             rv = p.get(L + "attn.rel_v") if pos["values"] else None
             if pos["per_head"]:

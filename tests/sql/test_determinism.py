@@ -129,6 +129,27 @@ def test_scan_same_bits_for_embedding_alone_and_encoder(db, rng):
         assert got == ref, f"scalar, threads={t}: {first_difference(got, ref)}"
 
 
+@pytest.mark.parametrize("position", [
+    {"type": "t5", "num_buckets": 16, "max_distance": 64},
+    {"type": "rope", "rotary_dim": 8}])
+def test_scan_same_bits_for_other_position_schemes(db, rng, position):
+    # The terms of a scheme other than shaw are built per sequence (t5's
+    # bucket map, RoPE's angles): packed or alone, any thread count, the
+    # same bits.
+    model(db, rng, position=position)
+    corpus(db, rng, short=30, long=3)
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', "
+               "source='docs', tokens='body')")
+    db.execute("SELECT relattn_threads(1)")
+    ref = scalar(db)
+    for t in (2, 8):
+        db.execute("SELECT relattn_threads(?)", (t,))
+        got = scan_fast(db)
+        assert got == ref, f"threads={t}: {first_difference(got, ref)}"
+        got = scalar(db)
+        assert got == ref, f"scalar, threads={t}: {first_difference(got, ref)}"
+
+
 def test_same_bits_across_connections(tmp_path, rng):
     # A second connection (fresh cache, fresh pool, fresh scratch) gives the
     # same bits as the first: nothing carries over from earlier calls.

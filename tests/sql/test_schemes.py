@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import f32, from_f32, rel_err
+from position_ports import bloom_slopes, rope_rotate, t5_bucket
 
 TOL = 1e-5
 E = "relattn_attention: "
@@ -87,25 +88,6 @@ def test_bert_relative_key(db, rng, n, heads, d, M, causal, key_query):
 
 
 # ---- HF modeling_t5.py, T5Attention._relative_position_bucket and compute_bias --
-
-def t5_bucket(relative_position, bidirectional, num_buckets, max_distance):
-    # float32 arithmetic as the reference's (relative_position.float(), torch.log)
-    ret = np.zeros_like(relative_position)
-    if bidirectional:
-        num_buckets //= 2
-        ret += (relative_position > 0).astype(np.int64) * num_buckets
-        n = np.abs(relative_position)
-    else:
-        n = -np.minimum(relative_position, 0)
-    max_exact = num_buckets // 2
-    is_small = n < max_exact
-    with np.errstate(divide="ignore", invalid="ignore"):   # n = 0: not used
-        large = max_exact + (np.log(np.maximum(n, 1).astype(np.float32) / np.float32(max_exact))
-                             / np.float32(math.log(max_distance / max_exact))
-                             * np.float32(num_buckets - max_exact)).astype(np.int64)
-    large = np.minimum(large, num_buckets - 1)
-    return ret + np.where(is_small, n, large)
-
 
 def t5_port(q, k, v, bias, heads, causal, num_buckets, max_distance):
     Q, K, V = (heads_of(x, heads) for x in (q, k, v))
@@ -234,17 +216,6 @@ def test_deberta_shared_table(db, rng):
 # ---- HF modeling_bloom.py, build_alibi_tensor and BloomAttention (causal); the
 # bidirectional form is Press et al.'s -m |i - j| --------------------------------------
 
-def bloom_slopes(num_heads):
-    closest = 2 ** math.floor(math.log2(num_heads))
-    base = np.float32(2 ** (-(2 ** -(math.log2(closest) - 3))))
-    slopes = [base ** np.float32(p) for p in range(1, 1 + closest)]
-    if closest != num_heads:
-        extra_base = np.float32(2 ** (-(2 ** -(math.log2(2 * closest) - 3))))
-        rest = min(closest, num_heads - closest)
-        slopes += [extra_base ** np.float32(p) for p in range(1, 1 + 2 * rest, 2)]
-    return np.array(slopes, np.float64)
-
-
 def alibi_port(q, k, v, heads, causal):
     Q, K, V = (heads_of(x, heads) for x in (q, k, v))
     n, d = Q.shape[1], Q.shape[2]
@@ -277,25 +248,10 @@ def test_alibi(db, rng, n, heads, d, causal):
 
 def rope_port(q, k, v, heads, causal, rd, base, half):
     Q, K, V = (heads_of(x, heads) for x in (q, k, v))
-    n, d = Q.shape[1], Q.shape[2]
-    inv_freq = 1.0 / (base ** (np.arange(0, rd, 2) / rd))
-    freqs = np.outer(np.arange(n), inv_freq)                 # (n, rd/2)
-
-    def rot(x):
-        x_rot, x_pass = x[..., :rd], x[..., rd:]
-        if half:   # GPT-NeoX: emb = cat(freqs, freqs); x*cos + rotate_half(x)*sin
-            cos = np.cos(np.concatenate([freqs, freqs], -1))
-            sin = np.sin(np.concatenate([freqs, freqs], -1))
-            x1, x2 = x_rot[..., :rd // 2], x_rot[..., rd // 2:]
-            rotated = np.concatenate([-x2, x1], -1)
-        else:      # GPT-J: sin, cos repeat_interleave(2); rotate_every_two
-            cos = np.repeat(np.cos(freqs), 2, -1)
-            sin = np.repeat(np.sin(freqs), 2, -1)
-            x1, x2 = x_rot[..., ::2], x_rot[..., 1::2]
-            rotated = np.stack([-x2, x1], -1).reshape(x_rot.shape)
-        return np.concatenate([x_rot * cos + rotated * sin, x_pass], -1)
-
-    return softmax_out(rot(Q) @ rot(K).transpose(0, 2, 1) / math.sqrt(d), V, causal)
+    d = Q.shape[2]
+    return softmax_out(rope_rotate(Q, rd, base, half)
+                       @ rope_rotate(K, rd, base, half).transpose(0, 2, 1)
+                       / math.sqrt(d), V, causal)
 
 
 @pytest.mark.parametrize("n,heads,d,rd,base,rotary,causal", [

@@ -1,0 +1,168 @@
+"""Native models with each position scheme (position.type): relattn_logprobs,
+relattn_score, relattn_embed and relattn_attention_weights against the
+float64 reference (tests/sql/reference_model.py, whose scheme terms are the
+ports in tests/sql/position_ports.py), decoder and encoder, on fresh random
+models; export gives back the bytes imported; errors for a scheme's config
+and tensors, exact text.
+
+Tolerances (as tests/sql/test_model_fn.py): per-token log-probs 1e-4
+absolute; embeddings 1e-5 relative (L2); attention maps 1e-5 absolute."""
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import modelgen  # noqa: E402
+import reference_model as ref  # noqa: E402
+import safetensors_py  # noqa: E402
+from conftest import from_f32, rel_err  # noqa: E402
+
+POSITIONS = {
+    "none": {"type": "none"},
+    "t5": {"type": "t5", "num_buckets": 8, "max_distance": 20},
+    "t5-defaults": {"type": "t5"},
+    "alibi": {"type": "alibi"},
+    "rope": {"type": "rope"},
+    "rope-partial": {"type": "rope", "rotary": "interleaved",
+                     "rotary_dim": 4, "base": 500},
+}
+
+
+def toks(ids):
+    return np.asarray(ids, dtype="<i4").tobytes()
+
+
+def random_tokens(rng, n, cfg):
+    t = [int(t) for t in rng.integers(0, 256, n)]
+    return t
+
+
+def load_model(db, rng, scheme, arch, **kw):
+    cfg = ref.random_config(rng, arch=arch, position=POSITIONS[scheme],
+                            n_heads=3, d_model=24, **kw)
+    params = ref.random_params(rng, cfg)
+    db.execute("SELECT relattn_import('m', ?)",
+               (ref.safetensors_bytes(params, cfg),))
+    return cfg, params
+
+
+@pytest.mark.parametrize("scheme", sorted(POSITIONS))
+@pytest.mark.parametrize("n", [1, 70])
+def test_decoder(db, rng, scheme, n):
+    cfg, params = load_model(db, rng, scheme, "decoder", norm="pre")
+    tokens = random_tokens(rng, n, cfg)
+    want = ref.logprob_rows(cfg, params, tokens)
+    got = db.execute("SELECT pos, token, logprob, top_logprob "
+                     "FROM relattn_logprobs('m', ?)", (toks(tokens),)).fetchall()
+    assert [r[:2] for r in got] == [r[:2] for r in want]
+    assert np.abs(np.array([r[2] for r in got]) - [r[2] for r in want]).max() < 1e-4
+    assert np.abs(np.array([r[3] for r in got]) - [r[4] for r in want]).max() < 1e-4
+    score = db.execute("SELECT relattn_score('m', ?)", (toks(tokens),)).fetchone()[0]
+    assert abs(score - ref.score(cfg, params, tokens)) < 1e-4 * len(want)
+    # the scheme matters: the same weights under shaw-less plain attention
+    # (position none) score otherwise
+    if scheme != "none" and n > 1:
+        plain = dict(cfg, position={"type": "none"})
+        assert abs(ref.score(plain, params, tokens) - score) > 1e-3
+    # export: the same tensors, in the store's order, and the config back
+    out, meta = safetensors_py.read(db.execute("SELECT relattn_export('m')").fetchone()[0])
+    assert list(out) == [name for name, _ in modelgen.shapes(cfg)]
+    for name, (dtype, shape, raw) in out.items():
+        assert dtype == "F32" and shape == list(params[name].shape)
+        assert raw == params[name].astype("<f4").tobytes(), name
+    assert json.loads(meta["relattn.config"])["position"] == cfg["position"]
+
+
+@pytest.mark.parametrize("scheme", sorted(POSITIONS))
+def test_encoder_embed_and_maps(db, rng, scheme):
+    cfg, params = load_model(db, rng, scheme, "encoder", norm="post", bos=False)
+    for n in (1, 45):
+        tokens = random_tokens(rng, n, cfg)
+        got = from_f32(db.execute("SELECT relattn_embed('m', ?)",
+                                  (toks(tokens),)).fetchone()[0])
+        assert rel_err(got, ref.embedding(cfg, params, tokens)) < 1e-5
+    tokens = random_tokens(rng, 30, cfg)
+    maps = np.array(ref.forward(cfg, params, tokens, maps=True)["maps"])
+    rows = db.execute("SELECT layer, head, qpos, kpos, weight FROM "
+                      "relattn_attention_weights('m', ?)", (toks(tokens),)).fetchall()
+    assert len(rows) == maps.size
+    got = np.zeros_like(maps)
+    for layer, head, q, k, w in rows:
+        got[layer, head, q, k] = w
+    assert np.abs(got - maps).max() < 1e-5
+
+
+@pytest.mark.parametrize("scheme", ["t5", "alibi", "rope-partial"])
+def test_decoder_maps(db, rng, scheme):
+    cfg, params = load_model(db, rng, scheme, "decoder", norm="post")
+    tokens = random_tokens(rng, 33, cfg)
+    maps = np.array(ref.forward(cfg, params, ref.model_input(cfg, tokens),
+                                maps=True)["maps"])
+    rows = db.execute("SELECT layer, head, qpos, kpos, weight FROM "
+                      "relattn_attention_weights('m', ?)", (toks(tokens),)).fetchall()
+    got = np.zeros_like(maps)
+    for layer, head, q, k, w in rows:
+        assert k <= q
+        got[layer, head, q, k] = w
+    assert np.abs(got - maps).max() < 1e-5
+
+
+def import_error(db, rng, position, edit=None):
+    cfg = ref.random_config(rng, position=position, n_heads=2, d_model=8,
+                            n_layers=1)
+    # weights of a valid config close to it: the error is the config's
+    ok = position if position["type"] == "t5" else {"type": "none"}
+    params = ref.random_params(rng, dict(cfg, position=ok))
+    if edit:
+        edit(params)
+    with pytest.raises(Exception) as e:
+        db.execute("SELECT relattn_import('x', ?)",
+                   (ref.safetensors_bytes(params, cfg),))
+    assert db.execute("SELECT count(*) FROM sqlite_master WHERE "
+                      "name = 'relattn_model'").fetchone()[0] == 0
+    return str(e.value)
+
+
+def test_config_errors(db, rng):
+    pre = "relattn_import: config: "
+    for position, message in [
+        ({"type": "alibo"},
+         "'position.type' must be one of shaw,none,t5,alibi,rope, not 'alibo'"),
+        ({"type": "t5", "num_buckets": 3},
+         "'position.num_buckets' must be between 4 and 1048576, not 3"),
+        ({"type": "t5", "num_buckets": 8, "max_distance": 4},
+         "'position.max_distance' must be over num_buckets/2 = 4 and at most "
+         "16777216, not 4"),
+        ({"type": "rope", "rotary_dim": 3},
+         "'position.rotary_dim' must be even, at least 2 and at most "
+         "d_model/n_heads = 4, not 3"),
+        ({"type": "rope", "rotary_dim": 6},
+         "'position.rotary_dim' must be even, at least 2 and at most "
+         "d_model/n_heads = 4, not 6"),
+        ({"type": "rope", "base": 1}, "'position.base' must be a number over 1"),
+        ({"type": "rope", "rotary": "both"},
+         "'position.rotary' must be one of half,interleaved, not 'both'"),
+        ({"type": "alibi", "clip": 3},
+         "'position.clip' is not a key of position type 'alibi'"),
+        ({"type": "none", "num_buckets": 8},
+         "'position.num_buckets' is not a key of position type 'none'"),
+        ({"type": "shaw"}, "missing key 'position.clip'"),
+    ]:
+        assert import_error(db, rng, position) == pre + message
+
+
+def test_tensor_errors(db, rng):
+    t5 = {"type": "t5", "num_buckets": 8, "max_distance": 20}
+    assert import_error(db, rng, t5, lambda p: p.pop("rel_bias")) == \
+        "relattn_import: tensor 'rel_bias' is missing (the config needs it)"
+    assert import_error(db, rng, t5, lambda p: p.update(
+        rel_bias=np.ones((2, 7), np.float32))) == (
+        "relattn_import: tensor 'rel_bias' has shape [2,7]; the config needs "
+        "[2,8]")
+    assert import_error(db, rng, {"type": "alibi"}, lambda p: p.update(
+        {"layers.0.attn.rel_k": np.ones((3, 4), np.float32)})) == (
+        "relattn_import: unexpected tensor 'layers.0.attn.rel_k' (not part of "
+        "the config)")
