@@ -398,9 +398,9 @@ def case_config_unknown_activation(rng):
 
 
 def case_config_unknown_position(rng):
-    return with_config(rng, config_with("rope", "position", "type")), (
-        "relattn_import: config: 'position.type' must be one of shaw, not "
-        "'rope'")
+    return with_config(rng, config_with("xl", "position", "type")), (
+        "relattn_import: config: 'position.type' must be one of shaw,none,t5,"
+        "alibi,rope, not 'xl'")
 
 
 def case_config_unknown_tokenizer(rng):
