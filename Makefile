@@ -119,7 +119,7 @@ test: deps
 # CPU can run (tests/coretypes.sh): about half a minute a set here.
 NUMERIC_TESTS := tests/sql/test_attention.py tests/sql/test_model_fn.py \
                  tests/sql/test_determinism.py tests/sql/test_bundled_model.py \
-                 tests/sql/test_schemes.py \
+                 tests/sql/test_schemes.py tests/sql/test_model_schemes.py \
                  'tests/test_unit.py::test_unit[test_attention]' \
                  'tests/test_unit.py::test_unit[test_schemes]' \
                  'tests/test_unit.py::test_unit[test_forward]' \

@@ -320,7 +320,6 @@ typedef struct relattn_config {
   float norm_eps;
   int activation;         /* RELATTN_GELU (erf form) | RELATTN_RELU */
   int tie_embeddings;
-  relattn_position pos;   /* position.type and its parameters */
   int clip;               /* position.clip (shaw) */
   int rel_values;         /* position.values (shaw) */
   int per_head;           /* position.per_head (shaw) */
@@ -329,6 +328,9 @@ typedef struct relattn_config {
   int do_lower_case;      /* wordpiece: tokenizer.do_lower_case (default 1) */
   int strip_accents;      /* wordpiece: 1, 0, or -1 (null: as do_lower_case) */
   int chinese_chars;      /* wordpiece: tokenizer.tokenize_chinese_chars */
+  relattn_position pos;   /* position.type and its parameters: set it
+                          ** (relattn_position_defaults) in a config made by
+                          ** hand; zeros are type none */
 } relattn_config;
 
 typedef struct relattn_tokenizer relattn_tokenizer; /* src/tokenizer.c */

@@ -334,7 +334,8 @@ static void run_batch(relattn_pool *pool, relattn_config cfg) {
 static void check_errors(relattn_pool *pool) {
   test_model t;
   relattn_config cfg = {RELATTN_ENCODER, 11, 8, 1, 2, 16, RELATTN_NORM_PRE,
-                        1e-5f, RELATTN_GELU, 1, 2, 1, 0, -1, -1, -1, 0, 1, -1, 1};
+                        1e-5f, RELATTN_GELU, 1, 2, 1, 0, -1, -1, -1, 0, 1, -1, 1,
+                        {RELATTN_POS_SHAW, 32, 128, 256, 512, 1, 0, 10000.0}};
   int32_t tok[3] = {1, 11, 2};
   float lp[3], emb[8];
   relattn_fwd f;
@@ -391,6 +392,7 @@ int main(void) {
       cfg.rel_values = (int)(unit_next() % 2);
       cfg.per_head = (int)(unit_next() % 2);
       cfg.bos = cfg.eos = cfg.pad = -1;
+      relattn_position_defaults(&cfg.pos, RELATTN_POS_SHAW);
       run_case(pool, cfg, lens[unit_next() % 7]);
       run_batch(pool, cfg);
     }
