@@ -89,7 +89,7 @@ enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_OBJ, K_ID, K_OPTBOOL, K_DBL };
 /* position.type's choices and what each decodes to */
 static const int position_types[] = {RELATTN_POS_SHAW, RELATTN_POS_NONE,
                                      RELATTN_POS_T5, RELATTN_POS_ALIBI,
-                                     RELATTN_POS_ROPE};
+                                     RELATTN_POS_ROPE, RELATTN_POS_ABSOLUTE};
 static const int rotary_styles[] = {1, 0}; /* half, interleaved */
 
 #define NO_FIELD ((size_t)-1)
@@ -122,7 +122,7 @@ static const struct config_key {
     {"$.tie_embeddings", "tie_embeddings", K_BOOL, 0, 0, F(tie_embeddings),
      -1, 1},
     {"$.position", "position", K_OBJ, 0, 0, NO_FIELD, -1, 1},
-    {"$.position.type", "position.type", K_ENUM, "shaw|none|t5|alibi|rope",
+    {"$.position.type", "position.type", K_ENUM, "shaw|none|t5|alibi|rope|absolute",
      position_types, F(pos.type), -1, 1},
     {"$.position.clip", "position.clip", K_INT, 0, 0, F(clip),
      RELATTN_POS_SHAW, 1},
@@ -140,6 +140,8 @@ static const struct config_key {
      F(pos.rotary_dim), RELATTN_POS_ROPE, 0},
     {"$.position.base", "position.base", K_DBL, 0, 0, F(pos.base),
      RELATTN_POS_ROPE, 0},
+    {"$.position.max_len", "position.max_len", K_INT, 0, 0, F(max_len),
+     RELATTN_POS_ABSOLUTE, 1},
     {"$.tokenizer", "tokenizer", K_OBJ, 0, 0, NO_FIELD, -1, 1},
     {"$.tokenizer.type", "tokenizer.type", K_ENUM,
      "bytes|wordpiece|sentencepiece", 0, F(tok_type), -1, 1},

@@ -452,6 +452,15 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
     in->ids = NULL;
     return SQLITE_ERROR;
   }
+  if (m->cfg.pos.type == RELATTN_POS_ABSOLUTE && n + bos > m->cfg.max_len) {
+    *pzErr = sqlite3_mprintf("%s: %s has %d tokens%s, over the model's "
+                             "position.max_len = %d (its learned positions)",
+                             fn, arg, n, bos ? " and bos" : "",
+                             m->cfg.max_len);
+    sqlite3_free(in->ids);
+    in->ids = NULL;
+    return SQLITE_TOOBIG;
+  }
   if (bos) in->ids[0] = m->cfg.bos;
   in->n_seq = n;
   in->n = n + bos;

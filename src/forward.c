@@ -8,7 +8,8 @@
 **   attn: q, k, v = h Wq^T + bq, ...; relative attention per head (causal
 **   for decoders): shaw with the layer's rel_k / rel_v, or the config's
 **   position scheme (t5 with the model's rel_bias, alibi, rope, none) built
-**   once per sequence by src/schemes.c; out = z Wo^T + bo.
+**   once per sequence by src/schemes.c; out = z Wo^T + bo. An absolute
+**   model adds pos_emb[i] to row i of x first (attention as none).
 **   ffn:  act(h W1^T + b1) W2^T + b2, act = GELU (erf form) or ReLU.
 **
 ** relattn_forward_batch takes several sequences in one call (one set of
@@ -440,7 +441,9 @@ static int build_schemes(fwd_ctx *c, char *err, size_t errlen) {
   const relattn_config *cfg = &c->m->cfg;
   relattn_pos_tables tb;
   int s, rc;
-  if (cfg->pos.type == RELATTN_POS_SHAW) return RELATTN_OK;
+  relattn_position pos = cfg->pos;
+  if (pos.type == RELATTN_POS_SHAW) return RELATTN_OK;
+  if (pos.type == RELATTN_POS_ABSOLUTE) pos.type = RELATTN_POS_NONE;
   c->schemes = relattn_alloc(sizeof(relattn_scheme) * (size_t)c->count);
   if (!c->schemes)
     return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
@@ -452,7 +455,7 @@ static int build_schemes(fwd_ctx *c, char *err, size_t errlen) {
     tb.count[2] = (int64_t)cfg->n_heads * cfg->pos.num_buckets;
   }
   for (s = 0; s < c->count; s++) {
-    rc = relattn_scheme_build(&c->schemes[s], &cfg->pos, &tb, c->f[s].n,
+    rc = relattn_scheme_build(&c->schemes[s], &pos, &tb, c->f[s].n,
                               cfg->n_heads, cfg->d_model / cfg->n_heads,
                               cfg->arch == RELATTN_DECODER, 0, err, errlen);
     if (rc != RELATTN_OK) return rc;
@@ -481,6 +484,11 @@ static int check_request(const relattn_model *m, const relattn_fwd *f, int s,
                             "relattn_forward: token %d at position %d is not "
                             "below vocab_size %d",
                             (int)f->tokens[i], i, cfg->vocab_size);
+  if (cfg->pos.type == RELATTN_POS_ABSOLUTE && f->n > cfg->max_len)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "relattn_forward: sequence %d has %d tokens, over "
+                          "position.max_len = %d",
+                          s, f->n, cfg->max_len);
   if (wants_head(f) && cfg->arch != RELATTN_DECODER)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "relattn_forward: an encoder model has no next-token "
@@ -562,9 +570,16 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
       if (c.blocks[3 * n_blocks + 2] > c.block_max)
         c.block_max = c.blocks[3 * n_blocks + 2];
     }
-    for (i = 0; i < f[s].n; i++, total++)
+    for (i = 0; i < f[s].n; i++, total++) {
       memcpy(c.x + total * c.d, m->tok_emb + (size_t)f[s].tokens[i] * c.d,
              sizeof(float) * c.d);
+      if (m->pos_emb) { /* absolute: learned positions added to the input */
+        float *x = c.x + total * c.d;
+        const float *pe = m->pos_emb + (size_t)i * c.d;
+        int j;
+        for (j = 0; j < c.d; j++) x[j] += pe[j];
+      }
+    }
   }
   c.n_blocks = n_blocks;
   rc = build_schemes(&c, err, errlen);

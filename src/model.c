@@ -5,7 +5,8 @@
 ** The tensors have a fixed order: tok_emb; per layer ln1.weight, ln1.bias,
 ** attn.wq .wk .wv .wo, attn.bq .bk .bv .bo, [attn.rel_k, attn.rel_v: shaw],
 ** ln2.weight, ln2.bias, ffn.w1 .b1 .w2 .b2; ln_f.weight, ln_f.bias (pre-norm
-** only); lm_head (untied only); rel_bias (t5 only). The tables below hold
+** only); lm_head (untied only); rel_bias (t5 only); pos_emb (absolute
+** only). The tables below hold
 ** them. Import stores them in this order and export
 ** writes them in it. Every array lives in one 64-byte aligned block (m->mem):
 ** the layer table first, then each tensor at a 64-byte boundary.
@@ -20,9 +21,9 @@
 /* The tensors, as data: a name, a shape rule, the field that points at
 ** the array, and when a config has it. A new tensor is one row here.
 ** Shape rules: */
-enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS };
+enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS, S_POS };
 /* Presence rules: */
-enum { W_ALL, W_SHAW, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5 };
+enum { W_ALL, W_SHAW, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5, W_ABSOLUTE };
 
 typedef struct tensor_row {
   const char *name;
@@ -48,7 +49,8 @@ static const tensor_row tail_rows[] = {
     {"ln_f.weight", S_D, W_PRE, M(lnf_w)},
     {"ln_f.bias", S_D, W_PRE, M(lnf_b)},
     {"lm_head", S_VD, W_UNTIED, M(lm_head)},
-    {"rel_bias", S_BIAS, W_T5, M(rel_bias)}};
+    {"rel_bias", S_BIAS, W_T5, M(rel_bias)},
+    {"pos_emb", S_POS, W_ABSOLUTE, M(pos_emb)}};
 #undef L
 #undef M
 #define N_LAYER_ROWS (int)(sizeof layer_rows / sizeof layer_rows[0])
@@ -62,6 +64,7 @@ static int has(const relattn_config *c, int when) {
     case W_PRE: return c->norm == RELATTN_NORM_PRE;
     case W_UNTIED: return !c->tie_embeddings;
     case W_T5: return c->pos.type == RELATTN_POS_T5;
+    case W_ABSOLUTE: return c->pos.type == RELATTN_POS_ABSOLUTE;
     default: return 1;
   }
 }
@@ -82,6 +85,7 @@ static void shape_of(const relattn_config *c, int rule,
       else a = rows, b = dh;
       break;
     case S_BIAS: a = c->n_heads, b = c->pos.num_buckets; break;
+    case S_POS: a = c->max_len, b = d; break;
     default: break; /* (d_model) */
   }
   s->ndim = e ? 3 : (b ? 2 : 1);
@@ -141,6 +145,12 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
                             what, c->pos.num_buckets / 2, 1 << 24,
                             c->pos.max_distance);
   }
+  if (c->pos.type == RELATTN_POS_ABSOLUTE &&
+      (c->max_len < 1 || c->max_len > MAX_DIM))
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: 'position.max_len' must be between 1 and %d, "
+                          "not %d",
+                          what, MAX_DIM, c->max_len);
   if (c->pos.type == RELATTN_POS_ROPE) {
     const int dh = c->d_model / c->n_heads;
     const int r = c->pos.rotary_dim ? c->pos.rotary_dim : dh;

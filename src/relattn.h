@@ -231,6 +231,10 @@ enum {
   RELATTN_POS_REL_KEY_QUERY, RELATTN_POS_T5, RELATTN_POS_DEBERTA,
   RELATTN_POS_ALIBI, RELATTN_POS_ROPE, RELATTN_POS_XL, RELATTN_POS_COUNT
 };
+/* Models only (not an attention scheme, so relattn_position_parse does not
+** know it): learned absolute positions added to the input (pos_emb); the
+** attention is as none. */
+enum { RELATTN_POS_ABSOLUTE = RELATTN_POS_COUNT };
 int relattn_position_parse(const char *name);   /* RELATTN_POS_*, or -1 */
 const char *relattn_position_name(int type);
 /* "none, shaw, ..." for messages. */
@@ -331,6 +335,7 @@ typedef struct relattn_config {
   relattn_position pos;   /* position.type and its parameters: set it
                           ** (relattn_position_defaults) in a config made by
                           ** hand; zeros are type none */
+  int max_len;            /* absolute: position.max_len, rows of pos_emb */
 } relattn_config;
 
 typedef struct relattn_tokenizer relattn_tokenizer; /* src/tokenizer.c */
@@ -353,6 +358,7 @@ typedef struct relattn_model {
   const float *lnf_w, *lnf_b;         /* (d_model); NULL for post-norm */
   const float *lm_head;               /* (vocab_size, d_model); = tok_emb when tied */
   const float *rel_bias;              /* t5: (n_heads, num_buckets), else NULL */
+  const float *pos_emb;               /* absolute: (max_len, d_model), else NULL */
   void *mem;                          /* owns every array above */
   relattn_tokenizer *tok;             /* owned; freed by relattn_model_free */
 } relattn_model;
@@ -431,7 +437,7 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
 
 /* The tensors a config needs (docs/reference.md), in a fixed order: tok_emb,
 ** then each layer's (rel_k, rel_v with shaw), then ln_f (pre-norm), lm_head
-** (untied), rel_bias (t5). */
+** (untied), rel_bias (t5), pos_emb (absolute). */
 #define RELATTN_NAME_MAX 64
 typedef struct relattn_tensor_spec {
   char name[RELATTN_NAME_MAX];

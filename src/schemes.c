@@ -40,6 +40,7 @@ int relattn_position_parse(const char *name) {
 }
 
 const char *relattn_position_name(int type) {
+  if (type == RELATTN_POS_ABSOLUTE) return "absolute";
   return type >= 0 && type < RELATTN_POS_COUNT ? names[type] : "?";
 }
 

@@ -69,6 +69,8 @@ def shapes(cfg):
         out += [("lm_head", [v, d])]
     if pos.get("type") == "t5":
         out += [("rel_bias", [h, pos.get("num_buckets", 32)])]
+    if pos.get("type") == "absolute":
+        out += [("pos_emb", [pos["max_len"], d])]
     return out
 
 
@@ -84,7 +86,7 @@ def tensors(cfg, rng):
             a = 0.1 * rng.standard_normal(shape)
         elif name == "rel_bias":
             a = rng.standard_normal(shape)
-        elif leaf in ("rel_k", "rel_v") or name in ("tok_emb", "lm_head"):
+        elif leaf in ("rel_k", "rel_v") or name in ("tok_emb", "lm_head", "pos_emb"):
             a = 0.5 * rng.standard_normal(shape)
         else:
             a = rng.standard_normal(shape) / np.sqrt(shape[-1])

@@ -76,6 +76,8 @@ def random_params(rng, cfg):
         p["lm_head"] = u(v, d)
     if pos["type"] == "t5":
         p["rel_bias"] = u(h, pos.get("num_buckets", 32), scale=2.0)
+    if pos["type"] == "absolute":
+        p["pos_emb"] = u(max(pos.get("max_len", 1), 1), d)
     return p
 
 
@@ -150,7 +152,7 @@ def scheme_attention(q, k, v, pos, head, n_heads, rel_bias, causal):
         half = pos.get("rotary", "half") == "half"
         e = rope_rotate(q, rd, base, half) @ rope_rotate(k, rd, base, half).T
         e = e / math.sqrt(d)
-    else:                   # none
+    else:                   # none, absolute (its positions are in the input)
         e = q @ k.T / math.sqrt(d)
     if causal:
         e = np.where(idx[None, :] > idx[:, None], -np.inf, e)
@@ -174,6 +176,8 @@ def forward(cfg, params, ids, maps=False):
     pre = cfg["norm"] == "pre"
     act = gelu if cfg["activation"] == "gelu" else (lambda t: np.maximum(t, 0))
     x = p["tok_emb"][np.asarray(ids)]
+    if pos["type"] == "absolute":   # learned positions added to the input
+        x = x + p["pos_emb"][:len(ids)]
     all_maps = []
 
     def lin(t, name_w, name_b):

@@ -25,6 +25,7 @@ POSITIONS = {
     "t5": {"type": "t5", "num_buckets": 8, "max_distance": 20},
     "t5-defaults": {"type": "t5"},
     "alibi": {"type": "alibi"},
+    "absolute": {"type": "absolute", "max_len": 80},
     "rope": {"type": "rope"},
     "rope-partial": {"type": "rope", "rotary": "interleaved",
                      "rotary_dim": 4, "base": 500},
@@ -114,7 +115,7 @@ def import_error(db, rng, position, edit=None):
     cfg = ref.random_config(rng, position=position, n_heads=2, d_model=8,
                             n_layers=1)
     # weights of a valid config close to it: the error is the config's
-    ok = position if position["type"] == "t5" else {"type": "none"}
+    ok = position if position["type"] in ("t5", "absolute") else {"type": "none"}
     params = ref.random_params(rng, dict(cfg, position=ok))
     if edit:
         edit(params)
@@ -130,7 +131,8 @@ def test_config_errors(db, rng):
     pre = "relattn_import: config: "
     for position, message in [
         ({"type": "alibo"},
-         "'position.type' must be one of shaw,none,t5,alibi,rope, not 'alibo'"),
+         "'position.type' must be one of shaw,none,t5,alibi,rope,absolute, "
+         "not 'alibo'"),
         ({"type": "t5", "num_buckets": 3},
          "'position.num_buckets' must be between 4 and 1048576, not 3"),
         ({"type": "t5", "num_buckets": 8, "max_distance": 4},
@@ -150,6 +152,9 @@ def test_config_errors(db, rng):
         ({"type": "none", "num_buckets": 8},
          "'position.num_buckets' is not a key of position type 'none'"),
         ({"type": "shaw"}, "missing key 'position.clip'"),
+        ({"type": "absolute"}, "missing key 'position.max_len'"),
+        ({"type": "absolute", "max_len": 0},
+         "'position.max_len' must be between 1 and 16777216, not 0"),
     ]:
         assert import_error(db, rng, position) == pre + message
 
@@ -166,3 +171,26 @@ def test_tensor_errors(db, rng):
         {"layers.0.attn.rel_k": np.ones((3, 4), np.float32)})) == (
         "relattn_import: unexpected tensor 'layers.0.attn.rel_k' (not part of "
         "the config)")
+    absolute = {"type": "absolute", "max_len": 16}
+    assert import_error(db, rng, absolute, lambda p: p.update(
+        pos_emb=np.ones((15, 8), np.float32))) == (
+        "relattn_import: tensor 'pos_emb' has shape [15,8]; the config needs "
+        "[16,8]")
+
+
+def test_absolute_past_max_len_is_refused(db, rng):
+    cfg = ref.random_config(rng, position={"type": "absolute", "max_len": 10},
+                            n_heads=2, d_model=8, n_layers=1)
+    db.execute("SELECT relattn_import('m', ?)",
+               (ref.safetensors_bytes(ref.random_params(rng, cfg), cfg),))
+    ok = toks(random_tokens(rng, 9, cfg))          # with bos: 10 rows
+    assert db.execute("SELECT relattn_score('m', ?)", (ok,)).fetchone()[0] < 0
+    long = toks(random_tokens(rng, 10, cfg))
+    for sql, fn in (("SELECT relattn_score('m', ?)", "relattn_score"),
+                    ("SELECT relattn_embed('m', ?)", "relattn_embed"),
+                    ("SELECT * FROM relattn_logprobs('m', ?)", "relattn_logprobs")):
+        with pytest.raises(Exception) as e:
+            db.execute(sql, (long,)).fetchall()
+        assert str(e.value) == (f"{fn}: tokens has 10 tokens and bos, over the "
+                                "model's position.max_len = 10 (its learned "
+                                "positions)")
