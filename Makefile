@@ -93,7 +93,7 @@ model: deps-model
 	$(PYTHON) models/train.py
 
 # The position sweep: small models trained on the bundled corpus, scored in SQL,
-# rows in experiments/results.db, pictures in docs/img (docs/experiments.md).
+# rows in experiments/results.db, pictures in docs/img/experiments (docs/experiments.md).
 # Resumes: runs already in the results are skipped. Not part of `make test`.
 experiments: deps-model
 	$(MAKE) all

@@ -2,7 +2,7 @@
 """The position experiments: a sweep of small byte-level decoders, evaluated in SQL.
 
     /usr/bin/python3 experiments/sweep.py            # the sweep (make experiments)
-    /usr/bin/python3 experiments/sweep.py --report   # only the pictures, from experiments/results.db
+    /usr/bin/python3 experiments/sweep.py --report   # the tables and pictures, from experiments/results.db
 
 Every model is trained by models/train_corpus.py on the bundled corpus (the King James Bible and the
 prose of SQLite's documentation, read and split exactly as models/train.py does), with the same
@@ -241,7 +241,7 @@ def svg_lines(title, xlabel, series, xs, logx=True, W=640, H=380):
         out.append(f'<text x="{sx(x):.1f}" y="{H - B + 16}" text-anchor="middle">{x}</text>')
     for i in range(5):
         y = y0 + (y1 - y0) * (i + 0.5) / 5
-        out.append(f'<text x="{L - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:.2f}</text>')
+        out.append(f'<text x="{L - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:.3f}</text>')
         out.append(f'<line x1="{L}" x2="{W - R}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" stroke="#ddd"/>')
     for j, (label, colour, dash, vals) in enumerate(series):
         pts = [(sx(x), sy(y)) for x, y in zip(xs, vals) if y is not None]
@@ -266,7 +266,8 @@ def pictures(res, outdir):
     evaluation length (one line per k), from the results table."""
     outdir.mkdir(parents=True, exist_ok=True)
     rows = res.execute("SELECT clip, rel_v, bpb_64, bpb_256, bpb_1024, bpb_4096 FROM runs "
-                       "WHERE status = 'done' AND scheme = 'shaw' AND data_fraction = 1 ORDER BY clip").fetchall()
+                       "WHERE status = 'done' AND scheme = 'shaw' AND data_fraction = 1 AND name NOT LIKE '%-seed%' "
+                       "ORDER BY clip").fetchall()
     ks = sorted({r[0] for r in rows})
     if not ks:
         return []
@@ -292,21 +293,48 @@ def pictures(res, outdir):
 
 
 def profiles(args, res, names, outdir):
-    """The attention-by-distance profile of each named model on a 256-byte held-out window."""
+    """The attention-by-distance profile (mean weight by distance, per layer and head) of each
+    named model on the first 1024-byte held-out window, its clip band shaded."""
     con = connect(args.models, args.so)
-    wins = [b for n, _, b in windows(args.corpus, args.windows) if n == 256]
-    text = wins[0].decode(errors="replace")
+    wins = [b for n, _, b in windows(args.corpus, args.windows) if n == 1024]
+    tokens = array.array("i", list(wins[0])).tobytes()
     written = []
     for name in names:
-        if not con.execute("SELECT 1 FROM relattn_model WHERE name = ?", (name,)).fetchone():
+        row = con.execute("SELECT json_extract(config, '$.position.clip') FROM relattn_model WHERE name = ?",
+                          (name,)).fetchone()
+        if not row:
             continue
-        svg = con.execute("SELECT relattn_svg_profile(w.distance, w.weight, 'layer ' || w.layer, 64) "
-                          "FROM relattn_attention_weights(?, ?) AS w", (name, text)).fetchone()[0]
+        svg = con.execute("SELECT relattn_svg_profile(w.distance, w.weight, "
+                          "'layer ' || w.layer || ' head ' || w.head, ?) "
+                          "FROM relattn_attention_weights(?, ?) AS w", (max(1, row[0]), name, tokens)).fetchone()[0]
         p = outdir / f"experiments_profile_{name}.svg"
         p.write_text(svg)
         written.append(p)
     con.close()
     return written
+
+
+def tables(res):
+    """The results as Markdown tables (docs/experiments.md quotes them)."""
+    q = lambda sql: res.execute(sql).fetchall()
+    out = ["| run | clip k | rel_v | data | steps | 64 B | 256 B | 1024 B | 4096 B | params | train s | tokens/s | relative/plain |",
+           "| --- | ---: | :---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in q("SELECT name, clip, rel_v, data_fraction, steps, bpb_64, bpb_256, bpb_1024, bpb_4096, params, "
+               "train_seconds, tokens_per_s, rel_plain FROM runs WHERE status = 'done' "
+               "ORDER BY name = 'untrained' DESC, name LIKE '%-seed%', data_fraction DESC, rel_v DESC, clip, name"):
+        out.append(f"| {r[0]} | {r[1]} | {'yes' if r[2] else 'no'} | {r[3]:.0%} | {r[4]} | " +
+                   " | ".join(f"{x:.3f}" for x in r[5:9]) + f" | {r[9]:,} | {r[10]:.0f} | {r[11]:,.0f} | {r[12]:.2f} |")
+    pairs = q("SELECT a.name, a.seed, b.seed, a.bpb_256, b.bpb_256, a.bpb_4096, b.bpb_4096 FROM runs a "
+              "JOIN runs b ON b.name LIKE a.name || '-seed%' AND b.status = 'done' "
+              "WHERE a.status = 'done' ORDER BY a.clip")
+    if pairs:
+        out += ["", "| run | seeds | 256 B | 4096 B |", "| --- | --- | ---: | ---: |"]
+        for r in pairs:
+            out.append(f"| {r[0]} | {r[1]}, {r[2]} | {r[3]:.3f}, {r[4]:.3f} | {r[5]:.3f}, {r[6]:.3f} |")
+    out += ["", "| run | scheme | data | status |", "| --- | --- | ---: | --- |"]
+    for r in q("SELECT name, scheme, data_fraction, status FROM runs WHERE status <> 'done' ORDER BY data_fraction DESC, name"):
+        out.append(f"| {r[0]} | {r[1]} | {r[2]:.0%} | {r[3]} |")
+    return "\n".join(out)
 
 
 def main(argv=None):
@@ -324,13 +352,14 @@ def main(argv=None):
     ap.add_argument("--batch-tokens", type=int, default=4096)
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--suffix", default="", help="appended to the run names (another seed: --seed 2 --suffix=-seed2)")
     ap.add_argument("--windows", type=int, default=8, help="4096-byte stretches of held-out text per source")
     ap.add_argument("--trainer-heldout", type=float, default=0.002,
                     help="the trainer's own held-out fraction of the training rows (its curve)")
     ap.add_argument("--so", default=str(ROOT / "relattn.so"))
-    ap.add_argument("--pictures", default=str(ROOT / "docs" / "img"), help="where the SVG pictures go")
+    ap.add_argument("--pictures", default=str(ROOT / "docs" / "img" / "experiments"), help="where the SVG pictures go")
     ap.add_argument("--profiles", default="shaw-k16,shaw-k256", help="models whose distance profile is drawn")
-    ap.add_argument("--report", action="store_true", help="only draw the pictures from the results")
+    ap.add_argument("--report", action="store_true", help="only print the tables and draw the pictures, from the results")
     args = ap.parse_args(argv)
     args.work = pathlib.Path(args.work)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -342,6 +371,7 @@ def main(argv=None):
     if args.report:
         for p in pictures(res, outdir):
             log(f"wrote {p}")
+        print(tables(res))
         return 0
 
     args.corpus = pathlib.Path(args.corpus) if args.corpus else build_corpus(args.work / "corpus.db")
@@ -359,6 +389,7 @@ def main(argv=None):
         log(f"{name} ({what}): {NOT_YET_REASON}; skipped")
         record(res, {"name": name, "scheme": scheme, "data_fraction": f,
                      "status": NOT_YET_REASON + f" ({what})"})
+    plan = [(name + args.suffix, *rest) for name, *rest in plan]
     for name, clip, rel_v, fraction, steps in plan:
         old = res.execute("SELECT steps, d_model, layers, seed, corpus FROM runs WHERE name = ? AND status = 'done'",
                           (name,)).fetchone()

@@ -7,9 +7,9 @@ Checks that every row is complete and sane: the untrained model is near
 uniform (log2 259 bits per byte), the trained one beats it at every length,
 the script's bits per byte are the ones relattn_score gives on the windows
 the test cuts itself from the held-out rows, the schemes native models do not
-have yet are recorded as not runnable, and a second run resumes (trains
-nothing). Not run under the sanitizers: the training is PyTorch's (see
-test_train_corpus.py)."""
+have yet are recorded as not runnable, docs/experiments.md's query of the
+results runs, and a second run resumes (trains nothing). Not run under the
+sanitizers: the training is PyTorch's (see test_train_corpus.py)."""
 import json
 import math
 import os
@@ -114,6 +114,17 @@ def test_miniature_sweep(tmp_path):
         root = ET.parse(tmp_path / "img" / f).getroot()
         assert root.tag == "{http://www.w3.org/2000/svg}svg", f
     assert "k 2" in (tmp_path / "img" / "experiments_bpb_vs_length.svg").read_text()
+
+    # docs/experiments.md's query of the results, in the sqlite3 shell.
+    block = (ROOT / "docs" / "experiments.md").read_text().split(
+        "<!-- run by tests/sql/test_experiments.py", 1)[1].split("```sql\n", 1)[1].split("```", 1)[0]
+    r = subprocess.run(["sqlite3", "-bail", str(tmp_path / "results.db")], input=block,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [l.split("|")[0] for l in lines] == ["shaw-k2", "untrained"], r.stdout
+    assert lines[0].split("|")[1:3] == ["2", "1"]
+    assert float(lines[0].split("|")[3]) == round(k2["bpb_256"], 3)
 
     # Run again: both runs are in the results with the same settings, so nothing trains.
     before = [tuple(r) for r in res.execute("SELECT * FROM runs WHERE status = 'done' ORDER BY name")]
