@@ -270,7 +270,7 @@ def pictures(res, outdir):
     outdir.mkdir(parents=True, exist_ok=True)
     rows = res.execute("SELECT clip, rel_v, bpb_64, bpb_256, bpb_1024, bpb_4096 FROM runs "
                        "WHERE status = 'done' AND scheme = 'shaw' AND data_fraction = 1 AND name NOT LIKE '%-seed%' "
-                       "ORDER BY clip").fetchall()
+                       "AND name NOT LIKE '%steps' ORDER BY clip").fetchall()
     ks = sorted({r[0] for r in rows})
     if not ks:
         return []
@@ -298,7 +298,12 @@ def pictures(res, outdir):
 def profiles(args, res, names, outdir):
     """The attention-by-distance profile (mean weight by distance, per layer and head) of each
     named model on the first 1024-byte held-out window, its clip band shaded."""
+    if not args.models.exists():
+        return []  # no model trained here (every run was already in the results)
     con = connect(args.models, args.so)
+    if not con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'relattn_model'").fetchone():
+        con.close()
+        return []
     wins = [b for n, _, b in windows(args.corpus, args.windows) if n == 1024]
     tokens = array.array("i", list(wins[0])).tobytes()
     written = []
@@ -319,21 +324,22 @@ def profiles(args, res, names, outdir):
 
 def tables(res):
     """The results as Markdown tables (docs/experiments.md quotes them)."""
-    q = lambda sql: res.execute(sql).fetchall()
+    q = lambda sql, args=(): res.execute(sql, args).fetchall()
     out = ["| run | clip k | rel_v | data | steps | 64 B | 256 B | 1024 B | 4096 B | params | train s | tokens/s | relative/plain |",
            "| --- | ---: | :---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in q("SELECT name, clip, rel_v, data_fraction, steps, bpb_64, bpb_256, bpb_1024, bpb_4096, params, "
                "train_seconds, tokens_per_s, rel_plain FROM runs WHERE status = 'done' "
-               "ORDER BY name = 'untrained' DESC, name LIKE '%-seed%', data_fraction DESC, rel_v DESC, clip, name"):
+               "ORDER BY name = 'untrained' DESC, name LIKE '%-seed%', name LIKE '%steps', data_fraction DESC, rel_v DESC, clip, name"):
         out.append(f"| {r[0]} | {r[1]} | {'yes' if r[2] else 'no'} | {r[3]:.0%} | {r[4]} | " +
                    " | ".join(f"{x:.3f}" for x in r[5:9]) + f" | {r[9]:,} | {r[10]:.0f} | {r[11]:,.0f} | {r[12]:.2f} |")
-    pairs = q("SELECT a.name, a.seed, b.seed, a.bpb_256, b.bpb_256, a.bpb_4096, b.bpb_4096 FROM runs a "
-              "JOIN runs b ON b.name LIKE a.name || '-seed%' AND b.status = 'done' "
-              "WHERE a.status = 'done' ORDER BY a.clip")
-    if pairs:
-        out += ["", "| run | seeds | 256 B | 4096 B |", "| --- | --- | ---: | ---: |"]
+    for suffix in ("-seed2", "-1000steps"):  # the runs repeated with --suffix, beside the originals
+        pairs = q("SELECT a.name, a.seed, b.seed, a.steps, b.steps, a.bpb_256, b.bpb_256, a.bpb_4096, b.bpb_4096 "
+                  "FROM runs a JOIN runs b ON b.name = a.name || ? AND b.status = 'done' "
+                  "WHERE a.status = 'done' ORDER BY a.clip", (suffix,))
+        if pairs:
+            out += ["", "| run | seeds | steps | 256 B | 4096 B |", "| --- | --- | --- | ---: | ---: |"]
         for r in pairs:
-            out.append(f"| {r[0]} | {r[1]}, {r[2]} | {r[3]:.3f}, {r[4]:.3f} | {r[5]:.3f}, {r[6]:.3f} |")
+            out.append(f"| {r[0]} | {r[1]}, {r[2]} | {r[3]}, {r[4]} | {r[5]:.3f}, {r[6]:.3f} | {r[7]:.3f}, {r[8]:.3f} |")
     out += ["", "| run | scheme | data | status |", "| --- | --- | ---: | --- |"]
     for r in q("SELECT name, scheme, data_fraction, status FROM runs WHERE status <> 'done' ORDER BY data_fraction DESC, name"):
         out.append(f"| {r[0]} | {r[1]} | {r[2]:.0%} | {r[3]} |")
