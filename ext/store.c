@@ -89,7 +89,9 @@ enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_OBJ, K_ID, K_OPTBOOL, K_DBL };
 /* position.type's choices and what each decodes to */
 static const int position_types[] = {RELATTN_POS_SHAW, RELATTN_POS_NONE,
                                      RELATTN_POS_T5, RELATTN_POS_ALIBI,
-                                     RELATTN_POS_ROPE, RELATTN_POS_ABSOLUTE};
+                                     RELATTN_POS_ROPE, RELATTN_POS_ABSOLUTE,
+                                     RELATTN_POS_REL_KEY,
+                                     RELATTN_POS_REL_KEY_QUERY};
 static const int rotary_styles[] = {1, 0}; /* half, interleaved */
 
 #define NO_FIELD ((size_t)-1)
@@ -97,8 +99,9 @@ static const int rotary_styles[] = {1, 0}; /* half, interleaved */
 /* Each key: its JSON path, the name errors use, its kind, the choices of an
 ** enum ("a|b", decoded to their index, or to values[index]), the field it
 ** sets (an int, float for K_NUM, double for K_DBL), and for position keys
-** the one type they belong to (-1: any): such a key is refused with another
-** type, and optional with its own unless required. Keys absent and not
+** the one type they belong to (-1: any; rel_key's are rel_key_query's too):
+** such a key is refused with another type, and optional with its own
+** unless required. Keys absent and not
 ** required keep the defaults configDecode sets. */
 static const struct config_key {
   const char *path, *key;
@@ -122,7 +125,7 @@ static const struct config_key {
     {"$.tie_embeddings", "tie_embeddings", K_BOOL, 0, 0, F(tie_embeddings),
      -1, 1},
     {"$.position", "position", K_OBJ, 0, 0, NO_FIELD, -1, 1},
-    {"$.position.type", "position.type", K_ENUM, "shaw|none|t5|alibi|rope|absolute",
+    {"$.position.type", "position.type", K_ENUM, "shaw|none|t5|alibi|rope|absolute|rel_key|rel_key_query",
      position_types, F(pos.type), -1, 1},
     {"$.position.clip", "position.clip", K_INT, 0, 0, F(clip),
      RELATTN_POS_SHAW, 1},
@@ -142,6 +145,8 @@ static const struct config_key {
      RELATTN_POS_ROPE, 0},
     {"$.position.max_len", "position.max_len", K_INT, 0, 0, F(max_len),
      RELATTN_POS_ABSOLUTE, 1},
+    {"$.position.max_position_embeddings", "position.max_position_embeddings",
+     K_INT, 0, 0, F(max_len), RELATTN_POS_REL_KEY, 1},
     {"$.tokenizer", "tokenizer", K_OBJ, 0, 0, NO_FIELD, -1, 1},
     {"$.tokenizer.type", "tokenizer.type", K_ENUM,
      "bytes|wordpiece|sentencepiece", 0, F(tok_type), -1, 1},
@@ -232,7 +237,9 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
     }
     if (sqlite3_step(st) != SQLITE_ROW) goto sqlerr;
     type = (const char *)sqlite3_column_text(st, 2);
-    if (k->only >= 0 && cfg->pos.type != k->only) {
+    if (k->only >= 0 && cfg->pos.type != k->only &&
+        !(k->only == RELATTN_POS_REL_KEY &&
+          cfg->pos.type == RELATTN_POS_REL_KEY_QUERY)) {
       /* the key of another position type (position.type came before) */
       if (type) {
         *pzErr = sqlite3_mprintf("%s: '%s' is not a key of position type "
@@ -740,6 +747,11 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
     goto fail;
   }
   if (loadTensors(db, e, what, pzErr) != SQLITE_OK) goto fail;
+  rc = relattn_model_prepare(&e->model, what, err, sizeof err);
+  if (rc != RELATTN_OK) {
+    *pzErr = sqlite3_mprintf("%s", err);
+    goto fail;
+  }
   sqlite3_finalize(st);
   sqlite3_free(what);
   if (old) entryDrop(conn, old);

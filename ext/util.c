@@ -452,10 +452,16 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
     in->ids = NULL;
     return SQLITE_ERROR;
   }
-  if (m->cfg.pos.type == RELATTN_POS_ABSOLUTE && n + bos > m->cfg.max_len) {
+  if ((m->cfg.pos.type == RELATTN_POS_ABSOLUTE ||
+       m->cfg.pos.type == RELATTN_POS_REL_KEY ||
+       m->cfg.pos.type == RELATTN_POS_REL_KEY_QUERY) &&
+      n + bos > m->cfg.max_len) {
     *pzErr = sqlite3_mprintf("%s: %s has %d tokens%s, over the model's "
-                             "position.max_len = %d (its learned positions)",
+                             "position.%s = %d (its learned positions)",
                              fn, arg, n, bos ? " and bos" : "",
+                             m->cfg.pos.type == RELATTN_POS_ABSOLUTE
+                                 ? "max_len"
+                                 : "max_position_embeddings",
                              m->cfg.max_len);
     sqlite3_free(in->ids);
     in->ids = NULL;

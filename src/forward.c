@@ -140,6 +140,13 @@ size_t relattn_forward_memory(const relattn_model *m, int n, int count,
       rel.rows = c->pos.num_buckets;
       rel.beta = (const float *)m;
     }
+    if (c->pos.type == RELATTN_POS_REL_KEY ||
+        c->pos.type == RELATTN_POS_REL_KEY_QUERY) {
+      rel.band = c->max_len > 1 ? c->max_len - 1 : 0;
+      rel.rows = 2 * rel.band + 1;
+      rel.rk = (const float *)m;
+      if (c->pos.type == RELATTN_POS_REL_KEY_QUERY) rel.rq = rel.rk;
+    }
     if (c->pos.type == RELATTN_POS_ROPE)
       rel.rot_dim = c->pos.rotary_dim ? c->pos.rotary_dim : a.d_head;
     a.rel = &rel;
@@ -421,10 +428,11 @@ static relattn_attn layer_attn(const fwd_ctx *c, int s) {
   a.k = a.q + c->d;
   a.v = a.q + 2 * c->d;
   a.ldq = a.ldk = a.ldv = 3 * c->d;
-  if (c->schemes) {
+  if (c->schemes || c->m->terms) {
     a.clip = 0;
     a.per_head = 0;
-    a.rel = &c->schemes[s].rel;
+    a.rel = c->schemes ? &c->schemes[s].rel
+                       : &c->m->terms[c->layer - c->m->layers].rel;
   } else {
     a.rel_k = c->layer->rel_k;
     a.rel_v = cfg->rel_values ? c->layer->rel_v : NULL;
@@ -442,7 +450,7 @@ static int build_schemes(fwd_ctx *c, char *err, size_t errlen) {
   relattn_pos_tables tb;
   int s, rc;
   relattn_position pos = cfg->pos;
-  if (pos.type == RELATTN_POS_SHAW) return RELATTN_OK;
+  if (pos.type == RELATTN_POS_SHAW || c->m->terms) return RELATTN_OK;
   if (pos.type == RELATTN_POS_ABSOLUTE) pos.type = RELATTN_POS_NONE;
   c->schemes = relattn_alloc(sizeof(relattn_scheme) * (size_t)c->count);
   if (!c->schemes)
@@ -484,11 +492,18 @@ static int check_request(const relattn_model *m, const relattn_fwd *f, int s,
                             "relattn_forward: token %d at position %d is not "
                             "below vocab_size %d",
                             (int)f->tokens[i], i, cfg->vocab_size);
-  if (cfg->pos.type == RELATTN_POS_ABSOLUTE && f->n > cfg->max_len)
+  if ((cfg->pos.type == RELATTN_POS_ABSOLUTE ||
+       cfg->pos.type == RELATTN_POS_REL_KEY ||
+       cfg->pos.type == RELATTN_POS_REL_KEY_QUERY) && f->n > cfg->max_len)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "relattn_forward: sequence %d has %d tokens, over "
-                          "position.max_len = %d",
+                          "the model's %d positions",
                           s, f->n, cfg->max_len);
+  if ((cfg->pos.type == RELATTN_POS_REL_KEY ||
+       cfg->pos.type == RELATTN_POS_REL_KEY_QUERY) && !m->terms)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "relattn_forward: the model's terms are not built "
+                          "(relattn_model_prepare)");
   if (wants_head(f) && cfg->arch != RELATTN_DECODER)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "relattn_forward: an encoder model has no next-token "

@@ -23,7 +23,7 @@
 ** Shape rules: */
 enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS, S_POS };
 /* Presence rules: */
-enum { W_ALL, W_SHAW, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5, W_ABSOLUTE };
+enum { W_ALL, W_REL_K, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5, W_ABSOLUTE };
 
 typedef struct tensor_row {
   const char *name;
@@ -39,7 +39,7 @@ static const tensor_row layer_rows[] = {
     {"attn.wv", S_DD, W_ALL, L(wv)},        {"attn.wo", S_DD, W_ALL, L(wo)},
     {"attn.bq", S_D, W_ALL, L(bq)},         {"attn.bk", S_D, W_ALL, L(bk)},
     {"attn.bv", S_D, W_ALL, L(bv)},         {"attn.bo", S_D, W_ALL, L(bo)},
-    {"attn.rel_k", S_REL, W_SHAW, L(rel_k)},
+    {"attn.rel_k", S_REL, W_REL_K, L(rel_k)},
     {"attn.rel_v", S_REL, W_SHAW_VALUES, L(rel_v)},
     {"ln2.weight", S_D, W_ALL, L(ln2_w)},   {"ln2.bias", S_D, W_ALL, L(ln2_b)},
     {"ffn.w1", S_FD, W_ALL, L(w1)},         {"ffn.b1", S_F, W_ALL, L(b1)},
@@ -58,7 +58,10 @@ static const tensor_row tail_rows[] = {
 
 static int has(const relattn_config *c, int when) {
   switch (when) {
-    case W_SHAW: return c->pos.type == RELATTN_POS_SHAW;
+    case W_REL_K:
+      return c->pos.type == RELATTN_POS_SHAW ||
+             c->pos.type == RELATTN_POS_REL_KEY ||
+             c->pos.type == RELATTN_POS_REL_KEY_QUERY;
     case W_SHAW_VALUES:
       return c->pos.type == RELATTN_POS_SHAW && c->rel_values;
     case W_PRE: return c->norm == RELATTN_NORM_PRE;
@@ -81,7 +84,9 @@ static void shape_of(const relattn_config *c, int rule,
     case S_DF: b = f; break;
     case S_VD: a = v, b = d; break;
     case S_REL:
-      if (c->per_head) a = c->n_heads, b = rows, e = dh;
+      if (c->pos.type != RELATTN_POS_SHAW) /* rel_key*: HF distance_embedding */
+        a = 2 * (int64_t)c->max_len - 1, b = dh;
+      else if (c->per_head) a = c->n_heads, b = rows, e = dh;
       else a = rows, b = dh;
       break;
     case S_BIAS: a = c->n_heads, b = c->pos.num_buckets; break;
@@ -145,12 +150,17 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
                             what, c->pos.num_buckets / 2, 1 << 24,
                             c->pos.max_distance);
   }
-  if (c->pos.type == RELATTN_POS_ABSOLUTE &&
+  if ((c->pos.type == RELATTN_POS_ABSOLUTE ||
+       c->pos.type == RELATTN_POS_REL_KEY ||
+       c->pos.type == RELATTN_POS_REL_KEY_QUERY) &&
       (c->max_len < 1 || c->max_len > MAX_DIM))
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                          "%s: 'position.max_len' must be between 1 and %d, "
-                          "not %d",
-                          what, MAX_DIM, c->max_len);
+                          "%s: 'position.%s' must be between 1 and %d, not %d",
+                          what,
+                          c->pos.type == RELATTN_POS_ABSOLUTE
+                              ? "max_len"
+                              : "max_position_embeddings",
+                          MAX_DIM, c->max_len);
   if (c->pos.type == RELATTN_POS_ROPE) {
     const int dh = c->d_model / c->n_heads;
     const int r = c->pos.rotary_dim ? c->pos.rotary_dim : dh;
@@ -387,7 +397,39 @@ float *relattn_model_slot(relattn_model *m, int i) {
   return (float *)*slot_ptr(m, i);
 }
 
+int relattn_model_prepare(relattn_model *m, const char *what, char *err,
+                          size_t errlen) {
+  const relattn_config *c = &m->cfg;
+  relattn_pos_tables tb;
+  int l, rc;
+  if (c->pos.type != RELATTN_POS_REL_KEY &&
+      c->pos.type != RELATTN_POS_REL_KEY_QUERY)
+    return RELATTN_OK;
+  m->terms = relattn_alloc(sizeof(relattn_scheme) * (size_t)c->n_layers);
+  if (!m->terms)
+    return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                          "%s: out of memory", what);
+  memset(m->terms, 0, sizeof(relattn_scheme) * (size_t)c->n_layers);
+  memset(&tb, 0, sizeof tb);
+  for (l = 0; l < c->n_layers; l++) {
+    /* the terms hold for any sequence of up to M rows (inputs are checked
+    ** against max_len), so they are built for one */
+    tb.t[0] = m->layers[l].rel_k;
+    tb.count[0] = (2 * (int64_t)c->max_len - 1) * (c->d_model / c->n_heads);
+    rc = relattn_scheme_build(&m->terms[l], &c->pos, &tb, 1, c->n_heads,
+                              c->d_model / c->n_heads,
+                              c->arch == RELATTN_DECODER, 0, err, errlen);
+    if (rc != RELATTN_OK) return rc;
+  }
+  return RELATTN_OK;
+}
+
 void relattn_model_free(relattn_model *m) {
+  int l;
+  if (m->terms)
+    for (l = 0; l < m->cfg.n_layers; l++) relattn_scheme_free(&m->terms[l]);
+  relattn_free(m->terms);
+  m->terms = NULL;
   relattn_free(m->mem);
   relattn_tokenizer_free(m->tok);
   m->mem = NULL;

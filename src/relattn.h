@@ -335,7 +335,8 @@ typedef struct relattn_config {
   relattn_position pos;   /* position.type and its parameters: set it
                           ** (relattn_position_defaults) in a config made by
                           ** hand; zeros are type none */
-  int max_len;            /* absolute: position.max_len, rows of pos_emb */
+  int max_len;            /* absolute: position.max_len, rows of pos_emb;
+                          ** rel_key*: position.max_position_embeddings M */
 } relattn_config;
 
 typedef struct relattn_tokenizer relattn_tokenizer; /* src/tokenizer.c */
@@ -344,7 +345,8 @@ typedef struct relattn_layer {
   const float *ln1_w, *ln1_b;         /* (d_model) */
   const float *wq, *wk, *wv, *wo;     /* (d_model, d_model), y = x W^T + b */
   const float *bq, *bk, *bv, *bo;     /* (d_model) */
-  const float *rel_k;                 /* (2*clip+1, d_head) or (n_heads, 2*clip+1, d_head) */
+  const float *rel_k;                 /* (2*clip+1, d_head) or (n_heads, 2*clip+1, d_head);
+                                      ** rel_key*: (2M-1, d_head) */
   const float *rel_v;                 /* same; NULL unless rel_values */
   const float *ln2_w, *ln2_b;         /* (d_model) */
   const float *w1, *b1;               /* (d_ff, d_model), (d_ff) */
@@ -359,6 +361,9 @@ typedef struct relattn_model {
   const float *lm_head;               /* (vocab_size, d_model); = tok_emb when tied */
   const float *rel_bias;              /* t5: (n_heads, num_buckets), else NULL */
   const float *pos_emb;               /* absolute: (max_len, d_model), else NULL */
+  relattn_scheme *terms;              /* (n_layers) rel_key*: each layer's terms,
+                                      ** built from its weights once
+                                      ** (relattn_model_prepare), else NULL */
   void *mem;                          /* owns every array above */
   relattn_tokenizer *tok;             /* owned; freed by relattn_model_free */
 } relattn_model;
@@ -464,6 +469,11 @@ int relattn_model_bytes(const relattn_config *c, size_t *bytes,
 int relattn_model_init(relattn_model *m, const relattn_config *c,
                        const char *what, char *err, size_t errlen);
 float *relattn_model_slot(relattn_model *m, int i); /* spec i's array */
+/* After the weights are written: builds the tables that depend only on them
+** (rel_key, rel_key_query: each layer's table in the kernel's order), kept
+** with the model until relattn_model_free. Messages start with what. */
+int relattn_model_prepare(relattn_model *m, const char *what, char *err,
+                          size_t errlen);
 void relattn_model_free(relattn_model *m);          /* frees m->mem */
 
 /* ---- tokenizers (src/tokenizer.c, tok_wordpiece.c, tok_sentencepiece.c) -- */

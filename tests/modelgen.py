@@ -50,6 +50,8 @@ def shapes(cfg):
     shaw = pos.get("type", "shaw") == "shaw"
     rows = 2 * pos.get("clip", 0) + 1
     rel = [h, rows, d // h] if pos.get("per_head") else [rows, d // h]
+    if pos.get("type") in ("rel_key", "rel_key_query"):
+        shaw, rel = True, [2 * pos["max_position_embeddings"] - 1, d // h]
     out = [("tok_emb", [v, d])]
     for i in range(cfg["n_layers"]):
         p = f"layers.{i}."
@@ -58,7 +60,7 @@ def shapes(cfg):
         out += [(p + "attn." + b, [d]) for b in ("bq", "bk", "bv", "bo")]
         if shaw:
             out += [(p + "attn.rel_k", rel)]
-        if shaw and pos["values"]:
+        if shaw and pos.get("values"):
             out += [(p + "attn.rel_v", rel)]
         out += [(p + "ln2.weight", [d]), (p + "ln2.bias", [d])]
         out += [(p + "ffn.w1", [f, d]), (p + "ffn.b1", [f]),

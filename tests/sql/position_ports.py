@@ -58,3 +58,20 @@ def rope_rotate(x, rd, base, half):
         rotated = np.stack([-x2, x1], -1).reshape(x_rot.shape)
     return np.concatenate([x_rot * cos + rotated * sin, x_pass], -1)
 
+
+
+# HF modeling_bert.py, BertSelfAttention.forward, position_embedding_type
+# relative_key / relative_key_query
+def bert_relative_scores(Q, K, E, key_query):
+    """Q, K (..., n, d); E the distance_embedding (2M-1, d): the scores before
+    the 1/sqrt(d) scaling."""
+    n = Q.shape[-2]
+    M = (E.shape[0] + 1) // 2
+    l = np.arange(n)[:, None]
+    r = np.arange(n)[None, :]
+    pos = np.asarray(E, np.float64)[l - r + M - 1]          # (n, n, d)
+    scores = Q @ np.swapaxes(K, -1, -2)
+    scores = scores + np.einsum("...ld,lrd->...lr", Q, pos)
+    if key_query:
+        scores = scores + np.einsum("...rd,lrd->...lr", K, pos)
+    return scores

@@ -12,7 +12,8 @@ import struct
 
 import numpy as np
 
-from position_ports import bloom_slopes, rope_rotate, t5_bucket
+from position_ports import (bert_relative_scores, bloom_slopes, rope_rotate,
+                            t5_bucket)
 
 
 def random_config(rng, arch="decoder", norm="pre", activation="gelu",
@@ -44,8 +45,11 @@ def random_params(rng, cfg):
     dh = d // h
     pos = cfg["position"]
     shaw = pos["type"] == "shaw"
+    bert = pos["type"] in ("rel_key", "rel_key_query")
     rows = 2 * pos["clip"] + 1 if shaw else 0
     tab = (h, rows, dh) if shaw and pos["per_head"] else (rows, dh)
+    if bert:
+        tab = (2 * max(pos.get("max_position_embeddings", 1), 1) - 1, dh)
 
     def u(*shape, scale=1.0, offset=0.0):
         return (offset + scale * rng.uniform(-1, 1, shape)).astype(np.float32)
@@ -59,7 +63,7 @@ def random_params(rng, cfg):
             p[pre + "attn." + w] = u(d, d, scale=s / math.sqrt(d))
         for b in ("bq", "bk", "bv", "bo"):
             p[pre + "attn." + b] = u(d, scale=0.1)
-        if shaw:
+        if shaw or bert:
             p[pre + "attn.rel_k"] = u(*tab)
         if shaw and pos["values"]:
             p[pre + "attn.rel_v"] = u(*tab)
@@ -131,7 +135,8 @@ def shaw_attention(q, k, v, rel_k, rel_v, clip, causal):
     return z, a
 
 
-def scheme_attention(q, k, v, pos, head, n_heads, rel_bias, causal):
+def scheme_attention(q, k, v, pos, head, n_heads, rel_bias, causal,
+                     rel_k=None):
     """One head under a position scheme other than shaw (position_ports.py
     has each reference's port): returns z (n, d) and the weights (n, n)."""
     n, d = q.shape
@@ -146,6 +151,9 @@ def scheme_attention(q, k, v, pos, head, n_heads, rel_bias, causal):
         m = bloom_slopes(n_heads)[head]
         bias = m * idx[None, :] if causal else -m * np.abs(rel)
         e = q @ k.T / math.sqrt(d) + bias
+    elif kind in ("rel_key", "rel_key_query"):   # the layer's table
+        e = bert_relative_scores(q, k, rel_k, kind == "rel_key_query")
+        e = e / math.sqrt(d)
     elif kind == "rope":
         rd = pos.get("rotary_dim", d)
         base = pos.get("base", 10000)
@@ -195,7 +203,8 @@ def forward(cfg, params, ids, maps=False):
             s = slice(hd * dh, (hd + 1) * dh)
             if pos["type"] != "shaw":
                 z[:, s], w = scheme_attention(q[:, s], k[:, s], v[:, s], pos,
-                                              hd, h, p.get("rel_bias"), causal)
+                                              hd, h, p.get("rel_bias"), causal,
+                                              p.get(L + "attn.rel_k"))
                 layer_maps.append(w)
                 continue
             rk = p[L + "attn.rel_k"]

@@ -26,6 +26,8 @@ POSITIONS = {
     "t5-defaults": {"type": "t5"},
     "alibi": {"type": "alibi"},
     "absolute": {"type": "absolute", "max_len": 80},
+    "rel_key": {"type": "rel_key", "max_position_embeddings": 75},
+    "rel_key_query": {"type": "rel_key_query", "max_position_embeddings": 90},
     "rope": {"type": "rope"},
     "rope-partial": {"type": "rope", "rotary": "interleaved",
                      "rotary_dim": 4, "base": 500},
@@ -115,15 +117,18 @@ def import_error(db, rng, position, edit=None):
     cfg = ref.random_config(rng, position=position, n_heads=2, d_model=8,
                             n_layers=1)
     # weights of a valid config close to it: the error is the config's
-    ok = position if position["type"] in ("t5", "absolute") else {"type": "none"}
+    ok = position if position["type"] in ("t5", "absolute", "rel_key") else {"type": "none"}
     params = ref.random_params(rng, dict(cfg, position=ok))
     if edit:
         edit(params)
     with pytest.raises(Exception) as e:
         db.execute("SELECT relattn_import('x', ?)",
                    (ref.safetensors_bytes(params, cfg),))
-    assert db.execute("SELECT count(*) FROM sqlite_master WHERE "
-                      "name = 'relattn_model'").fetchone()[0] == 0
+    # nothing written: no tables on first use, no model 'x' after
+    if db.execute("SELECT count(*) FROM sqlite_master WHERE "
+                  "name = 'relattn_model'").fetchone()[0]:
+        assert db.execute("SELECT count(*) FROM relattn_model WHERE "
+                          "name = 'x'").fetchone()[0] == 0
     return str(e.value)
 
 
@@ -131,8 +136,8 @@ def test_config_errors(db, rng):
     pre = "relattn_import: config: "
     for position, message in [
         ({"type": "alibo"},
-         "'position.type' must be one of shaw,none,t5,alibi,rope,absolute, "
-         "not 'alibo'"),
+         "'position.type' must be one of shaw,none,t5,alibi,rope,absolute,"
+         "rel_key,rel_key_query, not 'alibo'"),
         ({"type": "t5", "num_buckets": 3},
          "'position.num_buckets' must be between 4 and 1048576, not 3"),
         ({"type": "t5", "num_buckets": 8, "max_distance": 4},
@@ -153,6 +158,14 @@ def test_config_errors(db, rng):
          "'position.num_buckets' is not a key of position type 'none'"),
         ({"type": "shaw"}, "missing key 'position.clip'"),
         ({"type": "absolute"}, "missing key 'position.max_len'"),
+        ({"type": "rel_key_query"},
+         "missing key 'position.max_position_embeddings'"),
+        ({"type": "rel_key", "max_position_embeddings": -2},
+         "'position.max_position_embeddings' must be between 1 and 16777216, "
+         "not -2"),
+        ({"type": "absolute", "max_len": 5, "max_position_embeddings": 5},
+         "'position.max_position_embeddings' is not a key of position type "
+         "'absolute'"),
         ({"type": "absolute", "max_len": 0},
          "'position.max_len' must be between 1 and 16777216, not 0"),
     ]:
@@ -194,3 +207,22 @@ def test_absolute_past_max_len_is_refused(db, rng):
         assert str(e.value) == (f"{fn}: tokens has 10 tokens and bos, over the "
                                 "model's position.max_len = 10 (its learned "
                                 "positions)")
+
+
+def test_rel_key_past_max_position_embeddings_is_refused(db, rng):
+    cfg = ref.random_config(rng, position={"type": "rel_key_query",
+                                           "max_position_embeddings": 6},
+                            n_heads=2, d_model=8, n_layers=1, bos=False)
+    db.execute("SELECT relattn_import('m', ?)",
+               (ref.safetensors_bytes(ref.random_params(rng, cfg), cfg),))
+    assert db.execute("SELECT relattn_score('m', ?)",
+                      (toks(random_tokens(rng, 6, cfg)),)).fetchone()[0] < 0
+    with pytest.raises(Exception) as e:
+        db.execute("SELECT relattn_embed('m', ?)", (toks(random_tokens(rng, 7, cfg)),))
+    assert str(e.value) == ("relattn_embed: tokens has 7 tokens, over the model's "
+                            "position.max_position_embeddings = 6 (its learned "
+                            "positions)")
+    assert import_error(db, rng, {"type": "rel_key", "max_position_embeddings": 4},
+                        lambda p: p.update({"layers.0.attn.rel_k": np.ones((8, 4), np.float32)})) == (
+        "relattn_import: tensor 'layers.0.attn.rel_k' has shape [8,4]; the config "
+        "needs [7,4]")

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import f32, from_f32, rel_err
-from position_ports import bloom_slopes, rope_rotate, t5_bucket
+from position_ports import (bert_relative_scores, bloom_slopes, rope_rotate,
+                            t5_bucket)
 
 TOL = 1e-5
 E = "relattn_attention: "
@@ -54,15 +55,8 @@ def softmax_out(scores, v, causal):
 
 def bert_port(q, k, v, E, heads, causal, key_query):
     Q, K, V = (heads_of(x, heads) for x in (q, k, v))
-    n, d = Q.shape[1], Q.shape[2]
-    M = (E.shape[0] + 1) // 2                  # distance_embedding: 2M-1 rows
-    l = np.arange(n)[:, None]
-    r = np.arange(n)[None, :]
-    pos = np.asarray(E, np.float64)[l - r + M - 1]          # (n, n, d)
-    scores = Q @ K.transpose(0, 2, 1)
-    scores = scores + np.einsum("hld,lrd->hlr", Q, pos)
-    if key_query:
-        scores = scores + np.einsum("hrd,lrd->hlr", K, pos)
+    d = Q.shape[2]
+    scores = bert_relative_scores(Q, K, E, key_query)
     return softmax_out(scores / math.sqrt(d), V, causal)
 
 
