@@ -91,17 +91,17 @@ static const int position_types[] = {RELATTN_POS_SHAW, RELATTN_POS_NONE,
                                      RELATTN_POS_T5, RELATTN_POS_ALIBI,
                                      RELATTN_POS_ROPE, RELATTN_POS_ABSOLUTE,
                                      RELATTN_POS_REL_KEY,
-                                     RELATTN_POS_REL_KEY_QUERY};
+                                     RELATTN_POS_REL_KEY_QUERY, RELATTN_POS_XL};
 static const int rotary_styles[] = {1, 0}; /* half, interleaved */
 
 #define NO_FIELD ((size_t)-1)
+#define POS(t) (1u << (t))
 #define F(f) offsetof(relattn_config, f)
 /* Each key: its JSON path, the name errors use, its kind, the choices of an
 ** enum ("a|b", decoded to their index, or to values[index]), the field it
 ** sets (an int, float for K_NUM, double for K_DBL), and for position keys
-** the one type they belong to (-1: any; rel_key's are rel_key_query's too):
-** such a key is refused with another type, and optional with its own
-** unless required. Keys absent and not
+** the types they belong to (0: any): such a key is refused with another
+** type, and optional with its own unless required. Keys absent and not
 ** required keep the defaults configDecode sets. */
 static const struct config_key {
   const char *path, *key;
@@ -109,58 +109,59 @@ static const struct config_key {
   const char *choices;
   const int *values;
   size_t field;
-  int only;                /* RELATTN_POS_* or -1 */
+  unsigned only;           /* POS(RELATTN_POS_*) | ..., or 0: any */
   int required;
 } config_keys[] = {
-    {"$.arch", "arch", K_ENUM, "decoder|encoder", 0, F(arch), -1, 1},
-    {"$.vocab_size", "vocab_size", K_INT, 0, 0, F(vocab_size), -1, 1},
-    {"$.d_model", "d_model", K_INT, 0, 0, F(d_model), -1, 1},
-    {"$.n_layers", "n_layers", K_INT, 0, 0, F(n_layers), -1, 1},
-    {"$.n_heads", "n_heads", K_INT, 0, 0, F(n_heads), -1, 1},
-    {"$.d_ff", "d_ff", K_INT, 0, 0, F(d_ff), -1, 1},
-    {"$.norm", "norm", K_ENUM, "pre|post", 0, F(norm), -1, 1},
-    {"$.norm_eps", "norm_eps", K_NUM, 0, 0, F(norm_eps), -1, 1},
-    {"$.activation", "activation", K_ENUM, "gelu|relu", 0, F(activation), -1,
+    {"$.arch", "arch", K_ENUM, "decoder|encoder", 0, F(arch), 0, 1},
+    {"$.vocab_size", "vocab_size", K_INT, 0, 0, F(vocab_size), 0, 1},
+    {"$.d_model", "d_model", K_INT, 0, 0, F(d_model), 0, 1},
+    {"$.n_layers", "n_layers", K_INT, 0, 0, F(n_layers), 0, 1},
+    {"$.n_heads", "n_heads", K_INT, 0, 0, F(n_heads), 0, 1},
+    {"$.d_ff", "d_ff", K_INT, 0, 0, F(d_ff), 0, 1},
+    {"$.norm", "norm", K_ENUM, "pre|post", 0, F(norm), 0, 1},
+    {"$.norm_eps", "norm_eps", K_NUM, 0, 0, F(norm_eps), 0, 1},
+    {"$.activation", "activation", K_ENUM, "gelu|relu", 0, F(activation), 0,
      1},
-    {"$.tie_embeddings", "tie_embeddings", K_BOOL, 0, 0, F(tie_embeddings),
-     -1, 1},
-    {"$.position", "position", K_OBJ, 0, 0, NO_FIELD, -1, 1},
-    {"$.position.type", "position.type", K_ENUM, "shaw|none|t5|alibi|rope|absolute|rel_key|rel_key_query",
-     position_types, F(pos.type), -1, 1},
+    {"$.tie_embeddings", "tie_embeddings", K_BOOL, 0, 0, F(tie_embeddings), 0,
+     1},
+    {"$.position", "position", K_OBJ, 0, 0, NO_FIELD, 0, 1},
+    {"$.position.type", "position.type", K_ENUM, "shaw|none|t5|alibi|rope|absolute|rel_key|rel_key_query|xl",
+     position_types, F(pos.type), 0, 1},
     {"$.position.clip", "position.clip", K_INT, 0, 0, F(clip),
-     RELATTN_POS_SHAW, 1},
+     POS(RELATTN_POS_SHAW) | POS(RELATTN_POS_XL), 1},
     {"$.position.values", "position.values", K_BOOL, 0, 0, F(rel_values),
-     RELATTN_POS_SHAW, 1},
+     POS(RELATTN_POS_SHAW), 1},
     {"$.position.per_head", "position.per_head", K_BOOL, 0, 0, F(per_head),
-     RELATTN_POS_SHAW, 1},
+     POS(RELATTN_POS_SHAW), 1},
     {"$.position.num_buckets", "position.num_buckets", K_INT, 0, 0,
-     F(pos.num_buckets), RELATTN_POS_T5, 0},
+     F(pos.num_buckets), POS(RELATTN_POS_T5), 0},
     {"$.position.max_distance", "position.max_distance", K_INT, 0, 0,
-     F(pos.max_distance), RELATTN_POS_T5, 0},
+     F(pos.max_distance), POS(RELATTN_POS_T5), 0},
     {"$.position.rotary", "position.rotary", K_ENUM, "half|interleaved",
-     rotary_styles, F(pos.rotary_half), RELATTN_POS_ROPE, 0},
+     rotary_styles, F(pos.rotary_half), POS(RELATTN_POS_ROPE), 0},
     {"$.position.rotary_dim", "position.rotary_dim", K_INT, 0, 0,
-     F(pos.rotary_dim), RELATTN_POS_ROPE, 0},
+     F(pos.rotary_dim), POS(RELATTN_POS_ROPE), 0},
     {"$.position.base", "position.base", K_DBL, 0, 0, F(pos.base),
-     RELATTN_POS_ROPE, 0},
+     POS(RELATTN_POS_ROPE), 0},
     {"$.position.max_len", "position.max_len", K_INT, 0, 0, F(max_len),
-     RELATTN_POS_ABSOLUTE, 1},
+     POS(RELATTN_POS_ABSOLUTE), 1},
     {"$.position.max_position_embeddings", "position.max_position_embeddings",
-     K_INT, 0, 0, F(max_len), RELATTN_POS_REL_KEY, 1},
-    {"$.tokenizer", "tokenizer", K_OBJ, 0, 0, NO_FIELD, -1, 1},
+     K_INT, 0, 0, F(max_len),
+     POS(RELATTN_POS_REL_KEY) | POS(RELATTN_POS_REL_KEY_QUERY), 1},
+    {"$.tokenizer", "tokenizer", K_OBJ, 0, 0, NO_FIELD, 0, 1},
     {"$.tokenizer.type", "tokenizer.type", K_ENUM,
-     "bytes|wordpiece|sentencepiece", 0, F(tok_type), -1, 1},
-    {"$.tokenizer.bos", "tokenizer.bos", K_ID, 0, 0, F(bos), -1, 0},
-    {"$.tokenizer.eos", "tokenizer.eos", K_ID, 0, 0, F(eos), -1, 0},
-    {"$.tokenizer.pad", "tokenizer.pad", K_ID, 0, 0, F(pad), -1, 0},
+     "bytes|wordpiece|sentencepiece", 0, F(tok_type), 0, 1},
+    {"$.tokenizer.bos", "tokenizer.bos", K_ID, 0, 0, F(bos), 0, 0},
+    {"$.tokenizer.eos", "tokenizer.eos", K_ID, 0, 0, F(eos), 0, 0},
+    {"$.tokenizer.pad", "tokenizer.pad", K_ID, 0, 0, F(pad), 0, 0},
     /* absent or null: do_lower_case and chinese chars true, strip_accents
     ** -1 (as do_lower_case) */
     {"$.tokenizer.do_lower_case", "tokenizer.do_lower_case", K_OPTBOOL, 0, 0,
-     F(do_lower_case), -1, 0},
+     F(do_lower_case), 0, 0},
     {"$.tokenizer.strip_accents", "tokenizer.strip_accents", K_OPTBOOL, 0, 0,
-     F(strip_accents), -1, 0},
+     F(strip_accents), 0, 0},
     {"$.tokenizer.tokenize_chinese_chars", "tokenizer.tokenize_chinese_chars",
-     K_OPTBOOL, 0, 0, F(chinese_chars), -1, 0},
+     K_OPTBOOL, 0, 0, F(chinese_chars), 0, 0},
 };
 #undef F
 
@@ -237,9 +238,7 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
     }
     if (sqlite3_step(st) != SQLITE_ROW) goto sqlerr;
     type = (const char *)sqlite3_column_text(st, 2);
-    if (k->only >= 0 && cfg->pos.type != k->only &&
-        !(k->only == RELATTN_POS_REL_KEY &&
-          cfg->pos.type == RELATTN_POS_REL_KEY_QUERY)) {
+    if (k->only && !(k->only & POS(cfg->pos.type))) {
       /* the key of another position type (position.type came before) */
       if (type) {
         *pzErr = sqlite3_mprintf("%s: '%s' is not a key of position type "

@@ -147,6 +147,11 @@ size_t relattn_forward_memory(const relattn_model *m, int n, int count,
       rel.rk = (const float *)m;
       if (c->pos.type == RELATTN_POS_REL_KEY_QUERY) rel.rq = rel.rk;
     }
+    if (c->pos.type == RELATTN_POS_XL) {
+      rel.band = c->clip;
+      rel.rows = 2 * c->clip + 1;
+      rel.rk = rel.u = rel.w = (const float *)m;
+    }
     if (c->pos.type == RELATTN_POS_ROPE)
       rel.rot_dim = c->pos.rotary_dim ? c->pos.rotary_dim : a.d_head;
     a.rel = &rel;
@@ -500,7 +505,8 @@ static int check_request(const relattn_model *m, const relattn_fwd *f, int s,
                           "the model's %d positions",
                           s, f->n, cfg->max_len);
   if ((cfg->pos.type == RELATTN_POS_REL_KEY ||
-       cfg->pos.type == RELATTN_POS_REL_KEY_QUERY) && !m->terms)
+       cfg->pos.type == RELATTN_POS_REL_KEY_QUERY ||
+       cfg->pos.type == RELATTN_POS_XL) && !m->terms)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "relattn_forward: the model's terms are not built "
                           "(relattn_model_prepare)");

@@ -21,9 +21,9 @@
 /* The tensors, as data: a name, a shape rule, the field that points at
 ** the array, and when a config has it. A new tensor is one row here.
 ** Shape rules: */
-enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS, S_POS };
+enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS, S_POS, S_HD };
 /* Presence rules: */
-enum { W_ALL, W_REL_K, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5, W_ABSOLUTE };
+enum { W_ALL, W_REL_K, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5, W_ABSOLUTE, W_XL };
 
 typedef struct tensor_row {
   const char *name;
@@ -41,6 +41,8 @@ static const tensor_row layer_rows[] = {
     {"attn.bv", S_D, W_ALL, L(bv)},         {"attn.bo", S_D, W_ALL, L(bo)},
     {"attn.rel_k", S_REL, W_REL_K, L(rel_k)},
     {"attn.rel_v", S_REL, W_SHAW_VALUES, L(rel_v)},
+    {"attn.wr", S_DD, W_XL, L(wr)},
+    {"attn.u", S_HD, W_XL, L(u)},           {"attn.w", S_HD, W_XL, L(w)},
     {"ln2.weight", S_D, W_ALL, L(ln2_w)},   {"ln2.bias", S_D, W_ALL, L(ln2_b)},
     {"ffn.w1", S_FD, W_ALL, L(w1)},         {"ffn.b1", S_F, W_ALL, L(b1)},
     {"ffn.w2", S_DF, W_ALL, L(w2)},         {"ffn.b2", S_D, W_ALL, L(b2)}};
@@ -68,6 +70,7 @@ static int has(const relattn_config *c, int when) {
     case W_UNTIED: return !c->tie_embeddings;
     case W_T5: return c->pos.type == RELATTN_POS_T5;
     case W_ABSOLUTE: return c->pos.type == RELATTN_POS_ABSOLUTE;
+    case W_XL: return c->pos.type == RELATTN_POS_XL;
     default: return 1;
   }
 }
@@ -91,6 +94,7 @@ static void shape_of(const relattn_config *c, int rule,
       break;
     case S_BIAS: a = c->n_heads, b = c->pos.num_buckets; break;
     case S_POS: a = c->max_len, b = d; break;
+    case S_HD: a = c->n_heads, b = dh; break;
     default: break; /* (d_model) */
   }
   s->ndim = e ? 3 : (b ? 2 : 1);
@@ -161,6 +165,11 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
                               ? "max_len"
                               : "max_position_embeddings",
                           MAX_DIM, c->max_len);
+  if (c->pos.type == RELATTN_POS_XL && c->d_model % 2)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: 'd_model' must be even for position type 'xl' "
+                          "(its sinusoids), not %d",
+                          what, c->d_model);
   if (c->pos.type == RELATTN_POS_ROPE) {
     const int dh = c->d_model / c->n_heads;
     const int r = c->pos.rotary_dim ? c->pos.rotary_dim : dh;
@@ -401,9 +410,11 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
                           size_t errlen) {
   const relattn_config *c = &m->cfg;
   relattn_pos_tables tb;
+  const int dh = c->d_model / c->n_heads, xl = c->pos.type == RELATTN_POS_XL;
+  const size_t rows = 2 * (size_t)c->clip + 1;
   int l, rc;
   if (c->pos.type != RELATTN_POS_REL_KEY &&
-      c->pos.type != RELATTN_POS_REL_KEY_QUERY)
+      c->pos.type != RELATTN_POS_REL_KEY_QUERY && !xl)
     return RELATTN_OK;
   m->terms = relattn_alloc(sizeof(relattn_scheme) * (size_t)c->n_layers);
   if (!m->terms)
@@ -414,11 +425,29 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
   for (l = 0; l < c->n_layers; l++) {
     /* the terms hold for any sequence of up to M rows (inputs are checked
     ** against max_len), so they are built for one */
+    float *table = NULL;
     tb.t[0] = m->layers[l].rel_k;
-    tb.count[0] = (2 * (int64_t)c->max_len - 1) * (c->d_model / c->n_heads);
-    rc = relattn_scheme_build(&m->terms[l], &c->pos, &tb, 1, c->n_heads,
-                              c->d_model / c->n_heads,
-                              c->arch == RELATTN_DECODER, 0, err, errlen);
+    tb.count[0] = (2 * (int64_t)c->max_len - 1) * dh;
+    if (xl) {
+      /* (heads, 2 clip + 1, d_head), owned by the layer's terms below */
+      table = relattn_alloc(sizeof(float) * rows * (size_t)c->d_model);
+      if (!table)
+        return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                              "%s: out of memory for the xl tables", what);
+      rc = relattn_xl_table(table, m->layers[l].wr, c->d_model, c->n_heads,
+                            dh, c->clip, err, errlen);
+      if (rc != RELATTN_OK) {
+        relattn_free(table);
+        return rc;
+      }
+      tb.t[0] = table;
+      tb.count[0] = (int64_t)(rows * (size_t)c->d_model);
+      tb.t[2] = m->layers[l].u, tb.count[2] = (int64_t)c->d_model;
+      tb.t[3] = m->layers[l].w, tb.count[3] = (int64_t)c->d_model;
+    }
+    rc = relattn_scheme_build(&m->terms[l], &c->pos, &tb, 1, c->n_heads, dh,
+                              c->arch == RELATTN_DECODER, xl, err, errlen);
+    if (xl) m->terms[l].mem = table; /* xl's build allocates nothing */
     if (rc != RELATTN_OK) return rc;
   }
   return RELATTN_OK;

@@ -348,6 +348,8 @@ typedef struct relattn_layer {
   const float *rel_k;                 /* (2*clip+1, d_head) or (n_heads, 2*clip+1, d_head);
                                       ** rel_key*: (2M-1, d_head) */
   const float *rel_v;                 /* same; NULL unless rel_values */
+  const float *wr;                    /* xl: W_r (d_model, d_model), or NULL */
+  const float *u, *w;                 /* xl: (n_heads, d_head) offsets, or NULL */
   const float *ln2_w, *ln2_b;         /* (d_model) */
   const float *w1, *b1;               /* (d_ff, d_model), (d_ff) */
   const float *w2, *b2;               /* (d_model, d_ff), (d_model) */
@@ -361,7 +363,7 @@ typedef struct relattn_model {
   const float *lm_head;               /* (vocab_size, d_model); = tok_emb when tied */
   const float *rel_bias;              /* t5: (n_heads, num_buckets), else NULL */
   const float *pos_emb;               /* absolute: (max_len, d_model), else NULL */
-  relattn_scheme *terms;              /* (n_layers) rel_key*: each layer's terms,
+  relattn_scheme *terms;              /* (n_layers) rel_key*, xl: each layer's terms,
                                       ** built from its weights once
                                       ** (relattn_model_prepare), else NULL */
   void *mem;                          /* owns every array above */
@@ -470,7 +472,8 @@ int relattn_model_init(relattn_model *m, const relattn_config *c,
                        const char *what, char *err, size_t errlen);
 float *relattn_model_slot(relattn_model *m, int i); /* spec i's array */
 /* After the weights are written: builds the tables that depend only on them
-** (rel_key, rel_key_query: each layer's table in the kernel's order), kept
+** (rel_key, rel_key_query: each layer's table in the kernel's order; xl:
+** W_r times the sinusoids, rows -clip .. clip), kept
 ** with the model until relattn_model_free. Messages start with what. */
 int relattn_model_prepare(relattn_model *m, const char *what, char *err,
                           size_t errlen);

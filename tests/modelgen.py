@@ -60,6 +60,9 @@ def shapes(cfg):
         out += [(p + "attn." + b, [d]) for b in ("bq", "bk", "bv", "bo")]
         if shaw:
             out += [(p + "attn.rel_k", rel)]
+        if pos.get("type") == "xl":
+            out += [(p + "attn.wr", [d, d]), (p + "attn.u", [h, d // h]),
+                    (p + "attn.w", [h, d // h])]
         if shaw and pos.get("values"):
             out += [(p + "attn.rel_v", rel)]
         out += [(p + "ln2.weight", [d]), (p + "ln2.bias", [d])]

@@ -75,3 +75,17 @@ def bert_relative_scores(Q, K, E, key_query):
     if key_query:
         scores = scores + np.einsum("...rd,lrd->...lr", K, pos)
     return scores
+
+
+# Transformer-XL mem_transformer.py, PositionalEmbedding and r_net
+def xl_sinusoid(pos_seq, d_model):
+    inv_freq = 1 / (10000 ** (np.arange(0.0, d_model, 2.0) / d_model))
+    sinusoid_inp = np.outer(pos_seq, inv_freq)
+    return np.concatenate([np.sin(sinusoid_inp), np.cos(sinusoid_inp)], -1)
+
+
+def xl_table(W_r, heads, d, c, d_model):
+    """relattn's layout: row delta + c is W_r sinusoid(-delta), per head."""
+    dist = -np.arange(-c, c + 1, dtype=np.float64)
+    R = xl_sinusoid(dist, d_model) @ np.asarray(W_r, np.float64).T    # (2c+1, H d)
+    return R.reshape(2 * c + 1, heads, d).transpose(1, 0, 2)          # float64

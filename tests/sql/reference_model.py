@@ -13,7 +13,7 @@ import struct
 import numpy as np
 
 from position_ports import (bert_relative_scores, bloom_slopes, rope_rotate,
-                            t5_bucket)
+                            t5_bucket, xl_table)
 
 
 def random_config(rng, arch="decoder", norm="pre", activation="gelu",
@@ -65,6 +65,10 @@ def random_params(rng, cfg):
             p[pre + "attn." + b] = u(d, scale=0.1)
         if shaw or bert:
             p[pre + "attn.rel_k"] = u(*tab)
+        if pos["type"] == "xl":
+            p[pre + "attn.wr"] = u(d, d, scale=1 / math.sqrt(d))
+            p[pre + "attn.u"] = u(h, dh, scale=0.5)
+            p[pre + "attn.w"] = u(h, dh, scale=0.5)
         if shaw and pos["values"]:
             p[pre + "attn.rel_v"] = u(*tab)
         p[pre + "ln2.weight"] = u(d, scale=0.3, offset=1.0)
@@ -136,7 +140,7 @@ def shaw_attention(q, k, v, rel_k, rel_v, clip, causal):
 
 
 def scheme_attention(q, k, v, pos, head, n_heads, rel_bias, causal,
-                     rel_k=None):
+                     rel_k=None, xl=None):
     """One head under a position scheme other than shaw (position_ports.py
     has each reference's port): returns z (n, d) and the weights (n, n)."""
     n, d = q.shape
@@ -153,6 +157,12 @@ def scheme_attention(q, k, v, pos, head, n_heads, rel_bias, causal,
         e = q @ k.T / math.sqrt(d) + bias
     elif kind in ("rel_key", "rel_key_query"):   # the layer's table
         e = bert_relative_scores(q, k, rel_k, kind == "rel_key_query")
+        e = e / math.sqrt(d)
+    elif kind == "xl":      # (q + u).k + (q + w).R[clip(j - i) + c], R = W_r sinusoid
+        R, u_h, w_h = xl
+        c = (R.shape[0] - 1) // 2
+        Rr = R[np.clip(rel, -c, c) + c]                       # (n, n, d)
+        e = (q + u_h) @ k.T + np.einsum("id,ijd->ij", q + w_h, Rr)
         e = e / math.sqrt(d)
     elif kind == "rope":
         rd = pos.get("rotary_dim", d)
@@ -199,12 +209,17 @@ def forward(cfg, params, ids, maps=False):
         v = lin(a_in, L + "attn.wv", L + "attn.bv")
         z = np.zeros_like(q)
         layer_maps = []
+        if pos["type"] == "xl":
+            R_all = xl_table(p[L + "attn.wr"], h, dh, pos["clip"], d)
         for hd in range(h):
             s = slice(hd * dh, (hd + 1) * dh)
             if pos["type"] != "shaw":
                 z[:, s], w = scheme_attention(q[:, s], k[:, s], v[:, s], pos,
                                               hd, h, p.get("rel_bias"), causal,
-                                              p.get(L + "attn.rel_k"))
+                                              p.get(L + "attn.rel_k"),
+                                              (R_all[hd], p[L + "attn.u"][hd],
+                                               p[L + "attn.w"][hd])
+                                              if pos["type"] == "xl" else None)
                 layer_maps.append(w)
                 continue
             rk = p[L + "attn.rel_k"]

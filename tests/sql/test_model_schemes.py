@@ -27,6 +27,8 @@ POSITIONS = {
     "alibi": {"type": "alibi"},
     "absolute": {"type": "absolute", "max_len": 80},
     "rel_key": {"type": "rel_key", "max_position_embeddings": 75},
+    "xl": {"type": "xl", "clip": 6},
+    "xl-unclipped": {"type": "xl", "clip": 80},
     "rel_key_query": {"type": "rel_key_query", "max_position_embeddings": 90},
     "rope": {"type": "rope"},
     "rope-partial": {"type": "rope", "rotary": "interleaved",
@@ -117,7 +119,7 @@ def import_error(db, rng, position, edit=None):
     cfg = ref.random_config(rng, position=position, n_heads=2, d_model=8,
                             n_layers=1)
     # weights of a valid config close to it: the error is the config's
-    ok = position if position["type"] in ("t5", "absolute", "rel_key") else {"type": "none"}
+    ok = position if position["type"] in ("t5", "absolute", "rel_key", "xl") else {"type": "none"}
     params = ref.random_params(rng, dict(cfg, position=ok))
     if edit:
         edit(params)
@@ -137,7 +139,7 @@ def test_config_errors(db, rng):
     for position, message in [
         ({"type": "alibo"},
          "'position.type' must be one of shaw,none,t5,alibi,rope,absolute,"
-         "rel_key,rel_key_query, not 'alibo'"),
+         "rel_key,rel_key_query,xl, not 'alibo'"),
         ({"type": "t5", "num_buckets": 3},
          "'position.num_buckets' must be between 4 and 1048576, not 3"),
         ({"type": "t5", "num_buckets": 8, "max_distance": 4},
@@ -158,6 +160,9 @@ def test_config_errors(db, rng):
          "'position.num_buckets' is not a key of position type 'none'"),
         ({"type": "shaw"}, "missing key 'position.clip'"),
         ({"type": "absolute"}, "missing key 'position.max_len'"),
+        ({"type": "xl"}, "missing key 'position.clip'"),
+        ({"type": "xl", "clip": 2, "values": True},
+         "'position.values' is not a key of position type 'xl'"),
         ({"type": "rel_key_query"},
          "missing key 'position.max_position_embeddings'"),
         ({"type": "rel_key", "max_position_embeddings": -2},
@@ -189,6 +194,14 @@ def test_tensor_errors(db, rng):
         pos_emb=np.ones((15, 8), np.float32))) == (
         "relattn_import: tensor 'pos_emb' has shape [15,8]; the config needs "
         "[16,8]")
+    xl = {"type": "xl", "clip": 3}
+    assert import_error(db, rng, {"type": "xl", "clip": 3}, lambda p: p.pop(
+        "layers.0.attn.u")) == (
+        "relattn_import: tensor 'layers.0.attn.u' is missing (the config needs it)")
+    assert import_error(db, rng, xl, lambda p: p.update(
+        {"layers.0.attn.w": np.ones((4, 2), np.float32)})) == (
+        "relattn_import: tensor 'layers.0.attn.w' has shape [4,2]; the config "
+        "needs [2,4]")
 
 
 def test_absolute_past_max_len_is_refused(db, rng):

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import f32, from_f32, rel_err
 from position_ports import (bert_relative_scores, bloom_slopes, rope_rotate,
-                            t5_bucket)
+                            t5_bucket, xl_sinusoid, xl_table)
 
 TOL = 1e-5
 E = "relattn_attention: "
@@ -280,12 +280,6 @@ def test_rope_defaults_are_half_over_d_head(db, rng):
 # ---- Transformer-XL, mem_transformer.py RelPartialLearnableMultiHeadAttn (with
 # PositionalEmbedding and _rel_shift), no memory: causal as there ----------------------
 
-def xl_sinusoid(pos_seq, d_model):
-    inv_freq = 1 / (10000 ** (np.arange(0.0, d_model, 2.0) / d_model))
-    sinusoid_inp = np.outer(pos_seq, inv_freq)
-    return np.concatenate([np.sin(sinusoid_inp), np.cos(sinusoid_inp)], -1)
-
-
 def rel_shift(x):
     # x: (qlen, klen, H); the reference's pad-and-view trick
     zero_pad = np.zeros((x.shape[0], 1) + x.shape[2:])
@@ -311,13 +305,6 @@ def xl_port(q, k, v, W_r, u, w, heads, d_model):
     return np.einsum("ijn,jnd->ind", prob, w_head_v).reshape(n, heads * d)
 
 
-def xl_table(W_r, heads, d, c, d_model):
-    """relattn's layout: row delta + c is W_r sinusoid(-delta), per head."""
-    dist = -np.arange(-c, c + 1, dtype=np.float64)
-    R = xl_sinusoid(dist, d_model) @ np.asarray(W_r, np.float64).T    # (2c+1, H d)
-    return R.reshape(2 * c + 1, heads, d).transpose(1, 0, 2).astype(np.float32)
-
-
 @pytest.mark.parametrize("n,heads,d,d_model,extra", [
     (1, 2, 8, 16, 0), (9, 2, 8, 16, 0), (40, 3, 8, 24, 5),   # table longer than needed
     (300, 2, 16, 32, 0), (600, 4, 8, 32, 0),
@@ -327,7 +314,7 @@ def test_xl_causal(db, rng, n, heads, d, d_model, extra):
     W_r = rng.uniform(-0.5, 0.5, (heads * d, d_model)).astype(np.float32)
     u, w = (rng.uniform(-1, 1, (heads, d)).astype(np.float32) for _ in range(2))
     c = n - 1 + extra
-    R = xl_table(W_r, heads, d, c, d_model)
+    R = xl_table(W_r, heads, d, c, d_model).astype(np.float32)
     out = run(db, q, k, v, R, None, {"heads": heads, "d_head": d, "causal": True,
                                      "per_head": True, "position": {"type": "xl"}}, u, w)
     ref = xl_port(q, k, v, W_r, u.astype(np.float64), w.astype(np.float64), heads, d_model)
