@@ -132,7 +132,8 @@ def test_scan_same_bits_for_embedding_alone_and_encoder(db, rng):
 @pytest.mark.parametrize("position", [
     {"type": "t5", "num_buckets": 16, "max_distance": 64},
     {"type": "rope", "rotary_dim": 8},
-    {"type": "rel_key_query", "max_position_embeddings": 700}])
+    {"type": "rel_key_query", "max_position_embeddings": 700},
+    {"type": "xl", "clip": 24}])
 def test_scan_same_bits_for_other_position_schemes(db, rng, position):
     # The terms of a scheme other than shaw are built per sequence (t5's
     # bucket map, RoPE's angles): packed or alone, any thread count, the
