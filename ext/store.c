@@ -637,6 +637,10 @@ static int checkSize(relattn_conn *conn, relattn_cache_entry *e,
     *pzErr = sqlite3_mprintf("%s", err);
     return SQLITE_ERROR;
   }
+  /* and the tables built from the weights when the model is loaded */
+  if (!relattn_add_ok(bytes, relattn_model_prepared_bytes(c), &bytes) ||
+      bytes > (size_t)INT64_MAX)
+    bytes = (size_t)INT64_MAX;
   e->bytes = (sqlite3_int64)bytes;
   *pzErr = relattn_memory_check(conn, what, bytes);
   return *pzErr ? SQLITE_TOOBIG : SQLITE_OK;

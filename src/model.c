@@ -406,6 +406,24 @@ float *relattn_model_slot(relattn_model *m, int i) {
   return (float *)*slot_ptr(m, i);
 }
 
+size_t relattn_model_prepared_bytes(const relattn_config *c) {
+  size_t per, total;
+  const size_t dh = (size_t)(c->d_model / c->n_heads);
+  if (c->pos.type == RELATTN_POS_XL)
+    per = (2 * (size_t)c->clip + 1) * (size_t)c->d_model;
+  else if (c->pos.type == RELATTN_POS_REL_KEY ||
+           c->pos.type == RELATTN_POS_REL_KEY_QUERY)
+    per = (2 * (size_t)c->max_len - 1) * dh; /* the flipped table */
+  else
+    return 0;
+  /* each layer's floats, 64 bytes of slack and its terms' entry */
+  if (!relattn_mul_ok(per, sizeof(float), &per) ||
+      !relattn_add_ok(per, 64 + sizeof(relattn_scheme), &per) ||
+      !relattn_mul_ok(per, (size_t)c->n_layers, &total))
+    return SIZE_MAX;
+  return total;
+}
+
 int relattn_model_prepare(relattn_model *m, const char *what, char *err,
                           size_t errlen) {
   const relattn_config *c = &m->cfg;

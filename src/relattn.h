@@ -477,6 +477,9 @@ float *relattn_model_slot(relattn_model *m, int i); /* spec i's array */
 ** with the model until relattn_model_free. Messages start with what. */
 int relattn_model_prepare(relattn_model *m, const char *what, char *err,
                           size_t errlen);
+/* Bytes relattn_model_prepare allocates (an upper bound; SIZE_MAX on
+** overflow), for memory limits: 0 for schemes without such tables. */
+size_t relattn_model_prepared_bytes(const relattn_config *c);
 void relattn_model_free(relattn_model *m);          /* frees m->mem */
 
 /* ---- tokenizers (src/tokenizer.c, tok_wordpiece.c, tok_sentencepiece.c) -- */

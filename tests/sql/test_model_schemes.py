@@ -239,3 +239,25 @@ def test_rel_key_past_max_position_embeddings_is_refused(db, rng):
                         lambda p: p.update({"layers.0.attn.rel_k": np.ones((8, 4), np.float32)})) == (
         "relattn_import: tensor 'layers.0.attn.rel_k' has shape [8,4]; the config "
         "needs [7,4]")
+
+
+def test_tables_built_at_load_count_against_the_memory_limit(db, rng):
+    # xl with a long clip: its table (2 clip + 1 rows of d_model floats a
+    # layer) is far larger than the weights, and is what the limit refuses
+    cfg = ref.random_config(rng, position={"type": "xl", "clip": 100000},
+                            n_heads=2, d_model=8, n_layers=1)
+    params = ref.random_params(rng, cfg)
+    db.execute("SELECT relattn_import('m', ?)", (ref.safetensors_bytes(params, cfg),))
+    weights = sum(a.size * 4 for a in params.values())
+    assert weights < 100000
+    db.execute("SELECT relattn_max_memory(4194304)")
+    with pytest.raises(Exception) as e:
+        db.execute("SELECT relattn_score('m', 'abc')").fetchone()
+    msg = str(e.value)
+    assert msg.startswith("relattn_score: model 'm': needs ") and msg.endswith(
+        " bytes, over the limit of 4194304 per call (relattn_max_memory)"), msg
+    need = int(msg.split("needs ")[1].split()[0])
+    assert need >= (2 * 100000 + 1) * 8 * 4
+    db.execute("SELECT relattn_max_memory(16777216)")
+    got = db.execute("SELECT relattn_score('m', 'abc')").fetchone()[0]
+    assert abs(got - ref.score(cfg, params, list(b"abc"))) < 1e-4 * 3
