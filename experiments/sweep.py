@@ -19,8 +19,8 @@ at 1024 positions (relattn_attention, the model's own layer-0 tables). A run alr
 results with the same settings is skipped, so the sweep resumes where it stopped.
 
 The plan lists the position schemes beyond Shaw's (absolute, none, T5, ALiBi, RoPE,
-Transformer-XL) too: relattn_attention computes them and native models take none, T5, ALiBi and
-RoPE, but the trainer makes Shaw models only, so the sweep records them as not yet runnable and
+Transformer-XL) too: relattn_attention computes them and native models take them, but the
+trainer makes Shaw models only, so the sweep records them as not yet runnable and
 skips them.
 """
 import argparse
@@ -46,10 +46,10 @@ LENGTHS = (64, 256, 1024, 4096)
 SHAW = [(f"shaw-k{k}{'' if v else '-nov'}", k, v, 1.0) for k in (0, 2, 8, 16, 64, 256) for v in (True, False)]
 DATA = [(f"shaw-k{k}-data10", k, True, 0.1) for k in (16, 64)]
 NOT_YET = [  # scheme, settings, fraction, whether native models take it
-    ("absolute", "learned absolute positions", 1.0, False), ("none", "no position information", 1.0, True),
+    ("absolute", "learned absolute positions", 1.0, True), ("none", "no position information", 1.0, True),
     ("t5", "num_buckets 32, max_distance 128", 1.0, True), ("alibi", "BLOOM's slopes", 1.0, True),
-    ("rope", "half rotation, base 10000", 1.0, True), ("xl", "Transformer-XL sinusoids, u and w", 1.0, False),
-    ("xl", "Transformer-XL sinusoids, u and w", 0.1, False), ("absolute", "learned absolute positions", 0.1, False),
+    ("rope", "half rotation, base 10000", 1.0, True), ("xl", "Transformer-XL sinusoids, u and w", 1.0, True),
+    ("xl", "Transformer-XL sinusoids, u and w", 0.1, True), ("absolute", "learned absolute positions", 0.1, True),
 ]
 NOT_YET_REASON = {True: "not yet runnable: native models take it, models/train_corpus.py trains Shaw models only",
                   False: "not yet runnable: native models do not take it, and models/train_corpus.py trains "
