@@ -221,18 +221,14 @@ static int boolOption(sqlite3_context *ctx, sqlite3_stmt *st, const char *key,
   return 1;
 }
 
-/* A value of options.position as an integer in [1, INT_MAX]. */
+/* A value of options.position as an integer in [1, INT_MAX]: the check and
+** the wording of positiveOption, under the key "position.<key>". */
 static int positionInt(sqlite3_context *ctx, sqlite3_stmt *st, const char *key,
                        int *out) {
-  const char *type = (const char *)sqlite3_column_text(st, 1);
-  sqlite3_int64 x = sqlite3_column_int64(st, 2);
-  if (!type || strcmp(type, "integer") != 0 || x <= 0 || x > INT_MAX) {
-    char e[RELATTN_ECHO_BUF];
-    relattn_result_errorf(ctx, FN ": options.position.%s must be a positive "
-                               "integer, not %s", key,
-                          relattn_echo(e, sqlite3_column_text(st, 3), -1));
-    return 0;
-  }
+  char full[64];
+  sqlite3_int64 x;
+  sqlite3_snprintf(sizeof full, full, "position.%s", key);
+  if (!positiveOption(ctx, st, full, &x)) return 0;
   *out = (int)x;
   return 1;
 }
