@@ -91,7 +91,8 @@ static const int position_types[] = {RELATTN_POS_SHAW, RELATTN_POS_NONE,
                                      RELATTN_POS_T5, RELATTN_POS_ALIBI,
                                      RELATTN_POS_ROPE, RELATTN_POS_ABSOLUTE,
                                      RELATTN_POS_REL_KEY,
-                                     RELATTN_POS_REL_KEY_QUERY, RELATTN_POS_XL};
+                                     RELATTN_POS_REL_KEY_QUERY, RELATTN_POS_XL,
+                                     RELATTN_POS_DEBERTA};
 static const int rotary_styles[] = {1, 0}; /* half, interleaved */
 
 #define NO_FIELD ((size_t)-1)
@@ -125,7 +126,7 @@ static const struct config_key {
     {"$.tie_embeddings", "tie_embeddings", K_BOOL, 0, 0, F(tie_embeddings), 0,
      1},
     {"$.position", "position", K_OBJ, 0, 0, NO_FIELD, 0, 1},
-    {"$.position.type", "position.type", K_ENUM, "shaw|none|t5|alibi|rope|absolute|rel_key|rel_key_query|xl",
+    {"$.position.type", "position.type", K_ENUM, "shaw|none|t5|alibi|rope|absolute|rel_key|rel_key_query|xl|deberta",
      position_types, F(pos.type), 0, 1},
     {"$.position.clip", "position.clip", K_INT, 0, 0, F(clip),
      POS(RELATTN_POS_SHAW) | POS(RELATTN_POS_XL), 1},
@@ -148,6 +149,10 @@ static const struct config_key {
     {"$.position.max_position_embeddings", "position.max_position_embeddings",
      K_INT, 0, 0, F(max_len),
      POS(RELATTN_POS_REL_KEY) | POS(RELATTN_POS_REL_KEY_QUERY), 1},
+    {"$.position.position_buckets", "position.position_buckets", K_INT, 0, 0,
+     F(pos.position_buckets), POS(RELATTN_POS_DEBERTA), 0},
+    {"$.position.max_relative_positions", "position.max_relative_positions",
+     K_INT, 0, 0, F(pos.max_relative_positions), POS(RELATTN_POS_DEBERTA), 0},
     {"$.tokenizer", "tokenizer", K_OBJ, 0, 0, NO_FIELD, 0, 1},
     {"$.tokenizer.type", "tokenizer.type", K_ENUM,
      "bytes|wordpiece|sentencepiece", 0, F(tok_type), 0, 1},

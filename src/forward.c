@@ -152,6 +152,16 @@ size_t relattn_forward_memory(const relattn_model *m, int n, int count,
       rel.rows = 2 * c->clip + 1;
       rel.rk = rel.u = rel.w = (const float *)m;
     }
+    if (c->pos.type == RELATTN_POS_DEBERTA) {
+      /* the layers' terms, built at load; else a band as long as the rows */
+      rel.band = m->terms ? m->terms[0].rel.band : rel.band;
+      rel.rows = 2 * (c->pos.position_buckets > 0
+                          ? c->pos.position_buckets
+                          : c->pos.max_relative_positions);
+      rel.rk = rel.rq = (const float *)m;
+      rel.bucket = (const int *)m;
+      rel.per_head = 1;
+    }
     if (c->pos.type == RELATTN_POS_ROPE)
       rel.rot_dim = c->pos.rotary_dim ? c->pos.rotary_dim : a.d_head;
     a.rel = &rel;
@@ -506,7 +516,8 @@ static int check_request(const relattn_model *m, const relattn_fwd *f, int s,
                           s, f->n, cfg->max_len);
   if ((cfg->pos.type == RELATTN_POS_REL_KEY ||
        cfg->pos.type == RELATTN_POS_REL_KEY_QUERY ||
-       cfg->pos.type == RELATTN_POS_XL) && !m->terms)
+       cfg->pos.type == RELATTN_POS_XL ||
+       cfg->pos.type == RELATTN_POS_DEBERTA) && !m->terms)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "relattn_forward: the model's terms are not built "
                           "(relattn_model_prepare)");

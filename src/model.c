@@ -6,13 +6,14 @@
 ** attn.wq .wk .wv .wo, attn.bq .bk .bv .bo, [attn.rel_k, attn.rel_v: shaw],
 ** ln2.weight, ln2.bias, ffn.w1 .b1 .w2 .b2; ln_f.weight, ln_f.bias (pre-norm
 ** only); lm_head (untied only); rel_bias (t5 only); pos_emb (absolute
-** only). The tables below hold
+** only); rel_emb (deberta only). The tables below hold
 ** them. Import stores them in this order and export
 ** writes them in it. Every array lives in one 64-byte aligned block (m->mem):
 ** the layer table first, then each tensor at a 64-byte boundary.
 */
 #include "relattn.h"
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,9 +22,10 @@
 /* The tensors, as data: a name, a shape rule, the field that points at
 ** the array, and when a config has it. A new tensor is one row here.
 ** Shape rules: */
-enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS, S_POS, S_HD };
+enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS, S_POS, S_HD, S_RELEMB };
 /* Presence rules: */
-enum { W_ALL, W_REL_K, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5, W_ABSOLUTE, W_XL };
+enum { W_ALL, W_REL_K, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5, W_ABSOLUTE, W_XL,
+       W_DEBERTA };
 
 typedef struct tensor_row {
   const char *name;
@@ -52,7 +54,8 @@ static const tensor_row tail_rows[] = {
     {"ln_f.bias", S_D, W_PRE, M(lnf_b)},
     {"lm_head", S_VD, W_UNTIED, M(lm_head)},
     {"rel_bias", S_BIAS, W_T5, M(rel_bias)},
-    {"pos_emb", S_POS, W_ABSOLUTE, M(pos_emb)}};
+    {"pos_emb", S_POS, W_ABSOLUTE, M(pos_emb)},
+    {"rel_emb", S_RELEMB, W_DEBERTA, M(rel_emb)}};
 #undef L
 #undef M
 #define N_LAYER_ROWS (int)(sizeof layer_rows / sizeof layer_rows[0])
@@ -71,8 +74,15 @@ static int has(const relattn_config *c, int when) {
     case W_T5: return c->pos.type == RELATTN_POS_T5;
     case W_ABSOLUTE: return c->pos.type == RELATTN_POS_ABSOLUTE;
     case W_XL: return c->pos.type == RELATTN_POS_XL;
+    case W_DEBERTA: return c->pos.type == RELATTN_POS_DEBERTA;
     default: return 1;
   }
+}
+
+/* DeBERTa-v2's att_span: the shared table has 2 span rows. */
+static int deberta_span(const relattn_config *c) {
+  return c->pos.position_buckets > 0 ? c->pos.position_buckets
+                                     : c->pos.max_relative_positions;
 }
 
 static void shape_of(const relattn_config *c, int rule,
@@ -95,6 +105,7 @@ static void shape_of(const relattn_config *c, int rule,
     case S_BIAS: a = c->n_heads, b = c->pos.num_buckets; break;
     case S_POS: a = c->max_len, b = d; break;
     case S_HD: a = c->n_heads, b = dh; break;
+    case S_RELEMB: a = 2 * (int64_t)deberta_span(c), b = d; break;
     default: break; /* (d_model) */
   }
   s->ndim = e ? 3 : (b ? 2 : 1);
@@ -170,6 +181,20 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
                           "%s: 'd_model' must be even for position type 'xl' "
                           "(its sinusoids), not %d",
                           what, c->d_model);
+  if (c->pos.type == RELATTN_POS_DEBERTA) {
+    const int mr = c->pos.max_relative_positions, pb = c->pos.position_buckets;
+    if (mr < 1 || mr > MAX_DIM)
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: 'position.max_relative_positions' must be "
+                            "between 1 and %d, not %d",
+                            what, MAX_DIM, mr);
+    if (pb > 0 && (pb < 4 || mr <= pb / 2 + 1))
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: 'position.position_buckets' must be at most "
+                            "0 (none), or at least 4 and under "
+                            "2*(max_relative_positions - 1) = %d, not %d",
+                            what, 2 * (mr - 1), pb);
+  }
   if (c->pos.type == RELATTN_POS_ROPE) {
     const int dh = c->d_model / c->n_heads;
     const int r = c->pos.rotary_dim ? c->pos.rotary_dim : dh;
@@ -414,6 +439,11 @@ size_t relattn_model_prepared_bytes(const relattn_config *c) {
   else if (c->pos.type == RELATTN_POS_REL_KEY ||
            c->pos.type == RELATTN_POS_REL_KEY_QUERY)
     per = (2 * (size_t)c->max_len - 1) * dh; /* the flipped table */
+  else if (c->pos.type == RELATTN_POS_DEBERTA)
+    /* the c2p and p2c tables, and the bucket map (its band is at most
+    ** about max_relative_positions: the clamp) */
+    per = 4 * (size_t)deberta_span(c) * (size_t)c->d_model +
+          4 * (size_t)c->pos.max_relative_positions + 8;
   else
     return 0;
   /* each layer's floats, 64 bytes of slack and its terms' entry */
@@ -429,11 +459,24 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
   const relattn_config *c = &m->cfg;
   relattn_pos_tables tb;
   const int dh = c->d_model / c->n_heads, xl = c->pos.type == RELATTN_POS_XL;
+  const int deb = c->pos.type == RELATTN_POS_DEBERTA;
   const size_t rows = 2 * (size_t)c->clip + 1;
+  const size_t drows = deb ? 2 * (size_t)deberta_span(c) : 0;
+  const size_t per = drows * (size_t)c->d_model; /* one deberta table */
   int l, rc;
   if (c->pos.type != RELATTN_POS_REL_KEY &&
-      c->pos.type != RELATTN_POS_REL_KEY_QUERY && !xl)
+      c->pos.type != RELATTN_POS_REL_KEY_QUERY && !xl && !deb)
     return RELATTN_OK;
+  if (deb) {
+    /* HF DisentangledSelfAttention (share_att_key): pos_key =
+    ** key_proj(rel_embeddings), pos_query = query_proj(rel_embeddings),
+    ** each layer its own, built once here */
+    m->rel_proj = relattn_alloc(sizeof(float) * per * 2 *
+                                    (size_t)c->n_layers + 1);
+    if (!m->rel_proj)
+      return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                            "%s: out of memory for the deberta tables", what);
+  }
   m->terms = relattn_alloc(sizeof(relattn_scheme) * (size_t)c->n_layers);
   if (!m->terms)
     return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
@@ -463,8 +506,20 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
       tb.t[2] = m->layers[l].u, tb.count[2] = (int64_t)c->d_model;
       tb.t[3] = m->layers[l].w, tb.count[3] = (int64_t)c->d_model;
     }
-    rc = relattn_scheme_build(&m->terms[l], &c->pos, &tb, 1, c->n_heads, dh,
-                              c->arch == RELATTN_DECODER, xl, err, errlen);
+    if (deb) {
+      float *pk = m->rel_proj + (size_t)l * 2 * per, *pq = pk + per;
+      const relattn_layer *L = &m->layers[l];
+      relattn_project_table(pk, m->rel_emb, L->wk, L->bk, (int)drows,
+                            c->d_model, c->n_heads, dh);
+      relattn_project_table(pq, m->rel_emb, L->wq, L->bq, (int)drows,
+                            c->d_model, c->n_heads, dh);
+      tb.t[0] = pk, tb.count[0] = (int64_t)per;
+      tb.t[2] = pq, tb.count[2] = (int64_t)per;
+    }
+    /* deberta's map is built for any length: its band stops at the clamp */
+    rc = relattn_scheme_build(&m->terms[l], &c->pos, &tb, deb ? INT_MAX / 4 : 1,
+                              c->n_heads, dh, c->arch == RELATTN_DECODER,
+                              xl || deb, err, errlen);
     if (xl) m->terms[l].mem = table; /* xl's build allocates nothing */
     if (rc != RELATTN_OK) return rc;
   }
@@ -477,6 +532,8 @@ void relattn_model_free(relattn_model *m) {
     for (l = 0; l < m->cfg.n_layers; l++) relattn_scheme_free(&m->terms[l]);
   relattn_free(m->terms);
   m->terms = NULL;
+  relattn_free(m->rel_proj);
+  m->rel_proj = NULL;
   relattn_free(m->mem);
   relattn_tokenizer_free(m->tok);
   m->mem = NULL;

@@ -363,6 +363,8 @@ typedef struct relattn_model {
   const float *lm_head;               /* (vocab_size, d_model); = tok_emb when tied */
   const float *rel_bias;              /* t5: (n_heads, num_buckets), else NULL */
   const float *pos_emb;               /* absolute: (max_len, d_model), else NULL */
+  const float *rel_emb;               /* deberta: (2 span, d_model), else NULL */
+  float *rel_proj;                    /* deberta: each layer's c2p, p2c tables, owned */
   relattn_scheme *terms;              /* (n_layers) rel_key*, xl: each layer's terms,
                                       ** built from its weights once
                                       ** (relattn_model_prepare), else NULL */

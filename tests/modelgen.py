@@ -76,6 +76,9 @@ def shapes(cfg):
         out += [("rel_bias", [h, pos.get("num_buckets", 32)])]
     if pos.get("type") == "absolute":
         out += [("pos_emb", [pos["max_len"], d])]
+    if pos.get("type") == "deberta":
+        b = pos.get("position_buckets", 256)
+        out += [("rel_emb", [2 * (b if b > 0 else pos.get("max_relative_positions", 512)), d])]
     return out
 
 
@@ -91,7 +94,7 @@ def tensors(cfg, rng):
             a = 0.1 * rng.standard_normal(shape)
         elif name == "rel_bias":
             a = rng.standard_normal(shape)
-        elif leaf in ("rel_k", "rel_v") or name in ("tok_emb", "lm_head", "pos_emb"):
+        elif leaf in ("rel_k", "rel_v") or name in ("tok_emb", "lm_head", "pos_emb", "rel_emb"):
             a = 0.5 * rng.standard_normal(shape)
         else:
             a = rng.standard_normal(shape) / np.sqrt(shape[-1])

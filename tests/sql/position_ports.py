@@ -89,3 +89,25 @@ def xl_table(W_r, heads, d, c, d_model):
     dist = -np.arange(-c, c + 1, dtype=np.float64)
     R = xl_sinusoid(dist, d_model) @ np.asarray(W_r, np.float64).T    # (2c+1, H d)
     return R.reshape(2 * c + 1, heads, d).transpose(1, 0, 2)          # float64
+
+
+# HF modeling_deberta_v2.py: make_log_bucket_position and build_relative_position
+# (relative_pos = i - j, in float32 as there)
+
+def make_log_bucket_position(relative_pos, bucket_size, max_position):
+    sign = np.sign(relative_pos)
+    mid = bucket_size // 2
+    abs_pos = np.where((relative_pos < mid) & (relative_pos > -mid), mid - 1,
+                       np.abs(relative_pos))
+    log_pos = np.ceil(np.log(abs_pos.astype(np.float32) / np.float32(mid))
+                      / np.log(np.float32((max_position - 1) / mid))
+                      * np.float32(mid - 1)) + mid
+    return np.where(abs_pos <= mid, relative_pos.astype(np.float32),
+                    log_pos * sign).astype(np.int64)
+
+
+def build_relative_position(n, bucket_size, max_position):
+    rel = np.arange(n)[:, None] - np.arange(n)[None, :]
+    if bucket_size > 0 and max_position > 0:
+        rel = make_log_bucket_position(rel, bucket_size, max_position)
+    return rel

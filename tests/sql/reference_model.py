@@ -12,8 +12,9 @@ import struct
 
 import numpy as np
 
-from position_ports import (bert_relative_scores, bloom_slopes, rope_rotate,
-                            t5_bucket, xl_table)
+from position_ports import (bert_relative_scores, bloom_slopes,
+                            build_relative_position, rope_rotate, t5_bucket,
+                            xl_table)
 
 
 def random_config(rng, arch="decoder", norm="pre", activation="gelu",
@@ -86,7 +87,16 @@ def random_params(rng, cfg):
         p["rel_bias"] = u(h, pos.get("num_buckets", 32), scale=2.0)
     if pos["type"] == "absolute":
         p["pos_emb"] = u(max(pos.get("max_len", 1), 1), d)
+    if pos["type"] == "deberta":
+        p["rel_emb"] = u(2 * deberta_span(pos), d)
     return p
+
+
+def deberta_span(pos):
+    """DeBERTa-v2's att_span: position_buckets (256) if over 0, else
+    max_relative_positions (512)."""
+    b = pos.get("position_buckets", 256)
+    return b if b > 0 else pos.get("max_relative_positions", 512)
 
 
 def safetensors_bytes(params, cfg=None):
@@ -140,7 +150,7 @@ def shaw_attention(q, k, v, rel_k, rel_v, clip, causal):
 
 
 def scheme_attention(q, k, v, pos, head, n_heads, rel_bias, causal,
-                     rel_k=None, xl=None):
+                     rel_k=None, xl=None, deb=None):
     """One head under a position scheme other than shaw (position_ports.py
     has each reference's port): returns z (n, d) and the weights (n, n)."""
     n, d = q.shape
@@ -164,6 +174,15 @@ def scheme_attention(q, k, v, pos, head, n_heads, rel_bias, causal,
         Rr = R[np.clip(rel, -c, c) + c]                       # (n, n, d)
         e = (q + u_h) @ k.T + np.einsum("id,ijd->ij", q + w_h, Rr)
         e = e / math.sqrt(d)
+    elif kind == "deberta":  # HF DisentangledSelfAttention, c2p and p2c
+        pk, pq = deb                                          # (2 span, d) each
+        span = pk.shape[0] // 2
+        r = build_relative_position(n, pos.get("position_buckets", 256),
+                                    pos.get("max_relative_positions", 512))
+        c2p = np.take_along_axis(q @ pk.T, np.clip(r + span, 0, 2 * span - 1), -1)
+        p2c = np.take_along_axis(k @ pq.T, np.clip(-r + span, 0, 2 * span - 1),
+                                 -1).T
+        e = (q @ k.T + c2p + p2c) / math.sqrt(3 * d)
     elif kind == "rope":
         rd = pos.get("rotary_dim", d)
         base = pos.get("base", 10000)
@@ -211,6 +230,9 @@ def forward(cfg, params, ids, maps=False):
         layer_maps = []
         if pos["type"] == "xl":
             R_all = xl_table(p[L + "attn.wr"], h, dh, pos["clip"], d)
+        if pos["type"] == "deberta":   # the shared table through this layer's wk, wq
+            PK = p["rel_emb"] @ p[L + "attn.wk"].T + p[L + "attn.bk"]
+            PQ = p["rel_emb"] @ p[L + "attn.wq"].T + p[L + "attn.bq"]
         for hd in range(h):
             s = slice(hd * dh, (hd + 1) * dh)
             if pos["type"] != "shaw":
@@ -219,7 +241,9 @@ def forward(cfg, params, ids, maps=False):
                                               p.get(L + "attn.rel_k"),
                                               (R_all[hd], p[L + "attn.u"][hd],
                                                p[L + "attn.w"][hd])
-                                              if pos["type"] == "xl" else None)
+                                              if pos["type"] == "xl" else None,
+                                              (PK[:, s], PQ[:, s])
+                                              if pos["type"] == "deberta" else None)
                 layer_maps.append(w)
                 continue
             rk = p[L + "attn.rel_k"]

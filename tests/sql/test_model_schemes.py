@@ -31,6 +31,10 @@ POSITIONS = {
     "xl-unclipped": {"type": "xl", "clip": 80},
     "rel_key_query": {"type": "rel_key_query", "max_position_embeddings": 90},
     "rope": {"type": "rope"},
+    "deberta": {"type": "deberta", "position_buckets": 8,
+                "max_relative_positions": 20},
+    "deberta-unbucketed": {"type": "deberta", "position_buckets": -1,
+                           "max_relative_positions": 12},
     "rope-partial": {"type": "rope", "rotary": "interleaved",
                      "rotary_dim": 4, "base": 500},
 }
@@ -100,7 +104,7 @@ def test_encoder_embed_and_maps(db, rng, scheme):
     assert np.abs(got - maps).max() < 1e-5
 
 
-@pytest.mark.parametrize("scheme", ["t5", "alibi", "rope-partial"])
+@pytest.mark.parametrize("scheme", ["t5", "alibi", "rope-partial", "deberta"])
 def test_decoder_maps(db, rng, scheme):
     cfg, params = load_model(db, rng, scheme, "decoder", norm="post")
     tokens = random_tokens(rng, 33, cfg)
@@ -119,7 +123,8 @@ def import_error(db, rng, position, edit=None):
     cfg = ref.random_config(rng, position=position, n_heads=2, d_model=8,
                             n_layers=1)
     # weights of a valid config close to it: the error is the config's
-    ok = position if position["type"] in ("t5", "absolute", "rel_key", "xl") else {"type": "none"}
+    ok = position if position["type"] in ("t5", "absolute", "rel_key", "xl",
+                                          "deberta") else {"type": "none"}
     params = ref.random_params(rng, dict(cfg, position=ok))
     if edit:
         edit(params)
@@ -139,7 +144,7 @@ def test_config_errors(db, rng):
     for position, message in [
         ({"type": "alibo"},
          "'position.type' must be one of shaw,none,t5,alibi,rope,absolute,"
-         "rel_key,rel_key_query,xl, not 'alibo'"),
+         "rel_key,rel_key_query,xl,deberta, not 'alibo'"),
         ({"type": "t5", "num_buckets": 3},
          "'position.num_buckets' must be between 4 and 1048576, not 3"),
         ({"type": "t5", "num_buckets": 8, "max_distance": 4},
@@ -171,6 +176,18 @@ def test_config_errors(db, rng):
         ({"type": "absolute", "max_len": 5, "max_position_embeddings": 5},
          "'position.max_position_embeddings' is not a key of position type "
          "'absolute'"),
+        ({"type": "deberta", "max_relative_positions": 0},
+         "'position.max_relative_positions' must be between 1 and 16777216, "
+         "not 0"),
+        ({"type": "deberta", "position_buckets": 3},
+         "'position.position_buckets' must be at most 0 (none), or at least 4 "
+         "and under 2*(max_relative_positions - 1) = 1022, not 3"),
+        ({"type": "deberta", "position_buckets": 40,
+          "max_relative_positions": 20},
+         "'position.position_buckets' must be at most 0 (none), or at least 4 "
+         "and under 2*(max_relative_positions - 1) = 38, not 40"),
+        ({"type": "deberta", "clip": 3},
+         "'position.clip' is not a key of position type 'deberta'"),
         ({"type": "absolute", "max_len": 0},
          "'position.max_len' must be between 1 and 16777216, not 0"),
     ]:
@@ -194,6 +211,13 @@ def test_tensor_errors(db, rng):
         pos_emb=np.ones((15, 8), np.float32))) == (
         "relattn_import: tensor 'pos_emb' has shape [15,8]; the config needs "
         "[16,8]")
+    deb = {"type": "deberta", "position_buckets": 4, "max_relative_positions": 10}
+    assert import_error(db, rng, deb, lambda p: p.update(
+        rel_emb=np.ones((9, 8), np.float32))) == (
+        "relattn_import: tensor 'rel_emb' has shape [9,8]; the config needs "
+        "[8,8]")
+    assert import_error(db, rng, deb, lambda p: p.pop("rel_emb")) == (
+        "relattn_import: tensor 'rel_emb' is missing (the config needs it)")
     xl = {"type": "xl", "clip": 3}
     assert import_error(db, rng, {"type": "xl", "clip": 3}, lambda p: p.pop(
         "layers.0.attn.u")) == (

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from conftest import f32, from_f32, rel_err
-from position_ports import (bert_relative_scores, bloom_slopes, rope_rotate,
-                            t5_bucket, xl_sinusoid, xl_table)
+from position_ports import (bert_relative_scores, bloom_slopes,
+                            build_relative_position, rope_rotate, t5_bucket,
+                            xl_sinusoid, xl_table)
 
 TOL = 1e-5
 E = "relattn_attention: "
@@ -129,25 +130,6 @@ def test_t5_buckets_are_hfs(db):
 
 # ---- HF modeling_deberta_v2.py, make_log_bucket_position, build_relative_position,
 # DisentangledSelfAttention.disentangled_attention_bias ------------------------------
-
-def make_log_bucket_position(relative_pos, bucket_size, max_position):
-    sign = np.sign(relative_pos)
-    mid = bucket_size // 2
-    abs_pos = np.where((relative_pos < mid) & (relative_pos > -mid), mid - 1,
-                       np.abs(relative_pos))
-    log_pos = np.ceil(np.log(abs_pos.astype(np.float32) / np.float32(mid))
-                      / np.log(np.float32((max_position - 1) / mid))
-                      * np.float32(mid - 1)) + mid
-    return np.where(abs_pos <= mid, relative_pos.astype(np.float32),
-                    log_pos * sign).astype(np.int64)
-
-
-def build_relative_position(n, bucket_size, max_position):
-    rel = np.arange(n)[:, None] - np.arange(n)[None, :]
-    if bucket_size > 0 and max_position > 0:
-        rel = make_log_bucket_position(rel, bucket_size, max_position)
-    return rel
-
 
 def deberta_port(q, k, v, pos_key, pos_query, heads, causal, buckets, max_rel):
     Q, K, V = (heads_of(x, heads) for x in (q, k, v))

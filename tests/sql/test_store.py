@@ -398,9 +398,9 @@ def case_config_unknown_activation(rng):
 
 
 def case_config_unknown_position(rng):
-    return with_config(rng, config_with("deberta", "position", "type")), (
+    return with_config(rng, config_with("sinus", "position", "type")), (
         "relattn_import: config: 'position.type' must be one of shaw,none,t5,"
-        "alibi,rope,absolute,rel_key,rel_key_query,xl, not 'deberta'")
+        "alibi,rope,absolute,rel_key,rel_key_query,xl,deberta, not 'sinus'")
 
 
 def case_config_unknown_tokenizer(rng):
