@@ -153,6 +153,8 @@ static const struct config_key {
      F(pos.position_buckets), POS(RELATTN_POS_DEBERTA), 0},
     {"$.position.max_relative_positions", "position.max_relative_positions",
      K_INT, 0, 0, F(pos.max_relative_positions), POS(RELATTN_POS_DEBERTA), 0},
+    {"$.position.norm_rel_ebd", "position.norm_rel_ebd", K_ENUM,
+     "none|layer_norm", 0, F(rel_norm), POS(RELATTN_POS_DEBERTA), 0},
     {"$.tokenizer", "tokenizer", K_OBJ, 0, 0, NO_FIELD, 0, 1},
     {"$.tokenizer.type", "tokenizer.type", K_ENUM,
      "bytes|wordpiece|sentencepiece", 0, F(tok_type), 0, 1},

@@ -201,6 +201,11 @@ static void layer_norm(float *out /* (rows, d) */, const float *x, int rows,
   }
 }
 
+void relattn_layer_norm(float *out, const float *x, int rows, int d,
+                        const float *w, const float *b, float eps) {
+  layer_norm(out, x, rows, d, w, b, eps);
+}
+
 /* y = x W^T + b for a block of rows: W is (out, in) as nn.Linear.
 ** beta 1 adds into y (the residual). */
 static void linear(float *y /* (rows, ldy) */, int ldy, const float *x,

@@ -6,7 +6,7 @@
 ** attn.wq .wk .wv .wo, attn.bq .bk .bv .bo, [attn.rel_k, attn.rel_v: shaw],
 ** ln2.weight, ln2.bias, ffn.w1 .b1 .w2 .b2; ln_f.weight, ln_f.bias (pre-norm
 ** only); lm_head (untied only); rel_bias (t5 only); pos_emb (absolute
-** only); rel_emb (deberta only). The tables below hold
+** only); rel_emb, [rel_emb_norm.weight, .bias] (deberta only). The tables below hold
 ** them. Import stores them in this order and export
 ** writes them in it. Every array lives in one 64-byte aligned block (m->mem):
 ** the layer table first, then each tensor at a 64-byte boundary.
@@ -25,7 +25,7 @@
 enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS, S_POS, S_HD, S_RELEMB };
 /* Presence rules: */
 enum { W_ALL, W_REL_K, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5, W_ABSOLUTE, W_XL,
-       W_DEBERTA };
+       W_DEBERTA, W_REL_LN };
 
 typedef struct tensor_row {
   const char *name;
@@ -55,7 +55,9 @@ static const tensor_row tail_rows[] = {
     {"lm_head", S_VD, W_UNTIED, M(lm_head)},
     {"rel_bias", S_BIAS, W_T5, M(rel_bias)},
     {"pos_emb", S_POS, W_ABSOLUTE, M(pos_emb)},
-    {"rel_emb", S_RELEMB, W_DEBERTA, M(rel_emb)}};
+    {"rel_emb", S_RELEMB, W_DEBERTA, M(rel_emb)},
+    {"rel_emb_norm.weight", S_D, W_REL_LN, M(rel_ln_w)},
+    {"rel_emb_norm.bias", S_D, W_REL_LN, M(rel_ln_b)}};
 #undef L
 #undef M
 #define N_LAYER_ROWS (int)(sizeof layer_rows / sizeof layer_rows[0])
@@ -75,6 +77,8 @@ static int has(const relattn_config *c, int when) {
     case W_ABSOLUTE: return c->pos.type == RELATTN_POS_ABSOLUTE;
     case W_XL: return c->pos.type == RELATTN_POS_XL;
     case W_DEBERTA: return c->pos.type == RELATTN_POS_DEBERTA;
+    case W_REL_LN:
+      return c->pos.type == RELATTN_POS_DEBERTA && c->rel_norm;
     default: return 1;
   }
 }
@@ -442,7 +446,7 @@ size_t relattn_model_prepared_bytes(const relattn_config *c) {
   else if (c->pos.type == RELATTN_POS_DEBERTA)
     /* the c2p and p2c tables, and the bucket map (its band is at most
     ** about max_relative_positions: the clamp) */
-    per = 4 * (size_t)deberta_span(c) * (size_t)c->d_model +
+    per = 5 * (size_t)deberta_span(c) * (size_t)c->d_model +
           4 * (size_t)c->pos.max_relative_positions + 8;
   else
     return 0;
@@ -463,6 +467,7 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
   const size_t rows = 2 * (size_t)c->clip + 1;
   const size_t drows = deb ? 2 * (size_t)deberta_span(c) : 0;
   const size_t per = drows * (size_t)c->d_model; /* one deberta table */
+  const float *rel = NULL;
   int l, rc;
   if (c->pos.type != RELATTN_POS_REL_KEY &&
       c->pos.type != RELATTN_POS_REL_KEY_QUERY && !xl && !deb)
@@ -471,11 +476,20 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
     /* HF DisentangledSelfAttention (share_att_key): pos_key =
     ** key_proj(rel_embeddings), pos_query = query_proj(rel_embeddings),
     ** each layer its own, built once here */
-    m->rel_proj = relattn_alloc(sizeof(float) * per * 2 *
-                                    (size_t)c->n_layers + 1);
+    m->rel_proj = relattn_alloc(sizeof(float) * per * (2 *
+                                    (size_t)c->n_layers + 1) + 1);
     if (!m->rel_proj)
       return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
                             "%s: out of memory for the deberta tables", what);
+    /* norm_rel_ebd "layer_norm": the table through LayerNorm first (its
+    ** eps the model's), after the layers' tables */
+    rel = m->rel_emb;
+    if (c->rel_norm) {
+      float *normed = m->rel_proj + per * 2 * (size_t)c->n_layers;
+      relattn_layer_norm(normed, m->rel_emb, (int)drows, c->d_model,
+                         m->rel_ln_w, m->rel_ln_b, c->norm_eps);
+      rel = normed;
+    }
   }
   m->terms = relattn_alloc(sizeof(relattn_scheme) * (size_t)c->n_layers);
   if (!m->terms)
@@ -509,9 +523,9 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
     if (deb) {
       float *pk = m->rel_proj + (size_t)l * 2 * per, *pq = pk + per;
       const relattn_layer *L = &m->layers[l];
-      relattn_project_table(pk, m->rel_emb, L->wk, L->bk, (int)drows,
+      relattn_project_table(pk, rel, L->wk, L->bk, (int)drows,
                             c->d_model, c->n_heads, dh);
-      relattn_project_table(pq, m->rel_emb, L->wq, L->bq, (int)drows,
+      relattn_project_table(pq, rel, L->wq, L->bq, (int)drows,
                             c->d_model, c->n_heads, dh);
       tb.t[0] = pk, tb.count[0] = (int64_t)per;
       tb.t[2] = pq, tb.count[2] = (int64_t)per;

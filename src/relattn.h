@@ -310,6 +310,10 @@ void relattn_project_table(float *out /* (heads, rows, d_head) */,
                            const float *b /* (heads*d_head) or NULL */,
                            int rows, int d_model, int heads, int d_head);
 
+/* out = LayerNorm(x) * w + b over rows of d (src/forward.c); out may be x. */
+void relattn_layer_norm(float *out, const float *x, int rows, int d,
+                        const float *w, const float *b, float eps);
+
 /* ---- models (src/model.c: config, tensor list, weights) ----------------- */
 
 enum { RELATTN_DECODER = 0, RELATTN_ENCODER = 1 };
@@ -337,6 +341,7 @@ typedef struct relattn_config {
                           ** hand; zeros are type none */
   int max_len;            /* absolute: position.max_len, rows of pos_emb;
                           ** rel_key*: position.max_position_embeddings M */
+  int rel_norm;           /* deberta: position.norm_rel_ebd, 1 layer_norm */
 } relattn_config;
 
 typedef struct relattn_tokenizer relattn_tokenizer; /* src/tokenizer.c */
@@ -364,6 +369,7 @@ typedef struct relattn_model {
   const float *rel_bias;              /* t5: (n_heads, num_buckets), else NULL */
   const float *pos_emb;               /* absolute: (max_len, d_model), else NULL */
   const float *rel_emb;               /* deberta: (2 span, d_model), else NULL */
+  const float *rel_ln_w, *rel_ln_b;   /* deberta with norm_rel_ebd: (d_model) */
   float *rel_proj;                    /* deberta: each layer's c2p, p2c tables, owned */
   relattn_scheme *terms;              /* (n_layers) rel_key*, xl: each layer's terms,
                                       ** built from its weights once

@@ -79,6 +79,8 @@ def shapes(cfg):
     if pos.get("type") == "deberta":
         b = pos.get("position_buckets", 256)
         out += [("rel_emb", [2 * (b if b > 0 else pos.get("max_relative_positions", 512)), d])]
+        if pos.get("norm_rel_ebd", "none") == "layer_norm":
+            out += [("rel_emb_norm.weight", [d]), ("rel_emb_norm.bias", [d])]
     return out
 
 
@@ -88,7 +90,7 @@ def tensors(cfg, rng):
     out = {}
     for name, shape in shapes(cfg):
         leaf = name.rsplit(".", 1)[-1]
-        if name.endswith("ln1.weight") or name.endswith("ln2.weight") or name == "ln_f.weight":
+        if name.endswith("ln1.weight") or name.endswith("ln2.weight") or name in ("ln_f.weight", "rel_emb_norm.weight"):
             a = 1.0 + 0.1 * rng.standard_normal(shape)
         elif len(shape) == 1:
             a = 0.1 * rng.standard_normal(shape)

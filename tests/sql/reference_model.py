@@ -89,6 +89,9 @@ def random_params(rng, cfg):
         p["pos_emb"] = u(max(pos.get("max_len", 1), 1), d)
     if pos["type"] == "deberta":
         p["rel_emb"] = u(2 * deberta_span(pos), d)
+        if pos.get("norm_rel_ebd", "none") == "layer_norm":
+            p["rel_emb_norm.weight"] = u(d, scale=0.3, offset=1.0)
+            p["rel_emb_norm.bias"] = u(d, scale=0.1)
     return p
 
 
@@ -231,8 +234,11 @@ def forward(cfg, params, ids, maps=False):
         if pos["type"] == "xl":
             R_all = xl_table(p[L + "attn.wr"], h, dh, pos["clip"], d)
         if pos["type"] == "deberta":   # the shared table through this layer's wk, wq
-            PK = p["rel_emb"] @ p[L + "attn.wk"].T + p[L + "attn.bk"]
-            PQ = p["rel_emb"] @ p[L + "attn.wq"].T + p[L + "attn.bq"]
+            E = p["rel_emb"]
+            if pos.get("norm_rel_ebd", "none") == "layer_norm":   # get_rel_embedding
+                E = layer_norm(E, p["rel_emb_norm.weight"], p["rel_emb_norm.bias"], eps)
+            PK = E @ p[L + "attn.wk"].T + p[L + "attn.bk"]
+            PQ = E @ p[L + "attn.wq"].T + p[L + "attn.bq"]
         for hd in range(h):
             s = slice(hd * dh, (hd + 1) * dh)
             if pos["type"] != "shaw":

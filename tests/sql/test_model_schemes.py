@@ -34,7 +34,8 @@ POSITIONS = {
     "deberta": {"type": "deberta", "position_buckets": 8,
                 "max_relative_positions": 20},
     "deberta-unbucketed": {"type": "deberta", "position_buckets": -1,
-                           "max_relative_positions": 12},
+                           "max_relative_positions": 12,
+                           "norm_rel_ebd": "layer_norm"},
     "rope-partial": {"type": "rope", "rotary": "interleaved",
                      "rotary_dim": 4, "base": 500},
 }
@@ -186,6 +187,9 @@ def test_config_errors(db, rng):
           "max_relative_positions": 20},
          "'position.position_buckets' must be at most 0 (none), or at least 4 "
          "and under 2*(max_relative_positions - 1) = 38, not 40"),
+        ({"type": "deberta", "norm_rel_ebd": "layernorm"},
+         "'position.norm_rel_ebd' must be one of none,layer_norm, not "
+         "'layernorm'"),
         ({"type": "deberta", "clip": 3},
          "'position.clip' is not a key of position type 'deberta'"),
         ({"type": "absolute", "max_len": 0},
@@ -218,6 +222,9 @@ def test_tensor_errors(db, rng):
         "[8,8]")
     assert import_error(db, rng, deb, lambda p: p.pop("rel_emb")) == (
         "relattn_import: tensor 'rel_emb' is missing (the config needs it)")
+    assert import_error(db, rng, dict(deb, norm_rel_ebd="layer_norm"), lambda p: p.pop(
+        "rel_emb_norm.bias")) == (
+        "relattn_import: tensor 'rel_emb_norm.bias' is missing (the config needs it)")
     xl = {"type": "xl", "clip": 3}
     assert import_error(db, rng, {"type": "xl", "clip": 3}, lambda p: p.pop(
         "layers.0.attn.u")) == (
