@@ -400,8 +400,13 @@ def run(args):
             del fut
             if getattr(bar, "status", None) is not None or not drawer.is_alive():
                 held.clear()
+        # The bar's set-up waits until every key it follows is on the
+        # scheduler: releasing the held results before it has started would
+        # leave it waiting for keys that are gone (seen once: a run whose
+        # ranges were done before the bar began never returned). So wait
+        # for the bar first, with a bound, then let go of the results.
+        drawer.join(timeout=60)
         held.clear()
-        drawer.join()
         dt = time.perf_counter() - t
         print(f"\nscored {rows} rows ({tokens} tokens) in {dt:.1f} s, {tokens / dt:.0f} "
               f"tokens/s, into {args.table!r} of {args.results}", flush=True)
