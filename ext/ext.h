@@ -122,10 +122,11 @@ int relattn_interrupted(sqlite3 *db);
 ** model puts bos in front itself) are refused; then bos goes in front when
 ** the tokenizer has one. The caller frees in->ids with sqlite3_free. */
 typedef struct relattn_input {
-  int32_t *ids;  /* (n): [bos] + the sequence */
+  int32_t *ids;  /* (n): [bos] + the sequence + [append] */
   int n;         /* model input length; 0 for a NULL argument */
   int n_seq;     /* the sequence's own tokens */
   int bos;       /* 1 when ids[0] is bos */
+  int append;    /* 1 when ids[n - 1] is tokenizer.append, put there */
 } relattn_input;
 int relattn_model_input(relattn_conn *conn, const relattn_model *m,
                         sqlite3_value *v, const char *fn, const char *arg,

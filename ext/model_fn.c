@@ -13,10 +13,11 @@
 **   SELECT id, relattn_perplexity('tiny', body) FROM docs ORDER BY 2;
 **
 ** tokens is a BLOB of little-endian int32 ids or TEXT for the model's
-** tokenizer. When the tokenizer has bos, the model's input is [bos] + tokens
-** and every token is scored; without, tokens 1..n-1 are (docs/reference.md). The
-** embedding is the mean of the final hidden states over the sequence's own
-** tokens (BOS left out). A NULL tokens argument gives NULL (no rows).
+** tokenizer. The model's input is [bos] + tokens + [append], each special
+** id when the tokenizer has it (relattn_model_input). With bos every token
+** is scored; without, tokens 1..n-1 are, and the appended token last
+** (docs/reference.md). The embedding is the mean of the final hidden states
+** over the sequence's own tokens and the appended one (BOS left out). A NULL tokens argument gives NULL (no rows).
 ** Encoder models embed and show attention maps; they cannot score.
 **
 ** relattn_attention_weights computes one (layer, head) map at a time, running
@@ -39,7 +40,7 @@ SQLITE_EXTENSION_INIT3
 typedef struct model_call {
   relattn_conn *conn;
   const relattn_model *m; /* held (relattn_store_acquire) */
-  int32_t *input;         /* (n) [bos] + tokens */
+  int32_t *input;         /* (n) [bos] + tokens + [append] */
   int n;                  /* model input length */
   int bos;                /* 1 when input[0] is the tokenizer's bos */
 } model_call;

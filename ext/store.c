@@ -161,6 +161,10 @@ static const struct config_key {
     {"$.tokenizer.bos", "tokenizer.bos", K_ID, 0, 0, F(bos), 0, 0},
     {"$.tokenizer.eos", "tokenizer.eos", K_ID, 0, 0, F(eos), 0, 0},
     {"$.tokenizer.pad", "tokenizer.pad", K_ID, 0, 0, F(pad), 0, 0},
+    {"$.tokenizer.append", "tokenizer.append", K_ID, 0, 0, F(append), 0, 0},
+    {"$.tokenizer.sep", "tokenizer.sep", K_ID, 0, 0, F(sep), 0, 0},
+    {"$.tokenizer.mask", "tokenizer.mask", K_ID, 0, 0, F(mask), 0, 0},
+    {"$.tokenizer.unk", "tokenizer.unk", K_ID, 0, 0, F(unk), 0, 0},
     /* absent or null: do_lower_case and chinese chars true, strip_accents
     ** -1 (as do_lower_case) */
     {"$.tokenizer.do_lower_case", "tokenizer.do_lower_case", K_OPTBOOL, 0, 0,
@@ -210,6 +214,7 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
   char err[256];
   memset(cfg, 0, sizeof *cfg);
   cfg->bos = cfg->eos = cfg->pad = -1;
+  cfg->append = cfg->sep = cfg->mask = cfg->unk = -1;
   cfg->do_lower_case = cfg->chinese_chars = 1;
   cfg->strip_accents = -1;
   relattn_position_defaults(&cfg->pos, RELATTN_POS_SHAW);

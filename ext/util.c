@@ -296,10 +296,11 @@ char *relattn_missing_tensor_msg(const relattn_config *c, int i,
 
 /* ---- tokens -------------------------------------------------------------- */
 
-/* Decodes v into ids with lead free slots in front. See relattn_tokens_value. */
+/* Decodes v into ids with lead free slots in front and room for trail more
+** after them. See relattn_tokens_value. */
 static int32_t *decodeTokens(sqlite3_value *v, const relattn_model *m,
                              const char *fn, const char *arg, int lead,
-                             size_t max_ids, int *n_out, int *oom,
+                             int trail, size_t max_ids, int *n_out, int *oom,
                              int *toobig, char **pzErr) {
   int32_t *ids;
   size_t n, i;
@@ -314,7 +315,8 @@ static int32_t *decodeTokens(sqlite3_value *v, const relattn_model *m,
         return NULL;
       }
       n = bytes / 4;
-      ids = sqlite3_malloc64((sqlite3_uint64)bytes + 4 * (size_t)lead + 1);
+      ids = sqlite3_malloc64((sqlite3_uint64)bytes +
+                            4 * (size_t)(lead + trail) + 1);
       if (!ids) goto nomem;
       if (bytes) memcpy(ids + lead, sqlite3_value_blob(v), bytes); /* unaligned */
       break;
@@ -347,7 +349,8 @@ static int32_t *decodeTokens(sqlite3_value *v, const relattn_model *m,
         }
         if (rc != RELATTN_OK) goto nomem;
         n = n_got;
-        ids = sqlite3_malloc64(((sqlite3_uint64)n + (size_t)lead) * 4 + 1);
+        ids = sqlite3_malloc64(
+            ((sqlite3_uint64)n + (size_t)(lead + trail)) * 4 + 1);
         if (!ids) {
           free(got);
           goto nomem;
@@ -365,7 +368,7 @@ static int32_t *decodeTokens(sqlite3_value *v, const relattn_model *m,
                                "TEXT", fn, arg);
       return NULL;
   }
-  if (n > 0x7fffffff - (size_t)lead) {
+  if (n > 0x7fffffff - (size_t)(lead + trail)) {
     sqlite3_free(ids);
     *pzErr = sqlite3_mprintf("%s: %s has more than 2^31 tokens", fn, arg);
     return NULL;
@@ -406,7 +409,7 @@ int32_t *relattn_tokens_value(sqlite3_value *v, const relattn_model *m,
                               const char *fn, const char *arg, int *n_out,
                               char **pzErr) {
   int oom = 0, toobig = 0;
-  return decodeTokens(v, m, fn, arg, 0, 0x7fffffff, n_out, &oom, &toobig,
+  return decodeTokens(v, m, fn, arg, 0, 0, 0x7fffffff, n_out, &oom, &toobig,
                       pzErr);
 }
 
@@ -414,7 +417,8 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
                         sqlite3_value *v, const char *fn, const char *arg,
                         relattn_input *in, char **pzErr) {
   sqlite3_int64 bytes = sqlite3_value_bytes(v), count = -1;
-  int bos = m->cfg.bos >= 0, n = 0, oom = 0, toobig = 0;
+  int bos = m->cfg.bos >= 0, append = m->cfg.append >= 0;
+  int n = 0, oom = 0, toobig = 0;
   memset(in, 0, sizeof *in);
   *pzErr = NULL;
   if (sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
@@ -431,8 +435,8 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
                              fn, arg, count, conn->max_tokens);
     return SQLITE_TOOBIG;
   }
-  in->ids = decodeTokens(v, m, fn, arg, bos, (size_t)conn->max_tokens, &n,
-                         &oom, &toobig, pzErr);
+  in->ids = decodeTokens(v, m, fn, arg, bos, append,
+                         (size_t)conn->max_tokens, &n, &oom, &toobig, pzErr);
   if (!in->ids)
     return oom || !*pzErr ? SQLITE_NOMEM : toobig ? SQLITE_TOOBIG
                                                   : SQLITE_ERROR;
@@ -455,10 +459,14 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
   if ((m->cfg.pos.type == RELATTN_POS_ABSOLUTE ||
        m->cfg.pos.type == RELATTN_POS_REL_KEY ||
        m->cfg.pos.type == RELATTN_POS_REL_KEY_QUERY) &&
-      n + bos > m->cfg.max_len) {
+      n + bos + append > m->cfg.max_len) {
     *pzErr = sqlite3_mprintf("%s: %s has %d tokens%s, over the model's "
                              "position.%s = %d (its learned positions)",
-                             fn, arg, n, bos ? " and bos" : "",
+                             fn, arg, n,
+                             bos && append ? " with bos and the appended token"
+                             : bos         ? " and bos"
+                             : append      ? " and the appended token"
+                                           : "",
                              m->cfg.pos.type == RELATTN_POS_ABSOLUTE
                                  ? "max_len"
                                  : "max_position_embeddings",
@@ -468,9 +476,13 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
     return SQLITE_TOOBIG;
   }
   if (bos) in->ids[0] = m->cfg.bos;
+  /* [bos] + tokens + [append]: HF's template for one sequence, e.g.
+  ** [CLS] ... [SEP] or ... </s> */
+  if (append) in->ids[bos + n] = m->cfg.append;
   in->n_seq = n;
-  in->n = n + bos;
+  in->n = n + bos + append;
   in->bos = bos;
+  in->append = append;
   return SQLITE_OK;
 }
 /* ---- interrupt ----------------------------------------------------------- */

@@ -129,7 +129,9 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
       {"d_ff", c->d_ff}};
   const struct { const char *key; int v; } ids[] = {
       {"tokenizer.bos", c->bos}, {"tokenizer.eos", c->eos},
-      {"tokenizer.pad", c->pad}};
+      {"tokenizer.pad", c->pad},       {"tokenizer.append", c->append},
+      {"tokenizer.sep", c->sep},       {"tokenizer.mask", c->mask},
+      {"tokenizer.unk", c->unk}};
   size_t i;
   for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
     if (sizes[i].v < 1 || sizes[i].v > MAX_DIM)

@@ -342,6 +342,9 @@ typedef struct relattn_config {
   int max_len;            /* absolute: position.max_len, rows of pos_emb;
                           ** rel_key*: position.max_position_embeddings M */
   int rel_norm;           /* deberta: position.norm_rel_ebd, 1 layer_norm */
+  int append, sep, mask, unk; /* tokenizer ids, -1 when absent: append goes
+                          ** after the sequence (ext/util.c), sep splits
+                          ** token types, mask is [MASK], unk informational */
 } relattn_config;
 
 typedef struct relattn_tokenizer relattn_tokenizer; /* src/tokenizer.c */

@@ -284,8 +284,11 @@ def forward(cfg, params, ids, maps=False):
 # ---- DESIGN §6: what the SQL functions return ------------------------------
 
 def model_input(cfg, tokens):
+    """[bos] + tokens + [append], each when the tokenizer has it."""
     bos = cfg["tokenizer"].get("bos")
-    return ([bos] if bos is not None else []) + list(tokens)
+    append = cfg["tokenizer"].get("append")
+    return (([bos] if bos is not None else []) + list(tokens)
+            + ([append] if append is not None else []))
 
 
 def logprob_rows(cfg, params, tokens):

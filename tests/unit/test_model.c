@@ -12,6 +12,7 @@ static relattn_config base(void) {
   c.n_heads = 3, c.d_ff = 20, c.norm = RELATTN_NORM_PRE, c.norm_eps = 1e-5f;
   c.tie_embeddings = 1, c.clip = 2, c.rel_values = 1, c.per_head = 0;
   c.bos = 256, c.eos = 257, c.pad = -1;
+  c.append = c.sep = c.mask = c.unk = -1;
   relattn_position_defaults(&c.pos, RELATTN_POS_SHAW);
   return c;
 }
