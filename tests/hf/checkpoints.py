@@ -1,0 +1,519 @@
+"""Tiny random Hugging Face checkpoints in HF's own layout, for the import
+tests: a directory with config.json (the keys HF's config classes write),
+model.safetensors (HF's tensor names: the module attribute paths of the
+class, with or without the base model's prefix, tied copies left out as
+save_pretrained leaves them out) and the tokenizer's files (vocab.txt, or a
+SentencePiece spm.model / spiece.model trained here, and
+tokenizer_config.json).
+
+    ck = bert(tmp_path, rng, "BertForSequenceClassification", "relative_key")
+    ck.config, ck.params        # the config.json dict, {HF name: float32 array}
+    ck.path("weights")          # model.safetensors; "config", "tokenizer", "tokenizer_config"
+    ck.special                  # {"cls": id, "sep": id, "mask": id, ...}
+    ck.encode(text)             # the text's own ids, as HF's tokenizer gives them
+
+The names are those of transformers' modeling_bert.py (BertEmbeddings,
+BertSelfAttention, BertPooler, BertOnlyMLMHead), modeling_deberta_v2.py
+(DebertaV2Embeddings, DisentangledSelfAttention, DebertaV2Encoder,
+ContextPooler, LegacyDebertaV2OnlyMLMHead / DebertaV2OnlyMLMHead) and
+modeling_t5.py (T5Stack, T5Attention, T5LayerFF). Weights are random with
+scales that keep activations O(1): attention neither flat nor one-hot,
+LayerNorm gains near 1, biases small, never zeros.
+"""
+import io
+import json
+import math
+import pathlib
+import random
+import sys
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "tok"))
+import safetensors_py  # noqa: E402
+import bert_ref  # noqa: E402
+
+WORDS = """the a an of to in and or is was be are were it this that these those
+on at by for with from as into over under after before between through about
+cat dog bird fish horse house tree river stone road city village table chair
+book page letter word line paper sound light water fire earth wind cloud rain
+snow sun moon star night day morning evening year week hour minute
+small large old new long short high low good bad warm cold dark bright quick
+slow green blue red white black yellow happy quiet loud early late
+run walk read write sing speak listen open close build carry bring take give
+make find keep hold turn move play work learn teach think know see hear
+package system kernel file module driver server client network socket thread
+debian linux manual license copyright version release install remove update
+configure option value default error warning message output input data table
+query index column row model token vector matrix layer head weight bias
+""".split()
+
+
+def training_text(n=1500, seed=1):
+    """Sentences of WORDS (fixed seed: the tokenizer is the same every run;
+    the weights are what is fresh), with capitals, digits and punctuation."""
+    r = random.Random(seed)
+    out = []
+    for _ in range(n):
+        words = [r.choice(WORDS) for _ in range(r.randint(4, 14))]
+        if r.random() < 0.3:
+            words[0] = words[0].capitalize()
+        if r.random() < 0.2:
+            words.insert(r.randint(0, len(words)), str(r.randint(0, 999)))
+        out.append(" ".join(words) + r.choice([".", ".", "?", "!", ",", ";"]))
+    return out
+
+
+def sample_text(rng, n_words):
+    """A fresh sentence for a test (words the tokenizers know, and a few
+    they split into pieces or do not know)."""
+    extra = ["Relattn", "untokenizable", "Zürich", "naïve", "42", "x-ray"]
+    words = [WORDS[int(i)] for i in rng.integers(0, len(WORDS), n_words)]
+    for _ in range(max(1, n_words // 8)):
+        words.insert(int(rng.integers(0, len(words) + 1)),
+                     extra[int(rng.integers(0, len(extra)))])
+    words[0] = words[0].capitalize()
+    return " ".join(words) + "."
+
+
+# ---- tokenizers ------------------------------------------------------------
+
+BERT_SPECIALS = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]",
+                 "[MASK]"]
+
+
+def wordpiece_vocab():
+    """A vocab.txt in BERT's layout: specials first ([PAD] 0, [UNK], [CLS],
+    [SEP], [MASK] after two unused rows, as bert-base's 0 / 100-103 spread
+    out), single characters, '##' continuations, then whole words and a few
+    word pieces."""
+    toks = list(BERT_SPECIALS)
+    chars = "abcdefghijklmnopqrstuvwxyz0123456789.,;:!?'\"-()"
+    toks += list(chars)
+    toks += ["##" + c for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
+    toks += sorted(set(WORDS))
+    toks += ["##s", "##ed", "##ing", "##er", "##ly", "un", "##able", "##ize"]
+    seen, out = set(), []
+    for t in toks:
+        if t not in seen:
+            seen.add(t)
+            out.append(t)
+    return ("\n".join(out) + "\n").encode("utf-8")
+
+
+_SPM = {}
+
+
+def spm_model(kind):
+    """A SentencePiece unigram model trained here (python3-sentencepiece)
+    on training_text(), once per process. kind 'deberta': DeBERTa-v3's
+    spm.model ids ([PAD] 0, [CLS] 1, [SEP] 2, [UNK] 3); 't5': T5's
+    spiece.model ids (<pad> 0, </s> 1, <unk> 2, no bos)."""
+    if kind in _SPM:
+        return _SPM[kind]
+    import sentencepiece as spm
+    if kind == "deberta":
+        ids = dict(pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]",
+                   bos_piece="[CLS]", eos_piece="[SEP]", unk_piece="[UNK]")
+    else:
+        ids = dict(pad_id=0, eos_id=1, unk_id=2, bos_id=-1, pad_piece="<pad>",
+                   eos_piece="</s>", unk_piece="<unk>")
+    f = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(training_text()), model_writer=f,
+        vocab_size=240, model_type="unigram", character_coverage=1.0,
+        minloglevel=2, num_threads=1, **ids)
+    _SPM[kind] = f.getvalue()
+    return _SPM[kind]
+
+
+# ---- random weights --------------------------------------------------------
+
+class Weights:
+    def __init__(self, rng):
+        self.rng = rng
+
+    def u(self, *shape, scale=1.0, offset=0.0):
+        return (offset + scale * self.rng.uniform(-1, 1, shape)).astype(np.float32)
+
+    def linear(self, p, name, n_out, n_in, bias=True, gain=1.0):
+        p[name + ".weight"] = self.u(n_out, n_in, scale=gain / math.sqrt(n_in))
+        if bias:
+            p[name + ".bias"] = self.u(n_out, scale=0.1)
+
+    def norm(self, p, name, d, bias=True):
+        p[name + ".weight"] = self.u(d, scale=0.3, offset=1.0)
+        if bias:
+            p[name + ".bias"] = self.u(d, scale=0.1)
+
+
+def i64(a):
+    a = np.ascontiguousarray(a, dtype="<i8")
+    return ("I64", list(a.shape), a.tobytes())
+
+
+class Checkpoint:
+    """One checkpoint directory. params holds the float tensors written
+    (name -> float32 array); buffers the integer ones (position_ids)."""
+
+    FILES = {"config": "config.json", "weights": "model.safetensors",
+             "tokenizer_config": "tokenizer_config.json"}
+
+    def __init__(self, root, family, cls, config, params, tok_file, tok_bytes,
+                 tok_config, special, buffers=None, added_tokens=None):
+        self.dir = pathlib.Path(root)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.family, self.cls = family, cls
+        self.config, self.params = config, params
+        self.buffers = buffers or {}
+        self.special = special
+        self.tok_name = tok_file
+        self.tok_bytes = tok_bytes
+        self.tok_config = tok_config
+        self._sp = None
+        self._wp = None
+        tensors = dict(params)
+        for k, v in self.buffers.items():
+            tensors[k] = i64(v)
+        (self.dir / "config.json").write_text(json.dumps(config, indent=2))
+        (self.dir / "model.safetensors").write_bytes(
+            safetensors_py.write(tensors, metadata={"format": "pt"}))
+        (self.dir / tok_file).write_bytes(tok_bytes)
+        (self.dir / "tokenizer_config.json").write_text(json.dumps(tok_config, indent=2))
+        if added_tokens:
+            (self.dir / "added_tokens.json").write_text(json.dumps(added_tokens))
+
+    def path(self, kind):
+        if kind == "tokenizer":
+            return self.dir / self.tok_name
+        return self.dir / self.FILES[kind]
+
+    def read(self, kind):
+        return self.path(kind).read_bytes()
+
+    def encode(self, text):
+        """The ids HF's tokenizer gives the text, without special tokens
+        (BertTokenizer: tests/tok/bert_ref.py; DebertaV2Tokenizer and
+        T5Tokenizer: the SentencePiece model's encode)."""
+        if self.tok_name == "vocab.txt":
+            if self._wp is None:
+                self._wp = bert_ref.Bert(
+                    self.tok_bytes,
+                    do_lower_case=self.tok_config.get("do_lower_case", True))
+            return self._wp.encode(text)
+        if self._sp is None:
+            import sentencepiece as spm
+            self._sp = spm.SentencePieceProcessor(model_proto=self.tok_bytes)
+        return list(self._sp.encode(text))
+
+    @property
+    def vocab_size(self):
+        return self.config["vocab_size"]
+
+
+def labels_config(cfg, n_labels, problem_type):
+    names = ["entailment", "neutral", "contradiction", "other", "maybe",
+             "spam"][:n_labels] if n_labels > 1 else ["score"]
+    cfg["id2label"] = {str(i): n for i, n in enumerate(names)}
+    cfg["label2id"] = {n: i for i, n in enumerate(names)}
+    if problem_type is not None:
+        cfg["problem_type"] = problem_type
+
+
+# ---- BERT ------------------------------------------------------------------
+
+def bert(root, rng, cls, position="relative_key", prefix=None, n_labels=3,
+         problem_type="single_label_classification", hidden_act="gelu",
+         tied_copy=False, position_ids=False, extra_heads=False, d=32,
+         heads=4, layers=2, ff=48, max_pos=64, type_vocab=2,
+         do_lower_case=True):
+    """modeling_bert.py: BertModel (prefix none, pooler), BertForMaskedLM
+    ('bert.' prefix, no pooler, cls.predictions.*), BertForSequenceClassification
+    ('bert.' prefix, pooler, classifier). prefix overrides the class's own
+    (a BertModel saved from a bigger class keeps 'bert.'). tied_copy writes
+    cls.predictions.decoder.weight / .bias (the tied copies older files
+    keep); position_ids the persistent int64 buffer older files keep;
+    extra_heads the pre-training cls.seq_relationship head."""
+    vocab = wordpiece_vocab()
+    toks = vocab.decode().split("\n")[:-1]
+    V = len(toks)
+    W = Weights(rng)
+    pre = prefix if prefix is not None else ("" if cls == "BertModel" else "bert.")
+    p = {}
+    p[pre + "embeddings.word_embeddings.weight"] = W.u(V, d)
+    p[pre + "embeddings.position_embeddings.weight"] = W.u(max_pos, d, scale=0.5)
+    p[pre + "embeddings.token_type_embeddings.weight"] = W.u(type_vocab, d, scale=0.5)
+    W.norm(p, pre + "embeddings.LayerNorm", d)
+    dh = d // heads
+    for i in range(layers):
+        L = f"{pre}encoder.layer.{i}."
+        W.linear(p, L + "attention.self.query", d, d, gain=2.0)
+        W.linear(p, L + "attention.self.key", d, d, gain=2.0)
+        W.linear(p, L + "attention.self.value", d, d)
+        p[L + "attention.self.distance_embedding.weight"] = W.u(2 * max_pos - 1, dh)
+        W.linear(p, L + "attention.output.dense", d, d)
+        W.norm(p, L + "attention.output.LayerNorm", d)
+        W.linear(p, L + "intermediate.dense", ff, d)
+        W.linear(p, L + "output.dense", d, ff)
+        W.norm(p, L + "output.LayerNorm", d)
+    if cls != "BertForMaskedLM":
+        W.linear(p, pre + "pooler.dense", d, d, gain=2.0)
+    if cls == "BertForMaskedLM" or extra_heads:
+        W.linear(p, "cls.predictions.transform.dense", d, d, gain=2.0)
+        W.norm(p, "cls.predictions.transform.LayerNorm", d)
+        p["cls.predictions.bias"] = W.u(V, scale=0.5)
+        if tied_copy:
+            p["cls.predictions.decoder.weight"] = p[pre + "embeddings.word_embeddings.weight"].copy()
+            p["cls.predictions.decoder.bias"] = p["cls.predictions.bias"].copy()
+    if extra_heads:
+        W.linear(p, "cls.seq_relationship", 2, d)
+    if cls == "BertForSequenceClassification":
+        n = n_labels
+        W.linear(p, "classifier", n, d, gain=2.0)
+    cfg = {
+        "_name_or_path": "tiny-bert-" + position.replace("_", "-"),
+        "architectures": [cls], "model_type": "bert",
+        "attention_probs_dropout_prob": 0.1, "classifier_dropout": None,
+        "gradient_checkpointing": False, "hidden_act": hidden_act,
+        "hidden_dropout_prob": 0.1, "hidden_size": d,
+        "initializer_range": 0.02, "intermediate_size": ff,
+        "layer_norm_eps": 1e-12, "max_position_embeddings": max_pos,
+        "num_attention_heads": heads, "num_hidden_layers": layers,
+        "pad_token_id": 0, "position_embedding_type": position,
+        "torch_dtype": "float32", "transformers_version": "4.40.0",
+        "type_vocab_size": type_vocab, "use_cache": True, "vocab_size": V,
+    }
+    if cls == "BertForSequenceClassification":
+        labels_config(cfg, n_labels, problem_type)
+    buffers = {}
+    if position_ids:
+        buffers[pre + "embeddings.position_ids"] = np.arange(max_pos)[None, :]
+    special = {"pad": toks.index("[PAD]"), "unk": toks.index("[UNK]"),
+               "cls": toks.index("[CLS]"), "sep": toks.index("[SEP]"),
+               "mask": toks.index("[MASK]")}
+    tok_config = {
+        "clean_up_tokenization_spaces": True, "cls_token": "[CLS]",
+        "do_basic_tokenize": True, "do_lower_case": do_lower_case,
+        "mask_token": "[MASK]", "model_max_length": max_pos,
+        "never_split": None, "pad_token": "[PAD]", "sep_token": "[SEP]",
+        "strip_accents": None, "tokenize_chinese_chars": True,
+        "tokenizer_class": "BertTokenizer", "unk_token": "[UNK]",
+        "added_tokens_decoder": {
+            str(special[k]): {"content": t, "lstrip": False, "normalized": False,
+                              "rstrip": False, "single_word": False, "special": True}
+            for k, t in (("pad", "[PAD]"), ("unk", "[UNK]"), ("cls", "[CLS]"),
+                         ("sep", "[SEP]"), ("mask", "[MASK]"))},
+    }
+    return Checkpoint(root, "bert", cls, cfg, p, "vocab.txt", vocab,
+                      tok_config, special, buffers)
+
+
+# ---- DeBERTa-v2 / v3 -------------------------------------------------------
+
+def deberta(root, rng, cls, style="v3", prefix=None, n_labels=3,
+            problem_type="single_label_classification", legacy=True,
+            tied_copy=False, share_att_key=True, d=32, heads=4, layers=2,
+            ff=48, **over):
+    """modeling_deberta_v2.py: DebertaV2Model (no prefix), DebertaV2ForMaskedLM
+    ('deberta.' prefix; legacy (HF's default): cls.predictions.transform.*,
+    cls.predictions.bias; legacy false (and Microsoft's own files):
+    lm_predictions.lm_head.dense / .LayerNorm / .bias),
+    DebertaV2ForSequenceClassification ('deberta.' prefix, pooler.dense,
+    classifier). style 'v3': deberta-v3-base's config shape (position_buckets,
+    max_relative_positions -1 so max_position_embeddings is the span,
+    norm_rel_ebd layer_norm, pos_att_type a list, no token types, the
+    spm.model with [MASK] an added token past its pieces); 'v2': no buckets,
+    an explicit max_relative_positions, no rel LayerNorm, pos_att_type
+    'p2c|c2p' as a string, two token types. over: config keys to override."""
+    sp_bytes = spm_model("deberta")
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_proto=sp_bytes)
+    n_pieces = sp.get_piece_size()
+    mask_id = n_pieces                      # added token, as deberta-v3's 128000
+    V = n_pieces + 8                        # padded rows, as its 128100
+    if style == "v3":
+        cfg_pos = {"relative_attention": True, "position_buckets": 16,
+                   "max_relative_positions": -1, "max_position_embeddings": 64,
+                   "norm_rel_ebd": "layer_norm", "pos_att_type": ["p2c", "c2p"],
+                   "share_att_key": share_att_key, "type_vocab_size": 0,
+                   "position_biased_input": False}
+    else:
+        cfg_pos = {"relative_attention": True, "position_buckets": -1,
+                   "max_relative_positions": 24, "max_position_embeddings": 512,
+                   "norm_rel_ebd": "none", "pos_att_type": "p2c|c2p",
+                   "share_att_key": share_att_key, "type_vocab_size": 2,
+                   "position_biased_input": False}
+    cfg_pos.update(over)
+    W = Weights(rng)
+    pre = prefix if prefix is not None else ("" if cls == "DebertaV2Model" else "deberta.")
+    p = {}
+    p[pre + "embeddings.word_embeddings.weight"] = W.u(V, d)
+    if cfg_pos["type_vocab_size"] > 0:
+        p[pre + "embeddings.token_type_embeddings.weight"] = W.u(cfg_pos["type_vocab_size"], d, scale=0.5)
+    if cfg_pos.get("position_biased_input"):
+        p[pre + "embeddings.position_embeddings.weight"] = W.u(cfg_pos["max_position_embeddings"], d, scale=0.5)
+    W.norm(p, pre + "embeddings.LayerNorm", d)
+    mrp = cfg_pos["max_relative_positions"]
+    if mrp < 1:
+        mrp = cfg_pos["max_position_embeddings"]
+    span = cfg_pos["position_buckets"] if cfg_pos["position_buckets"] > 0 else mrp
+    for i in range(layers):
+        L = f"{pre}encoder.layer.{i}."
+        W.linear(p, L + "attention.self.query_proj", d, d, gain=2.0)
+        W.linear(p, L + "attention.self.key_proj", d, d, gain=2.0)
+        W.linear(p, L + "attention.self.value_proj", d, d)
+        if not share_att_key:
+            W.linear(p, L + "attention.self.pos_key_proj", d, d, gain=2.0)
+            W.linear(p, L + "attention.self.pos_query_proj", d, d, gain=2.0)
+        W.linear(p, L + "attention.output.dense", d, d)
+        W.norm(p, L + "attention.output.LayerNorm", d)
+        W.linear(p, L + "intermediate.dense", ff, d)
+        W.linear(p, L + "output.dense", d, ff)
+        W.norm(p, L + "output.LayerNorm", d)
+    p[pre + "encoder.rel_embeddings.weight"] = W.u(2 * span, d)
+    if "layer_norm" in str(cfg_pos["norm_rel_ebd"]):
+        W.norm(p, pre + "encoder.LayerNorm", d)
+    if cls == "DebertaV2ForSequenceClassification":
+        W.linear(p, "pooler.dense", d, d, gain=2.0)
+        W.linear(p, "classifier", n_labels, d, gain=2.0)
+    if cls == "DebertaV2ForMaskedLM":
+        if legacy:
+            W.linear(p, "cls.predictions.transform.dense", d, d, gain=2.0)
+            W.norm(p, "cls.predictions.transform.LayerNorm", d)
+            p["cls.predictions.bias"] = W.u(V, scale=0.5)
+            if tied_copy:
+                p["cls.predictions.decoder.weight"] = p[pre + "embeddings.word_embeddings.weight"].copy()
+                p["cls.predictions.decoder.bias"] = p["cls.predictions.bias"].copy()
+        else:
+            W.linear(p, "lm_predictions.lm_head.dense", d, d, gain=2.0)
+            W.norm(p, "lm_predictions.lm_head.LayerNorm", d)
+            p["lm_predictions.lm_head.bias"] = W.u(V, scale=0.5)
+    cfg = {
+        "_name_or_path": f"tiny-deberta-{style}",
+        "architectures": [cls], "model_type": "deberta-v2",
+        "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1, "hidden_size": d,
+        "initializer_range": 0.02, "intermediate_size": ff,
+        "layer_norm_eps": 1e-7, "num_attention_heads": heads,
+        "num_hidden_layers": layers, "pad_token_id": 0,
+        "pooler_dropout": 0, "pooler_hidden_act": "gelu",
+        "pooler_hidden_size": d, "torch_dtype": "float32",
+        "transformers_version": "4.40.0", "vocab_size": V,
+    }
+    cfg.update(cfg_pos)
+    if cls == "DebertaV2ForMaskedLM" and not legacy:
+        cfg["legacy"] = False
+    if cls == "DebertaV2ForSequenceClassification":
+        labels_config(cfg, n_labels, problem_type)
+    special = {"pad": 0, "cls": 1, "sep": 2, "unk": 3, "mask": mask_id}
+    decoder = {str(i): {"content": t, "lstrip": False, "normalized": False,
+                        "rstrip": False, "single_word": False, "special": True}
+               for i, t in ((0, "[PAD]"), (1, "[CLS]"), (2, "[SEP]"),
+                            (3, "[UNK]"), (mask_id, "[MASK]"))}
+    tok_config = {
+        "added_tokens_decoder": decoder, "bos_token": "[CLS]",
+        "clean_up_tokenization_spaces": True, "cls_token": "[CLS]",
+        "do_lower_case": False, "eos_token": "[SEP]", "mask_token": "[MASK]",
+        "model_max_length": 1000000000000000019884624838656,
+        "pad_token": "[PAD]", "sep_token": "[SEP]", "sp_model_kwargs": {},
+        "split_by_punct": False, "tokenizer_class": "DebertaV2Tokenizer",
+        "unk_token": "[UNK]", "vocab_type": "spm",
+    }
+    return Checkpoint(root, "deberta-v2", cls, cfg, p, "spm.model", sp_bytes,
+                      tok_config, special, added_tokens={"[MASK]": mask_id})
+
+
+# ---- T5 --------------------------------------------------------------------
+
+def t5(root, rng, cls, ffn="relu", embed_copy=False, write_derived=False,
+       d=32, heads=4, d_kv=8, layers=2, ff=48, num_buckets=8,
+       max_distance=20, decoder_layers=1):
+    """modeling_t5.py: T5EncoderModel (shared.weight; encoder.embed_tokens
+    tied to it and left out unless embed_copy) or T5ForConditionalGeneration
+    (the same encoder, plus decoder.* and, untied as v1.1, lm_head.weight).
+    Encoder: encoder.block.{i}.layer.0.SelfAttention.q/k/v/o.weight (no
+    biases), layer 0's relative_attention_bias.weight [num_buckets, heads],
+    .layer.0.layer_norm.weight, .layer.1.DenseReluDense.wi/wo (relu) or
+    wi_0/wi_1/wo (gated-gelu, v1.1 / flan), .layer.1.layer_norm.weight,
+    encoder.final_layer_norm.weight. write_derived puts dense_act_fn and
+    is_gated_act in config.json as newer T5Config saves do."""
+    sp_bytes = spm_model("t5")
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_proto=sp_bytes)
+    n_pieces = sp.get_piece_size()
+    extra_ids = 4
+    V = n_pieces + extra_ids + 4             # padded, as 32100 -> 32128
+    gated = ffn.startswith("gated")
+    W = Weights(rng)
+    p = {"shared.weight": W.u(V, d)}
+    if embed_copy:
+        p["encoder.embed_tokens.weight"] = p["shared.weight"].copy()
+    inner = heads * d_kv
+
+    def stack(name, n_layers, decoder):
+        for i in range(n_layers):
+            B = f"{name}.block.{i}.layer."
+            for w, g in (("q", 1.0), ("k", 1.0), ("v", 1.0)):
+                W.linear(p, B + "0.SelfAttention." + w, inner, d, bias=False, gain=g)
+            W.linear(p, B + "0.SelfAttention.o", d, inner, bias=False)
+            if i == 0:
+                p[B + "0.SelfAttention.relative_attention_bias.weight"] = \
+                    W.u(num_buckets, heads, scale=2.0)
+            W.norm(p, B + "0.layer_norm", d, bias=False)
+            f = "1"
+            if decoder:
+                for w in ("q", "k", "v"):
+                    W.linear(p, B + "1.EncDecAttention." + w, inner, d, bias=False)
+                W.linear(p, B + "1.EncDecAttention.o", d, inner, bias=False)
+                W.norm(p, B + "1.layer_norm", d, bias=False)
+                f = "2"
+            if gated:
+                W.linear(p, B + f + ".DenseReluDense.wi_0", ff, d, bias=False, gain=1.5)
+                W.linear(p, B + f + ".DenseReluDense.wi_1", ff, d, bias=False, gain=1.5)
+            else:
+                W.linear(p, B + f + ".DenseReluDense.wi", ff, d, bias=False, gain=1.5)
+            W.linear(p, B + f + ".DenseReluDense.wo", d, ff, bias=False)
+            W.norm(p, B + f + ".layer_norm", d, bias=False)
+        W.norm(p, name + ".final_layer_norm", d, bias=False)
+
+    stack("encoder", layers, False)
+    if cls == "T5ForConditionalGeneration":
+        stack("decoder", decoder_layers, True)
+        if gated:
+            p["lm_head.weight"] = W.u(V, d)
+    cfg = {
+        "_name_or_path": "tiny-t5-" + ffn, "architectures": [cls],
+        "model_type": "t5", "d_ff": ff, "d_kv": d_kv, "d_model": d,
+        "decoder_start_token_id": 0, "dropout_rate": 0.1,
+        "eos_token_id": 1, "feed_forward_proj": ffn,
+        "initializer_factor": 1.0, "is_encoder_decoder": True,
+        "layer_norm_epsilon": 1e-6, "num_decoder_layers": decoder_layers,
+        "num_heads": heads, "num_layers": layers, "pad_token_id": 0,
+        "relative_attention_max_distance": max_distance,
+        "relative_attention_num_buckets": num_buckets,
+        "tie_word_embeddings": not gated, "torch_dtype": "float32",
+        "transformers_version": "4.40.0", "use_cache": True, "vocab_size": V,
+    }
+    if write_derived:
+        cfg["dense_act_fn"] = "gelu_new" if ffn == "gated-gelu" else ffn.split("-")[-1]
+        cfg["is_gated_act"] = gated
+    extra = [f"<extra_id_{i}>" for i in range(extra_ids)]
+    decoder = {str(i): {"content": t, "lstrip": False, "normalized": False,
+                        "rstrip": False, "single_word": False, "special": True}
+               for i, t in ((0, "<pad>"), (1, "</s>"), (2, "<unk>"))}
+    for i, t in enumerate(extra):            # <extra_id_0> is the last id
+        decoder[str(n_pieces + extra_ids - 1 - i)] = {
+            "content": t, "lstrip": False, "normalized": False,
+            "rstrip": True, "single_word": False, "special": True}
+    tok_config = {
+        "added_tokens_decoder": decoder, "additional_special_tokens": extra,
+        "clean_up_tokenization_spaces": True, "eos_token": "</s>",
+        "extra_ids": extra_ids, "legacy": True, "model_max_length": 512,
+        "pad_token": "<pad>", "sp_model_kwargs": {},
+        "tokenizer_class": "T5Tokenizer", "unk_token": "<unk>",
+    }
+    special = {"pad": 0, "eos": 1, "unk": 2}
+    return Checkpoint(root, "t5", cls, cfg, p, "spiece.model", sp_bytes,
+                      tok_config, special)
