@@ -94,12 +94,16 @@ static const int position_types[] = {RELATTN_POS_SHAW, RELATTN_POS_NONE,
                                      RELATTN_POS_REL_KEY_QUERY, RELATTN_POS_XL,
                                      RELATTN_POS_DEBERTA};
 static const int rotary_styles[] = {1, 0}; /* half, interleaved */
+static const int activations[] = {RELATTN_GELU, RELATTN_GELU_TANH,
+                                  RELATTN_RELU};
+static const int negated[] = {1, 0}; /* a K_BOOL into a "no_" field */
 
 #define NO_FIELD ((size_t)-1)
 #define POS(t) (1u << (t))
 #define F(f) offsetof(relattn_config, f)
 /* Each key: its JSON path, the name errors use, its kind, the choices of an
-** enum ("a|b", decoded to their index, or to values[index]), the field it
+** enum ("a|b", decoded to their index, or to values[index]; a K_BOOL with
+** values sets values[false or true]), the field it
 ** sets (an int, float for K_NUM, double for K_DBL), and for position keys
 ** the types they belong to (0: any): such a key is refused with another
 ** type, and optional with its own unless required. Keys absent and not
@@ -121,10 +125,19 @@ static const struct config_key {
     {"$.d_ff", "d_ff", K_INT, 0, 0, F(d_ff), 0, 1},
     {"$.norm", "norm", K_ENUM, "pre|post", 0, F(norm), 0, 1},
     {"$.norm_eps", "norm_eps", K_NUM, 0, 0, F(norm_eps), 0, 1},
-    {"$.activation", "activation", K_ENUM, "gelu|relu", 0, F(activation), 0,
-     1},
+    {"$.activation", "activation", K_ENUM, "gelu|gelu_tanh|relu", activations,
+     F(activation), 0, 1},
     {"$.tie_embeddings", "tie_embeddings", K_BOOL, 0, 0, F(tie_embeddings), 0,
      1},
+    /* the forward pass's options, each optional (docs/reference.md) */
+    {"$.norm_kind", "norm_kind", K_ENUM, "layernorm|rmsnorm", 0, F(norm_kind),
+     0, 0},
+    {"$.biases", "biases", K_BOOL, 0, negated, F(no_biases), 0, 0},
+    {"$.ffn", "ffn", K_ENUM, "plain|gated", 0, F(ffn_gated), 0, 0},
+    {"$.embedding", "embedding", K_OBJ, 0, 0, NO_FIELD, 0, 0},
+    {"$.embedding.norm", "embedding.norm", K_BOOL, 0, 0, F(emb_norm), 0, 0},
+    {"$.embedding.token_types", "embedding.token_types", K_INT, 0, 0,
+     F(token_types), 0, 0},
     {"$.position", "position", K_OBJ, 0, 0, NO_FIELD, 0, 1},
     {"$.position.type", "position.type", K_ENUM, "shaw|none|t5|alibi|rope|absolute|rel_key|rel_key_query|xl|deberta",
      position_types, F(pos.type), 0, 1},
@@ -302,6 +315,7 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
         if (strcmp(type, "true") != 0 && strcmp(type, "false") != 0)
           goto badtype;
         iv = strcmp(type, "true") == 0;
+        if (k->values) iv = k->values[iv];
         break;
       case K_OBJ:
         if (strcmp(type, "object") != 0) goto badtype;

@@ -1,16 +1,19 @@
 /*
 ** forward.c: one token sequence through a relattn model (docs/reference.md, The forward pass).
 **
-**   x = tok_emb[tokens]
+**   x = tok_emb[tokens] (+ pos_emb: absolute) (+ type_emb[type]); emb_norm(x)
 **   per layer, pre-norm:  x += attn(LN1(x));  x += ffn(LN2(x))
 **              post-norm: x = LN1(x + attn(x)); x = LN2(x + ffn(x))
 **   pre-norm ends with LN_f; then the LM head (tied: tok_emb) and log-softmax.
+**   Each norm is LayerNorm, or RMSNorm with norm_kind rmsnorm (no bias);
+**   with biases false the projections below have no b.
 **   attn: q, k, v = h Wq^T + bq, ...; relative attention per head (causal
 **   for decoders): shaw with the layer's rel_k / rel_v, or the config's
 **   position scheme (t5 with the model's rel_bias, alibi, rope, none) built
 **   once per sequence by src/schemes.c; out = z Wo^T + bo. An absolute
 **   model adds pos_emb[i] to row i of x first (attention as none).
-**   ffn:  act(h W1^T + b1) W2^T + b2, act = GELU (erf form) or ReLU.
+**   ffn:  act(h W1^T + b1) W2^T + b2, act = GELU (erf form), GELU (tanh
+**   form) or ReLU; gated: (act(h W1^T + b1) * (h W3^T + b3)) W2^T + b2.
 **
 ** relattn_forward_batch takes several sequences in one call (one set of
 ** buffers, one round of tasks per step); each is computed exactly as if alone.
@@ -82,9 +85,12 @@ static size_t max_blocks(int n, int count) {
   return (size_t)n / ROWS_MIN + (size_t)count;
 }
 
-/* Floats in one worker's block buffer when blocks have up to rows rows. */
+/* Floats in one worker's block buffer when blocks have up to rows rows:
+** the FFN's hidden rows (and a gated FFN's gate rows after them), or a
+** block of logits. */
 static size_t rows_floats(const relattn_config *c, int rows) {
-  size_t w = (size_t)(c->d_ff > c->vocab_size ? c->d_ff : c->vocab_size);
+  size_t f = (size_t)c->d_ff * (c->ffn_gated ? 2 : 1);
+  size_t w = f > (size_t)c->vocab_size ? f : (size_t)c->vocab_size;
   if (rows > ROWS_MAX) rows = ROWS_MAX;
   return round16((size_t)rows * w);
 }
@@ -181,15 +187,23 @@ size_t relattn_forward_memory(const relattn_model *m, int n, int count,
 
 /* ---- row-wise pieces ----------------------------------------------------- */
 
-/* out = LayerNorm(x) * w + b over rows of d (biased variance, as PyTorch).
-** out may be x. */
-static void layer_norm(float *out /* (rows, d) */, const float *x, int rows,
-                       int d, const float *w, const float *b, float eps) {
+/* out = LayerNorm(x) * w + b over rows of d (biased variance, as PyTorch),
+** or with kind RELATTN_RMSNORM out = x / sqrt(mean(x^2) + eps) * w (T5's
+** T5LayerNorm: no mean taken, no bias). b may be NULL. out may be x. */
+static void norm_rows(float *out /* (rows, d) */, const float *x, int rows,
+                      int d, const float *w, const float *b, float eps,
+                      int kind) {
   int r, c;
   for (r = 0; r < rows; r++) {
     const float *xr = x + (size_t)r * d;
     float *o = out + (size_t)r * d;
     float mean = 0, var = 0, inv;
+    if (kind == RELATTN_RMSNORM) {
+      for (c = 0; c < d; c++) var += xr[c] * xr[c];
+      inv = 1.0f / sqrtf(var / (float)d + eps);
+      for (c = 0; c < d; c++) o[c] = xr[c] * inv * w[c];
+      continue;
+    }
     for (c = 0; c < d; c++) mean += xr[c];
     mean /= (float)d;
     for (c = 0; c < d; c++) {
@@ -197,13 +211,28 @@ static void layer_norm(float *out /* (rows, d) */, const float *x, int rows,
       var += t * t;
     }
     inv = 1.0f / sqrtf(var / (float)d + eps);
-    for (c = 0; c < d; c++) o[c] = (xr[c] - mean) * inv * w[c] + b[c];
+    if (b)
+      for (c = 0; c < d; c++) o[c] = (xr[c] - mean) * inv * w[c] + b[c];
+    else
+      for (c = 0; c < d; c++) o[c] = (xr[c] - mean) * inv * w[c];
   }
 }
 
 void relattn_layer_norm(float *out, const float *x, int rows, int d,
                         const float *w, const float *b, float eps) {
-  layer_norm(out, x, rows, d, w, b, eps);
+  norm_rows(out, x, rows, d, w, b, eps, RELATTN_LAYERNORM);
+}
+
+void relattn_norm(float *out, const float *x, int rows, int d, const float *w,
+                  const float *b, float eps, int kind) {
+  norm_rows(out, x, rows, d, w, b, eps, kind);
+}
+
+/* The model's norm (its norm_kind and eps) of a block of rows. */
+static void model_norm(const relattn_model *m, float *out, const float *x,
+                       int rows, const float *w, const float *b) {
+  norm_rows(out, x, rows, m->cfg.d_model, w, b, m->cfg.norm_eps,
+            m->cfg.norm_kind);
 }
 
 /* y = x W^T + b for a block of rows: W is (out, in) as nn.Linear.
@@ -245,8 +274,60 @@ static float gelu1(float x) {
   return x * (x >= 0 ? 1.0f - 0.5f * tail : 0.5f * tail);
 }
 
+/* GELU, the tanh form (HF's gelu_new, gelu_pytorch_tanh):
+**   0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
+** the right side being the same number without tanh (1 + tanh u = 2 /
+** (1 + exp(-2u))). -2u is clamped to [-TANH_TMAX, TANH_TMAX]: past it the
+** result is x or 0 to float32's precision, and exp stays finite. */
+#define TANH_C1 -1.5957691216057308f /* -2 sqrt(2/pi) */
+#define TANH_C3 0.044715f
+#define TANH_TMAX 80.0f
+
+static float gelu_tanh1(float x) {
+  float t = TANH_C1 * x * (1.0f + TANH_C3 * x * x);
+  if (t > TANH_TMAX) t = TANH_TMAX;
+  if (t < -TANH_TMAX) t = -TANH_TMAX;
+  return x / (1.0f + expf(t));
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+
+/* exp(y) for y in [-87, 87]: y = k ln2 + r, |r| <= ln2 / 2, ln2 split in
+** two (Cody & Waite), Taylor to r^6 (relative error ~1e-7), times 2^k
+** made from its exponent bits. */
+__attribute__((target("avx2,fma"))) static inline __m256 exp_avx2(__m256 y) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  __m256 k, r, e, scale;
+  k = _mm256_round_ps(_mm256_mul_ps(y, _mm256_set1_ps(1.44269504088896341f)),
+                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), y);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+  e = _mm256_fmadd_ps(r, _mm256_set1_ps(1.0f / 720), _mm256_set1_ps(1.0f / 120));
+  e = _mm256_fmadd_ps(r, e, _mm256_set1_ps(1.0f / 24));
+  e = _mm256_fmadd_ps(r, e, _mm256_set1_ps(1.0f / 6));
+  e = _mm256_fmadd_ps(r, e, _mm256_set1_ps(0.5f));
+  e = _mm256_fmadd_ps(r, e, one);
+  e = _mm256_fmadd_ps(r, e, one);
+  scale = _mm256_castsi256_ps(_mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23));
+  return _mm256_mul_ps(e, scale);
+}
+
+__attribute__((target("avx2,fma"))) static size_t gelu_tanh_avx2(float *x,
+                                                                  size_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f), tmax = _mm256_set1_ps(TANH_TMAX);
+  size_t i;
+  for (i = 0; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i), t;
+    t = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(TANH_C3), v), v, one);
+    t = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(TANH_C1), v), t);
+    t = _mm256_max_ps(_mm256_min_ps(t, tmax),
+                      _mm256_sub_ps(_mm256_setzero_ps(), tmax));
+    _mm256_storeu_ps(x + i, _mm256_div_ps(v, _mm256_add_ps(one, exp_avx2(t))));
+  }
+  return i;
+}
 
 __attribute__((target("avx2,fma"))) static size_t gelu_avx2(float *x,
                                                              size_t n) {
@@ -254,7 +335,7 @@ __attribute__((target("avx2,fma"))) static size_t gelu_avx2(float *x,
   const __m256 half = _mm256_set1_ps(0.5f);
   size_t i;
   for (i = 0; i + 8 <= n; i += 8) {
-    __m256 v = _mm256_loadu_ps(x + i), z, t, p, y, k, r, e, scale, h;
+    __m256 v = _mm256_loadu_ps(x + i), z, t, p, y, h;
     z = _mm256_mul_ps(_mm256_andnot_ps(sign, v),
                       _mm256_set1_ps(0.70710678118654752f));
     z = _mm256_min_ps(z, _mm256_set1_ps(GELU_ZMAX));
@@ -264,22 +345,9 @@ __attribute__((target("avx2,fma"))) static size_t gelu_avx2(float *x,
     p = _mm256_fmadd_ps(t, p, _mm256_set1_ps(GELU_A2));
     p = _mm256_fmadd_ps(t, p, _mm256_set1_ps(GELU_A1));
     p = _mm256_mul_ps(t, p);
-    /* exp(y), y = -z^2 in [-86.5, 0]: y = k ln2 + r, |r| <= ln2 / 2,
-    ** ln2 split in two (Cody & Waite), Taylor to r^6 (error ~1e-7). */
+    /* exp(y), y = -z^2 in [-86.5, 0] */
     y = _mm256_mul_ps(_mm256_xor_ps(z, sign), z);
-    k = _mm256_round_ps(_mm256_mul_ps(y, _mm256_set1_ps(1.44269504088896341f)),
-                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), y);
-    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
-    e = _mm256_fmadd_ps(r, _mm256_set1_ps(1.0f / 720), _mm256_set1_ps(1.0f / 120));
-    e = _mm256_fmadd_ps(r, e, _mm256_set1_ps(1.0f / 24));
-    e = _mm256_fmadd_ps(r, e, _mm256_set1_ps(1.0f / 6));
-    e = _mm256_fmadd_ps(r, e, half);
-    e = _mm256_fmadd_ps(r, e, one);
-    e = _mm256_fmadd_ps(r, e, one);
-    scale = _mm256_castsi256_ps(_mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23));
-    h = _mm256_mul_ps(_mm256_mul_ps(half, p), _mm256_mul_ps(e, scale));
+    h = _mm256_mul_ps(_mm256_mul_ps(half, p), exp_avx2(y));
     /* Phi = 0.5 + copysign(0.5 - h, x) */
     h = _mm256_or_ps(_mm256_sub_ps(half, h), _mm256_and_ps(sign, v));
     _mm256_storeu_ps(x + i, _mm256_mul_ps(v, _mm256_add_ps(half, h)));
@@ -298,6 +366,13 @@ static void activate(float *x, size_t count, int activation) {
   size_t i = 0;
   if (activation == RELATTN_RELU) {
     for (i = 0; i < count; i++) x[i] = x[i] > 0 ? x[i] : 0;
+    return;
+  }
+  if (activation == RELATTN_GELU_TANH) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (have_avx2()) i = gelu_tanh_avx2(x, count);
+#endif
+    for (; i < count; i++) x[i] = gelu_tanh1(x[i]);
     return;
   }
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -345,11 +420,11 @@ static void qkv_task(void *ctxp, int task, int worker) {
   (void)worker;
   if (c->m->cfg.norm == RELATTN_NORM_PRE) {
     float *h = c->h + (size_t)r0 * d;
-    layer_norm(h, in, rows, d, L->ln1_w, L->ln1_b, c->m->cfg.norm_eps);
+    model_norm(c->m, h, in, rows, L->ln1_w, L->ln1_b);
     in = h;
   }
   if (L->wk == L->wq + (size_t)d * d && L->wv == L->wk + (size_t)d * d &&
-      L->bk == L->bq + d && L->bv == L->bk + d) {
+      (L->bq ? L->bk == L->bq + d && L->bv == L->bk + d : !L->bk && !L->bv)) {
     /* the store lays wq, wk, wv (and bq, bk, bv) out back to back: one
     ** (3d, d) product fills the three side by side */
     linear(qkv, 3 * d, in, d, rows, d, 3 * d, L->wq, L->bq, 0.0f);
@@ -377,16 +452,23 @@ static void ffn_task(void *ctxp, int task, int worker) {
   pre = cfg->norm == RELATTN_NORM_PRE;
   linear(x, d, h, d, rows, d, d, L->wo, L->bo, 1.0f);
   if (pre) {
-    layer_norm(h, x, rows, d, L->ln2_w, L->ln2_b, cfg->norm_eps);
+    model_norm(c->m, h, x, rows, L->ln2_w, L->ln2_b);
     in = h;
   } else {
-    layer_norm(x, x, rows, d, L->ln1_w, L->ln1_b, cfg->norm_eps);
+    model_norm(c->m, x, x, rows, L->ln1_w, L->ln1_b);
     in = x;
   }
   linear(hid, cfg->d_ff, in, d, rows, d, cfg->d_ff, L->w1, L->b1, 0.0f);
   activate(hid, (size_t)rows * cfg->d_ff, cfg->activation);
+  if (cfg->ffn_gated) {
+    /* the gate's rows after the hidden rows (rows_floats has room) */
+    float *gate = hid + (size_t)rows * cfg->d_ff;
+    size_t i, count = (size_t)rows * cfg->d_ff;
+    linear(gate, cfg->d_ff, in, d, rows, d, cfg->d_ff, L->w3, L->b3, 0.0f);
+    for (i = 0; i < count; i++) hid[i] *= gate[i];
+  }
   linear(x, d, hid, cfg->d_ff, rows, cfg->d_ff, d, L->w2, L->b2, 1.0f);
-  if (!pre) layer_norm(x, x, rows, d, L->ln2_w, L->ln2_b, cfg->norm_eps);
+  if (!pre) model_norm(c->m, x, x, rows, L->ln2_w, L->ln2_b);
 }
 
 static void final_norm_task(void *ctxp, int task, int worker) {
@@ -394,7 +476,7 @@ static void final_norm_task(void *ctxp, int task, int worker) {
   int r0, rows = block_rows(c, task, &r0);
   float *x = c->x + (size_t)r0 * c->d;
   (void)worker;
-  layer_norm(x, x, rows, c->d, c->m->lnf_w, c->m->lnf_b, c->m->cfg.norm_eps);
+  model_norm(c->m, x, x, rows, c->m->lnf_w, c->m->lnf_b);
 }
 
 static int wants_head(const relattn_fwd *f) {
@@ -549,7 +631,7 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
   const relattn_config *cfg;
   fwd_ctx c;
   int want_head = 0, want_final = 0, n_layers = 0, n_blocks, i, s, l, rc;
-  int b, rows;
+  int b, rows, type;
   float *acts;
   size_t nd, total = 0;
 
@@ -607,15 +689,23 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
       if (c.blocks[3 * n_blocks + 2] > c.block_max)
         c.block_max = c.blocks[3 * n_blocks + 2];
     }
-    for (i = 0; i < f[s].n; i++, total++) {
-      memcpy(c.x + total * c.d, m->tok_emb + (size_t)f[s].tokens[i] * c.d,
+    for (i = 0, type = 0; i < f[s].n; i++, total++) {
+      float *x = c.x + total * c.d;
+      int j;
+      memcpy(x, m->tok_emb + (size_t)f[s].tokens[i] * c.d,
              sizeof(float) * c.d);
       if (m->pos_emb) { /* absolute: learned positions added to the input */
-        float *x = c.x + total * c.d;
         const float *pe = m->pos_emb + (size_t)i * c.d;
-        int j;
         for (j = 0; j < c.d; j++) x[j] += pe[j];
       }
+      if (m->type_emb) {
+        /* HF's pair encoding [CLS] A [SEP] B [SEP]: type 0 up to and
+        ** including the first sep, 1 after it */
+        const float *te = m->type_emb + (size_t)type * c.d;
+        for (j = 0; j < c.d; j++) x[j] += te[j];
+        if (f[s].tokens[i] == cfg->sep && cfg->token_types >= 2) type = 1;
+      }
+      if (m->emb_ln_w) model_norm(m, x, x, 1, m->emb_ln_w, m->emb_ln_b);
     }
   }
   c.n_blocks = n_blocks;

@@ -4,12 +4,16 @@
 **
 ** The tensors have a fixed order: tok_emb; per layer ln1.weight, ln1.bias,
 ** attn.wq .wk .wv .wo, attn.bq .bk .bv .bo, [attn.rel_k, attn.rel_v: shaw],
-** ln2.weight, ln2.bias, ffn.w1 .b1 .w2 .b2; ln_f.weight, ln_f.bias (pre-norm
-** only); lm_head (untied only); rel_bias (t5 only); pos_emb (absolute
-** only); rel_emb, [rel_emb_norm.weight, .bias] (deberta only). The tables below hold
-** them. Import stores them in this order and export
-** writes them in it. Every array lives in one 64-byte aligned block (m->mem):
-** the layer table first, then each tensor at a 64-byte boundary.
+** [attn.wr, attn.u, attn.w: xl], ln2.weight, ln2.bias, ffn.w1 .b1,
+** [ffn.w3 .b3: gated], ffn.w2 .b2; ln_f.weight, ln_f.bias (pre-norm only);
+** lm_head (untied only); rel_bias (t5 only); pos_emb (absolute only);
+** rel_emb, [rel_emb_norm.weight, .bias] (deberta only); type_emb
+** (token_types); emb_norm.weight, .bias (embedding.norm). A bias is left
+** out where the config has none: the linear ones with biases false, the
+** norms' with rmsnorm. The tables below hold them. Import stores them in
+** this order and export writes them in it. Every array lives in one 64-byte
+** aligned block (m->mem): the layer table first, then each tensor at a
+** 64-byte boundary.
 */
 #include "relattn.h"
 
@@ -22,48 +26,67 @@
 /* The tensors, as data: a name, a shape rule, the field that points at
 ** the array, and when a config has it. A new tensor is one row here.
 ** Shape rules: */
-enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS, S_POS, S_HD, S_RELEMB };
+enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS, S_POS, S_HD, S_RELEMB,
+       S_TYPES };
 /* Presence rules: */
 enum { W_ALL, W_REL_K, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5, W_ABSOLUTE, W_XL,
-       W_DEBERTA, W_REL_LN };
+       W_DEBERTA, W_REL_LN, W_GATED, W_TYPES, W_EMB_NORM };
+/* Which kind of bias a row is, besides its presence rule: a linear layer's
+** (absent with biases false) or a norm's (absent with rmsnorm). */
+enum { B_NONE, B_LINEAR, B_NORM };
 
 typedef struct tensor_row {
   const char *name;
   int shape, when;
   size_t field;          /* offsetof in relattn_layer or relattn_model */
+  int bias;              /* B_*: B_NONE when left out */
 } tensor_row;
 
 #define L(f) offsetof(relattn_layer, f)
 #define M(f) offsetof(relattn_model, f)
 static const tensor_row layer_rows[] = {
-    {"ln1.weight", S_D, W_ALL, L(ln1_w)},   {"ln1.bias", S_D, W_ALL, L(ln1_b)},
-    {"attn.wq", S_DD, W_ALL, L(wq)},        {"attn.wk", S_DD, W_ALL, L(wk)},
-    {"attn.wv", S_DD, W_ALL, L(wv)},        {"attn.wo", S_DD, W_ALL, L(wo)},
-    {"attn.bq", S_D, W_ALL, L(bq)},         {"attn.bk", S_D, W_ALL, L(bk)},
-    {"attn.bv", S_D, W_ALL, L(bv)},         {"attn.bo", S_D, W_ALL, L(bo)},
-    {"attn.rel_k", S_REL, W_REL_K, L(rel_k)},
-    {"attn.rel_v", S_REL, W_SHAW_VALUES, L(rel_v)},
-    {"attn.wr", S_DD, W_XL, L(wr)},
-    {"attn.u", S_HD, W_XL, L(u)},           {"attn.w", S_HD, W_XL, L(w)},
-    {"ln2.weight", S_D, W_ALL, L(ln2_w)},   {"ln2.bias", S_D, W_ALL, L(ln2_b)},
-    {"ffn.w1", S_FD, W_ALL, L(w1)},         {"ffn.b1", S_F, W_ALL, L(b1)},
-    {"ffn.w2", S_DF, W_ALL, L(w2)},         {"ffn.b2", S_D, W_ALL, L(b2)}};
+    {"ln1.weight", S_D, W_ALL, L(ln1_w), B_NONE},
+    {"ln1.bias", S_D, W_ALL, L(ln1_b), B_NORM},
+    {"attn.wq", S_DD, W_ALL, L(wq), B_NONE},
+    {"attn.wk", S_DD, W_ALL, L(wk), B_NONE},
+    {"attn.wv", S_DD, W_ALL, L(wv), B_NONE},
+    {"attn.wo", S_DD, W_ALL, L(wo), B_NONE},
+    {"attn.bq", S_D, W_ALL, L(bq), B_LINEAR},
+    {"attn.bk", S_D, W_ALL, L(bk), B_LINEAR},
+    {"attn.bv", S_D, W_ALL, L(bv), B_LINEAR},
+    {"attn.bo", S_D, W_ALL, L(bo), B_LINEAR},
+    {"attn.rel_k", S_REL, W_REL_K, L(rel_k), B_NONE},
+    {"attn.rel_v", S_REL, W_SHAW_VALUES, L(rel_v), B_NONE},
+    {"attn.wr", S_DD, W_XL, L(wr), B_NONE},
+    {"attn.u", S_HD, W_XL, L(u), B_NONE},
+    {"attn.w", S_HD, W_XL, L(w), B_NONE},
+    {"ln2.weight", S_D, W_ALL, L(ln2_w), B_NONE},
+    {"ln2.bias", S_D, W_ALL, L(ln2_b), B_NORM},
+    {"ffn.w1", S_FD, W_ALL, L(w1), B_NONE},
+    {"ffn.b1", S_F, W_ALL, L(b1), B_LINEAR},
+    {"ffn.w3", S_FD, W_GATED, L(w3), B_NONE},
+    {"ffn.b3", S_F, W_GATED, L(b3), B_LINEAR},
+    {"ffn.w2", S_DF, W_ALL, L(w2), B_NONE},
+    {"ffn.b2", S_D, W_ALL, L(b2), B_LINEAR}};
 /* tok_emb comes first, then the layers, then these */
 static const tensor_row tail_rows[] = {
-    {"ln_f.weight", S_D, W_PRE, M(lnf_w)},
-    {"ln_f.bias", S_D, W_PRE, M(lnf_b)},
-    {"lm_head", S_VD, W_UNTIED, M(lm_head)},
-    {"rel_bias", S_BIAS, W_T5, M(rel_bias)},
-    {"pos_emb", S_POS, W_ABSOLUTE, M(pos_emb)},
-    {"rel_emb", S_RELEMB, W_DEBERTA, M(rel_emb)},
-    {"rel_emb_norm.weight", S_D, W_REL_LN, M(rel_ln_w)},
-    {"rel_emb_norm.bias", S_D, W_REL_LN, M(rel_ln_b)}};
+    {"ln_f.weight", S_D, W_PRE, M(lnf_w), B_NONE},
+    {"ln_f.bias", S_D, W_PRE, M(lnf_b), B_NORM},
+    {"lm_head", S_VD, W_UNTIED, M(lm_head), B_NONE},
+    {"rel_bias", S_BIAS, W_T5, M(rel_bias), B_NONE},
+    {"pos_emb", S_POS, W_ABSOLUTE, M(pos_emb), B_NONE},
+    {"rel_emb", S_RELEMB, W_DEBERTA, M(rel_emb), B_NONE},
+    {"rel_emb_norm.weight", S_D, W_REL_LN, M(rel_ln_w), B_NONE},
+    {"rel_emb_norm.bias", S_D, W_REL_LN, M(rel_ln_b), B_NORM},
+    {"type_emb", S_TYPES, W_TYPES, M(type_emb), B_NONE},
+    {"emb_norm.weight", S_D, W_EMB_NORM, M(emb_ln_w), B_NONE},
+    {"emb_norm.bias", S_D, W_EMB_NORM, M(emb_ln_b), B_NORM}};
 #undef L
 #undef M
 #define N_LAYER_ROWS (int)(sizeof layer_rows / sizeof layer_rows[0])
 #define N_TAIL_ROWS (int)(sizeof tail_rows / sizeof tail_rows[0])
 
-static int has(const relattn_config *c, int when) {
+static int has_when(const relattn_config *c, int when) {
   switch (when) {
     case W_REL_K:
       return c->pos.type == RELATTN_POS_SHAW ||
@@ -79,8 +102,17 @@ static int has(const relattn_config *c, int when) {
     case W_DEBERTA: return c->pos.type == RELATTN_POS_DEBERTA;
     case W_REL_LN:
       return c->pos.type == RELATTN_POS_DEBERTA && c->rel_norm;
+    case W_GATED: return c->ffn_gated;
+    case W_TYPES: return c->token_types > 0;
+    case W_EMB_NORM: return c->emb_norm;
     default: return 1;
   }
+}
+
+static int has(const relattn_config *c, const tensor_row *r) {
+  if (r->bias == B_LINEAR && c->no_biases) return 0;
+  if (r->bias == B_NORM && c->norm_kind == RELATTN_RMSNORM) return 0;
+  return has_when(c, r->when);
 }
 
 /* DeBERTa-v2's att_span: the shared table has 2 span rows. */
@@ -110,6 +142,7 @@ static void shape_of(const relattn_config *c, int rule,
     case S_POS: a = c->max_len, b = d; break;
     case S_HD: a = c->n_heads, b = dh; break;
     case S_RELEMB: a = 2 * (int64_t)deberta_span(c), b = d; break;
+    case S_TYPES: a = c->token_types, b = d; break;
     default: break; /* (d_model) */
   }
   s->ndim = e ? 3 : (b ? 2 : 1);
@@ -117,7 +150,7 @@ static void shape_of(const relattn_config *c, int rule,
 }
 
 /* Hard limits that keep every product well inside int64 and size_t, and the
-** number of tensors (18 per layer) small enough to list. */
+** number of tensors (at most 23 per layer) small enough to list. */
 #define MAX_DIM (1 << 24)
 #define MAX_LAYERS (1 << 16)
 
@@ -214,14 +247,24 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
                             "%s: 'position.base' must be a number over 1",
                             what);
   }
+  if (c->token_types < 0 || c->token_types > MAX_DIM)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: 'embedding.token_types' must be between 0 and "
+                          "%d, not %d",
+                          what, MAX_DIM, c->token_types);
   if (!(c->norm_eps >= 0.0f) || c->norm_eps > 1.0f)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "%s: 'norm_eps' must be between 0 and 1", what);
   if ((c->arch != RELATTN_DECODER && c->arch != RELATTN_ENCODER) ||
       (c->norm != RELATTN_NORM_PRE && c->norm != RELATTN_NORM_POST) ||
-      (c->activation != RELATTN_GELU && c->activation != RELATTN_RELU))
+      (c->activation != RELATTN_GELU && c->activation != RELATTN_RELU &&
+       c->activation != RELATTN_GELU_TANH) ||
+      (c->norm_kind != RELATTN_LAYERNORM && c->norm_kind != RELATTN_RMSNORM) ||
+      (c->ffn_gated != 0 && c->ffn_gated != 1))
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                          "%s: unknown arch, norm or activation", what);
+                          "%s: unknown arch, norm, norm_kind, ffn or "
+                          "activation",
+                          what);
   if (c->tok_type != RELATTN_TOK_BYTES) {
     /* the tokenizer's own ids: any in the vocabulary */
     for (i = 0; i < sizeof ids / sizeof ids[0]; i++)
@@ -245,14 +288,14 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
 static int layer_list(const relattn_config *c, int *out) {
   int k, n = 0;
   for (k = 0; k < N_LAYER_ROWS; k++)
-    if (has(c, layer_rows[k].when)) out[n++] = k;
+    if (has(c, &layer_rows[k])) out[n++] = k;
   return n;
 }
 
 static int tail_list(const relattn_config *c, int *out) {
   int k, n = 0;
   for (k = 0; k < N_TAIL_ROWS; k++)
-    if (has(c, tail_rows[k].when)) out[n++] = k;
+    if (has(c, &tail_rows[k])) out[n++] = k;
   return n;
 }
 
@@ -483,13 +526,14 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
     if (!m->rel_proj)
       return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
                             "%s: out of memory for the deberta tables", what);
-    /* norm_rel_ebd "layer_norm": the table through LayerNorm first (its
-    ** eps the model's), after the layers' tables */
+    /* norm_rel_ebd "layer_norm": the table through the model's norm first
+    ** (LayerNorm, or RMSNorm with norm_kind rmsnorm; its eps the model's),
+    ** after the layers' tables */
     rel = m->rel_emb;
     if (c->rel_norm) {
       float *normed = m->rel_proj + per * 2 * (size_t)c->n_layers;
-      relattn_layer_norm(normed, m->rel_emb, (int)drows, c->d_model,
-                         m->rel_ln_w, m->rel_ln_b, c->norm_eps);
+      relattn_norm(normed, m->rel_emb, (int)drows, c->d_model, m->rel_ln_w,
+                   m->rel_ln_b, c->norm_eps, c->norm_kind);
       rel = normed;
     }
   }

@@ -313,12 +313,18 @@ void relattn_project_table(float *out /* (heads, rows, d_head) */,
 /* out = LayerNorm(x) * w + b over rows of d (src/forward.c); out may be x. */
 void relattn_layer_norm(float *out, const float *x, int rows, int d,
                         const float *w, const float *b, float eps);
+/* The norm of a config's norm_kind: LayerNorm as above, or RMSNorm (T5's
+** T5LayerNorm) out = x / sqrt(mean(x^2) + eps) * w. b may be NULL (no
+** bias; rmsnorm has none). */
+void relattn_norm(float *out, const float *x, int rows, int d, const float *w,
+                  const float *b, float eps, int kind);
 
 /* ---- models (src/model.c: config, tensor list, weights) ----------------- */
 
 enum { RELATTN_DECODER = 0, RELATTN_ENCODER = 1 };
 enum { RELATTN_NORM_PRE = 0, RELATTN_NORM_POST = 1 };
-enum { RELATTN_GELU = 0, RELATTN_RELU = 1 };
+enum { RELATTN_GELU = 0, RELATTN_RELU = 1, RELATTN_GELU_TANH = 2 };
+enum { RELATTN_LAYERNORM = 0, RELATTN_RMSNORM = 1 };
 
 /* The model config (docs/reference.md), decoded from JSON by ext/ (JSON goes through SQLite). */
 typedef struct relattn_config {
@@ -326,7 +332,8 @@ typedef struct relattn_config {
   int vocab_size, d_model, n_layers, n_heads, d_ff;
   int norm;               /* RELATTN_NORM_PRE | RELATTN_NORM_POST */
   float norm_eps;
-  int activation;         /* RELATTN_GELU (erf form) | RELATTN_RELU */
+  int activation;         /* RELATTN_GELU (erf form) | RELATTN_RELU |
+                          ** RELATTN_GELU_TANH */
   int tie_embeddings;
   int clip;               /* position.clip (shaw) */
   int rel_values;         /* position.values (shaw) */
@@ -345,6 +352,13 @@ typedef struct relattn_config {
   int append, sep, mask, unk; /* tokenizer ids, -1 when absent: append goes
                           ** after the sequence (ext/util.c), sep splits
                           ** token types, mask is [MASK], unk informational */
+  /* The forward pass's options; zeros are the defaults (a config made by
+  ** hand with memset 0 is today's model). */
+  int norm_kind;          /* RELATTN_LAYERNORM | RELATTN_RMSNORM (no biases) */
+  int no_biases;          /* biases false: no attn.b*, ffn.b* */
+  int ffn_gated;          /* ffn gated: act(x W1^T + b1) * (x W3^T + b3) */
+  int emb_norm;           /* embedding.norm: emb_norm of the input rows */
+  int token_types;        /* embedding.token_types: rows of type_emb, or 0 */
 } relattn_config;
 
 typedef struct relattn_tokenizer relattn_tokenizer; /* src/tokenizer.c */
@@ -360,7 +374,10 @@ typedef struct relattn_layer {
   const float *u, *w;                 /* xl: (n_heads, d_head) offsets, or NULL */
   const float *ln2_w, *ln2_b;         /* (d_model) */
   const float *w1, *b1;               /* (d_ff, d_model), (d_ff) */
+  const float *w3, *b3;               /* gated: (d_ff, d_model), (d_ff), else NULL */
   const float *w2, *b2;               /* (d_model, d_ff), (d_model) */
+  /* every bias above is NULL when the config has none (biases false;
+  ** rmsnorm for ln1_b, ln2_b) */
 } relattn_layer;
 
 typedef struct relattn_model {
@@ -373,6 +390,8 @@ typedef struct relattn_model {
   const float *pos_emb;               /* absolute: (max_len, d_model), else NULL */
   const float *rel_emb;               /* deberta: (2 span, d_model), else NULL */
   const float *rel_ln_w, *rel_ln_b;   /* deberta with norm_rel_ebd: (d_model) */
+  const float *type_emb;              /* (token_types, d_model), or NULL */
+  const float *emb_ln_w, *emb_ln_b;   /* embedding.norm: (d_model), or NULL */
   float *rel_proj;                    /* deberta: each layer's c2p, p2c tables, owned */
   relattn_scheme *terms;              /* (n_layers) rel_key*, xl: each layer's terms,
                                       ** built from its weights once

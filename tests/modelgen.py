@@ -52,6 +52,10 @@ def shapes(cfg):
     rel = [h, rows, d // h] if pos.get("per_head") else [rows, d // h]
     if pos.get("type") in ("rel_key", "rel_key_query"):
         shaw, rel = True, [2 * pos["max_position_embeddings"] - 1, d // h]
+    rms = cfg.get("norm_kind", "layernorm") == "rmsnorm"
+    biases = cfg.get("biases", True)
+    gated = cfg.get("ffn", "plain") == "gated"
+    emb = cfg.get("embedding", {})
     out = [("tok_emb", [v, d])]
     for i in range(cfg["n_layers"]):
         p = f"layers.{i}."
@@ -66,8 +70,10 @@ def shapes(cfg):
         if shaw and pos.get("values"):
             out += [(p + "attn.rel_v", rel)]
         out += [(p + "ln2.weight", [d]), (p + "ln2.bias", [d])]
-        out += [(p + "ffn.w1", [f, d]), (p + "ffn.b1", [f]),
-                (p + "ffn.w2", [d, f]), (p + "ffn.b2", [d])]
+        out += [(p + "ffn.w1", [f, d]), (p + "ffn.b1", [f])]
+        if gated:
+            out += [(p + "ffn.w3", [f, d]), (p + "ffn.b3", [f])]
+        out += [(p + "ffn.w2", [d, f]), (p + "ffn.b2", [d])]
     if cfg["norm"] == "pre":
         out += [("ln_f.weight", [d]), ("ln_f.bias", [d])]
     if not cfg["tie_embeddings"]:
@@ -81,7 +87,15 @@ def shapes(cfg):
         out += [("rel_emb", [2 * (b if b > 0 else pos.get("max_relative_positions", 512)), d])]
         if pos.get("norm_rel_ebd", "none") == "layer_norm":
             out += [("rel_emb_norm.weight", [d]), ("rel_emb_norm.bias", [d])]
-    return out
+    if emb.get("token_types", 0):
+        out += [("type_emb", [emb["token_types"], d])]
+    if emb.get("norm", False):
+        out += [("emb_norm.weight", [d]), ("emb_norm.bias", [d])]
+    # the norms' biases go with rmsnorm, the linear layers' with biases false
+    linear = ("bq", "bk", "bv", "bo", "b1", "b2", "b3")
+    return [(n, s) for n, s in out
+            if not (rms and n.endswith(".bias"))
+            and not (not biases and n.rsplit(".", 1)[-1] in linear)]
 
 
 def tensors(cfg, rng):
@@ -90,13 +104,15 @@ def tensors(cfg, rng):
     out = {}
     for name, shape in shapes(cfg):
         leaf = name.rsplit(".", 1)[-1]
-        if name.endswith("ln1.weight") or name.endswith("ln2.weight") or name in ("ln_f.weight", "rel_emb_norm.weight"):
+        if name.endswith("ln1.weight") or name.endswith("ln2.weight") or name in (
+                "ln_f.weight", "rel_emb_norm.weight", "emb_norm.weight"):
             a = 1.0 + 0.1 * rng.standard_normal(shape)
         elif len(shape) == 1:
             a = 0.1 * rng.standard_normal(shape)
         elif name == "rel_bias":
             a = rng.standard_normal(shape)
-        elif leaf in ("rel_k", "rel_v") or name in ("tok_emb", "lm_head", "pos_emb", "rel_emb"):
+        elif leaf in ("rel_k", "rel_v") or name in ("tok_emb", "lm_head", "pos_emb", "rel_emb",
+                                                     "type_emb"):
             a = 0.5 * rng.standard_normal(shape)
         else:
             a = rng.standard_normal(shape) / np.sqrt(shape[-1])

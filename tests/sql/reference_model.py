@@ -20,9 +20,10 @@ from position_ports import (bert_relative_scores, bloom_slopes,
 def random_config(rng, arch="decoder", norm="pre", activation="gelu",
                   tie=True, clip=4, values=True, per_head=False, bos=True,
                   d_model=32, n_heads=4, n_layers=2, d_ff=48, vocab_size=260,
-                  position=None):
+                  position=None, options=None, sep=None):
     """position: the config's position object (default shaw with clip,
-    values, per_head)."""
+    values, per_head); options: the forward pass's optional keys (norm_kind,
+    biases, ffn, embedding), added as given; sep: tokenizer.sep."""
     cfg = {
         "arch": arch, "vocab_size": vocab_size, "d_model": d_model,
         "n_layers": n_layers, "n_heads": n_heads, "d_ff": d_ff,
@@ -35,7 +36,20 @@ def random_config(rng, arch="decoder", norm="pre", activation="gelu",
     }
     if position is not None:
         cfg["position"] = dict(position)
+    if options:
+        cfg.update(json.loads(json.dumps(options)))
+    if sep is not None:
+        cfg["tokenizer"]["sep"] = sep
     return cfg
+
+
+def options_of(cfg):
+    """The forward pass's options with their defaults: (rmsnorm, biases,
+    gated, embedding norm, token types)."""
+    emb = cfg.get("embedding", {})
+    return (cfg.get("norm_kind", "layernorm") == "rmsnorm",
+            cfg.get("biases", True), cfg.get("ffn", "plain") == "gated",
+            emb.get("norm", False), emb.get("token_types", 0))
 
 
 def random_params(rng, cfg):
@@ -55,6 +69,7 @@ def random_params(rng, cfg):
     def u(*shape, scale=1.0, offset=0.0):
         return (offset + scale * rng.uniform(-1, 1, shape)).astype(np.float32)
 
+    rms, biases, gated, emb_norm, types = options_of(cfg)
     p = {"tok_emb": u(v, d)}
     for i in range(cfg["n_layers"]):
         pre = f"layers.{i}."
@@ -76,6 +91,9 @@ def random_params(rng, cfg):
         p[pre + "ln2.bias"] = u(d, scale=0.1)
         p[pre + "ffn.w1"] = u(f, d, scale=1 / math.sqrt(d))
         p[pre + "ffn.b1"] = u(f, scale=0.1)
+        if gated:
+            p[pre + "ffn.w3"] = u(f, d, scale=2 / math.sqrt(d))
+            p[pre + "ffn.b3"] = u(f, scale=0.1)
         p[pre + "ffn.w2"] = u(d, f, scale=1 / math.sqrt(f))
         p[pre + "ffn.b2"] = u(d, scale=0.1)
     if cfg["norm"] == "pre":
@@ -92,6 +110,18 @@ def random_params(rng, cfg):
         if pos.get("norm_rel_ebd", "none") == "layer_norm":
             p["rel_emb_norm.weight"] = u(d, scale=0.3, offset=1.0)
             p["rel_emb_norm.bias"] = u(d, scale=0.1)
+    if types:
+        p["type_emb"] = u(types, d)
+    if emb_norm:
+        p["emb_norm.weight"] = u(d, scale=0.3, offset=1.0)
+        p["emb_norm.bias"] = u(d, scale=0.1)
+    # what the options leave out: the norms' biases with rmsnorm, the
+    # linear layers' with biases false
+    for name in list(p):
+        leaf = name.rsplit(".", 1)[-1]
+        if (rms and leaf == "bias") or (not biases and leaf in (
+                "bq", "bk", "bv", "bo", "b1", "b2", "b3")):
+            del p[name]
     return p
 
 
@@ -126,9 +156,36 @@ def layer_norm(x, w, b, eps):
     return (x - mean) / np.sqrt(var + eps) * w + b
 
 
+def rms_norm(x, w, eps):
+    """HF T5LayerNorm (transformers/models/t5/modeling_t5.py): no mean
+    taken, no bias."""
+    return x / np.sqrt((x ** 2).mean(-1, keepdims=True) + eps) * w
+
+
 def gelu(x):
     erf = np.vectorize(math.erf)
     return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def gelu_tanh(x):
+    """HF's gelu_new / gelu_pytorch_tanh (transformers/activations.py
+    NewGELUActivation): the tanh approximation."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) *
+                                    (x + 0.044715 * x ** 3)))
+
+
+ACTIVATIONS = {"gelu": gelu, "gelu_tanh": gelu_tanh,
+               "relu": lambda t: np.maximum(t, 0)}
+
+
+def token_types(cfg, ids):
+    """HF's pair encoding [CLS] A [SEP] B [SEP]: 0 up to and including the
+    first sep, 1 after it (when there are 2 types or more and a sep)."""
+    sep = cfg["tokenizer"].get("sep")
+    types = np.zeros(len(ids), dtype=int)
+    if options_of(cfg)[4] >= 2 and sep is not None and sep in ids:
+        types[list(ids).index(sep) + 1:] = 1
+    return types
 
 
 def shaw_attention(q, k, v, rel_k, rel_v, clip, causal):
@@ -214,18 +271,29 @@ def forward(cfg, params, ids, maps=False):
     clip = pos.get("clip", 0)
     causal = cfg["arch"] == "decoder"
     pre = cfg["norm"] == "pre"
-    act = gelu if cfg["activation"] == "gelu" else (lambda t: np.maximum(t, 0))
+    act = ACTIVATIONS[cfg["activation"]]
+    rms, _, gated, emb_norm, types = options_of(cfg)
+
+    def norm(t, w, b, eps):   # the config's norm; b None without bias
+        if rms:
+            return rms_norm(t, w, eps)
+        return layer_norm(t, w, 0.0 if b is None else b, eps)
+
     x = p["tok_emb"][np.asarray(ids)]
     if pos["type"] == "absolute":   # learned positions added to the input
         x = x + p["pos_emb"][:len(ids)]
+    if types:
+        x = x + p["type_emb"][token_types(cfg, ids)]
+    if emb_norm:
+        x = norm(x, p["emb_norm.weight"], p.get("emb_norm.bias"), eps)
     all_maps = []
 
     def lin(t, name_w, name_b):
-        return t @ p[name_w].T + p[name_b]
+        return t @ p[name_w].T + p.get(name_b, 0.0)
 
     for i in range(cfg["n_layers"]):
         L = f"layers.{i}."
-        a_in = layer_norm(x, p[L + "ln1.weight"], p[L + "ln1.bias"], eps) if pre else x
+        a_in = norm(x, p[L + "ln1.weight"], p.get(L + "ln1.bias"), eps) if pre else x
         q = lin(a_in, L + "attn.wq", L + "attn.bq")
         k = lin(a_in, L + "attn.wk", L + "attn.bk")
         v = lin(a_in, L + "attn.wv", L + "attn.bv")
@@ -236,9 +304,9 @@ def forward(cfg, params, ids, maps=False):
         if pos["type"] == "deberta":   # the shared table through this layer's wk, wq
             E = p["rel_emb"]
             if pos.get("norm_rel_ebd", "none") == "layer_norm":   # get_rel_embedding
-                E = layer_norm(E, p["rel_emb_norm.weight"], p["rel_emb_norm.bias"], eps)
-            PK = E @ p[L + "attn.wk"].T + p[L + "attn.bk"]
-            PQ = E @ p[L + "attn.wq"].T + p[L + "attn.bq"]
+                E = norm(E, p["rel_emb_norm.weight"], p.get("rel_emb_norm.bias"), eps)
+            PK = lin(E, L + "attn.wk", L + "attn.bk")
+            PQ = lin(E, L + "attn.wq", L + "attn.bq")
         for hd in range(h):
             s = slice(hd * dh, (hd + 1) * dh)
             if pos["type"] != "shaw":
@@ -263,13 +331,16 @@ def forward(cfg, params, ids, maps=False):
         all_maps.append(layer_maps)
         x = x + lin(z, L + "attn.wo", L + "attn.bo")
         if not pre:
-            x = layer_norm(x, p[L + "ln1.weight"], p[L + "ln1.bias"], eps)
-        f_in = layer_norm(x, p[L + "ln2.weight"], p[L + "ln2.bias"], eps) if pre else x
-        x = x + lin(act(lin(f_in, L + "ffn.w1", L + "ffn.b1")), L + "ffn.w2", L + "ffn.b2")
+            x = norm(x, p[L + "ln1.weight"], p.get(L + "ln1.bias"), eps)
+        f_in = norm(x, p[L + "ln2.weight"], p.get(L + "ln2.bias"), eps) if pre else x
+        hid = act(lin(f_in, L + "ffn.w1", L + "ffn.b1"))
+        if gated:   # HF T5DenseGatedActDense: act(wi_0 h) * wi_1 h
+            hid = hid * lin(f_in, L + "ffn.w3", L + "ffn.b3")
+        x = x + lin(hid, L + "ffn.w2", L + "ffn.b2")
         if not pre:
-            x = layer_norm(x, p[L + "ln2.weight"], p[L + "ln2.bias"], eps)
+            x = norm(x, p[L + "ln2.weight"], p.get(L + "ln2.bias"), eps)
     if pre:
-        x = layer_norm(x, p["ln_f.weight"], p["ln_f.bias"], eps)
+        x = norm(x, p["ln_f.weight"], p.get("ln_f.bias"), eps)
     out = {"hidden": x}
     if causal:
         head = p["tok_emb"] if cfg["tie_embeddings"] else p["lm_head"]

@@ -393,7 +393,7 @@ def case_config_unknown_norm(rng):
 
 def case_config_unknown_activation(rng):
     return with_config(rng, config_with("swish", "activation")), (
-        "relattn_import: config: 'activation' must be one of gelu,relu, not "
+        "relattn_import: config: 'activation' must be one of gelu,gelu_tanh,relu, not "
         "'swish'")
 
 
