@@ -467,8 +467,9 @@ void relattn_sha256_set_portable(int on);
 /* ---- model tensors (src/model.c) ---------------------------------------- */
 
 /* Checks a decoded config: sizes positive, d_model divisible by n_heads,
-** clip >= 0, vocab_size >= 256 (the byte tokenizer), bos/eos/pad absent
-** (-1) or in [256, vocab_size). Messages start with what. */
+** clip >= 0, vocab_size >= 256 (the byte tokenizer), the tokenizer's ids
+** absent (-1) or in [256, vocab_size), the options in range. Messages start
+** with what. */
 int relattn_config_check(const relattn_config *c, const char *what, char *err,
                          size_t errlen);
 
@@ -588,8 +589,8 @@ int relattn_forward_check_finite(const relattn_fwd *f, int d_model, char *err,
 ** tokens in all on a pool of workers workers (0 with an overflow): the one
 ** estimate callers check a memory bound against before anything is
 ** allocated. Activations (n, 5 d_model) once; on every worker a block
-** buffer of min(n, 256) x max(d_ff, vocab_size) floats and the attention
-** kernel's scratch, which grows with min(clip, n). */
+** buffer of min(n, 256) x max(d_ff (2 d_ff gated), vocab_size) floats and
+** the attention kernel's scratch, which grows with min(clip, n). */
 size_t relattn_forward_memory(const relattn_model *m, int n, int count,
                               int workers);
 
