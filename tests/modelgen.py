@@ -25,12 +25,12 @@ BASE = {
 }
 
 POSITION_KEYS = ("clip", "values", "per_head")
-TOKENIZER_KEYS = ("bos", "eos", "pad")
+TOKENIZER_KEYS = ("bos", "eos", "pad", "sep")
 
 
 def config(**kw):
-    """BASE with overrides; clip/values/per_head and bos/eos/pad may be given
-    flat (config(clip=8, bos=None))."""
+    """BASE with overrides; clip/values/per_head and bos/eos/pad/sep may be
+    given flat (config(clip=8, bos=None))."""
     c = copy.deepcopy(BASE)
     for k, v in kw.items():
         if k in POSITION_KEYS:

@@ -152,6 +152,34 @@ def test_scan_same_bits_for_other_position_schemes(db, rng, position):
         assert got == ref, f"scalar, threads={t}: {first_difference(got, ref)}"
 
 
+@pytest.mark.parametrize("options", [
+    {"norm_kind": "rmsnorm", "biases": False, "ffn": "gated",
+     "activation": "gelu_tanh"},
+    {"norm": "post", "embedding": {"norm": True, "token_types": 2},
+     "vocab_size": 260, "sep": 259}])
+def test_scan_same_bits_with_forward_options(db, rng, options):
+    # The forward pass's options (T5-like, BERT-like): the gate's rows share
+    # the block buffer, the embedding's type switches per sequence; packed
+    # or alone, any thread count, the same bits.
+    model(db, rng, **options)
+    corpus(db, rng, short=30, long=3)
+    rows = db.execute("SELECT id, body FROM docs").fetchall()
+    for i, body in rows[::2] if "sep" in options else []:  # a sep in every other row
+        t = np.frombuffer(body, "<i4").copy()
+        t[int(rng.integers(0, len(t)))] = 259
+        db.execute("UPDATE docs SET body = ? WHERE id = ?", (t.tobytes(), i))
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', "
+               "source='docs', tokens='body')")
+    db.execute("SELECT relattn_threads(1)")
+    ref = scalar(db)
+    for t in (2, 8):
+        db.execute("SELECT relattn_threads(?)", (t,))
+        got = scan_fast(db)
+        assert got == ref, f"threads={t}: {first_difference(got, ref)}"
+        got = scalar(db)
+        assert got == ref, f"scalar, threads={t}: {first_difference(got, ref)}"
+
+
 def test_same_bits_across_connections(tmp_path, rng):
     # A second connection (fresh cache, fresh pool, fresh scratch) gives the
     # same bits as the first: nothing carries over from earlier calls.
