@@ -10,6 +10,7 @@ tokenizer_config.json).
     ck.config, ck.params        # the config.json dict, {HF name: float32 array}
     ck.path("weights")          # model.safetensors; "config", "tokenizer", "tokenizer_config"
     ck.special                  # {"cls": id, "sep": id, "mask": id, ...}
+    ck.n_pieces                 # the tokenizer's own ids are 0 .. n_pieces - 1
     ck.encode(text)             # the text's own ids, as HF's tokenizer gives them
 
 The names are those of transformers' modeling_bert.py (BertEmbeddings,
@@ -123,7 +124,7 @@ def spm_model(kind):
     f = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(training_text()), model_writer=f,
-        vocab_size=240, model_type="unigram", character_coverage=1.0,
+        vocab_size=400, model_type="unigram", character_coverage=1.0,
         minloglevel=2, num_threads=1, **ids)
     _SPM[kind] = f.getvalue()
     return _SPM[kind]
@@ -174,6 +175,8 @@ class Checkpoint:
         self.tok_config = tok_config
         self._sp = None
         self._wp = None
+        self.n_pieces = (len(tok_bytes.decode("utf-8").split("\n")) - 1
+                         if tok_file == "vocab.txt" else self._spm().get_piece_size())
         tensors = dict(params)
         for k, v in self.buffers.items():
             tensors[k] = i64(v)
@@ -203,10 +206,13 @@ class Checkpoint:
                     self.tok_bytes,
                     do_lower_case=self.tok_config.get("do_lower_case", True))
             return self._wp.encode(text)
+        return list(self._spm().encode(text))
+
+    def _spm(self):
         if self._sp is None:
             import sentencepiece as spm
             self._sp = spm.SentencePieceProcessor(model_proto=self.tok_bytes)
-        return list(self._sp.encode(text))
+        return self._sp
 
     @property
     def vocab_size(self):

@@ -327,3 +327,86 @@ def test_deberta_port_matches_native(db, rng, tmp_path, style):
         want = ports.forward(hf, ck.params, ids)["hidden"].mean(0)
         got = from_f32(db.execute("SELECT relattn_embed('native', ?)", (toks(ids),)).fetchone()[0])
         assert rel_err(got, want) < 1e-5, n
+
+
+# ---- with the forward pass's options (norm_kind, biases, ffn, embedding) ------
+
+def test_bert_pair_port_matches_native_options(db, rng, tmp_path):
+    """BertModel relative_key_query on a pair [CLS] A [SEP] B [SEP],
+    renamed by hand onto embedding.norm and embedding.token_types 2 (type 1
+    after the first tokenizer.sep), the checkpoint's vocab.txt as the
+    tokenizer: the port's hidden states, averaged past [CLS], within 1e-5."""
+    ck = checkpoints.bert(tmp_path, rng, "BertModel", "relative_key_query")
+    hf = ck.config
+    P = ports.Params(ck.params, "bert.")
+    d = hf["hidden_size"]
+    cfg = native_config(hf, d, hf["vocab_size"], {
+        "type": "rel_key_query", "max_position_embeddings": hf["max_position_embeddings"]},
+        hf["layer_norm_eps"])
+    cfg["embedding"] = {"norm": True, "token_types": 2}
+    cfg["tokenizer"] = {"type": "wordpiece", "bos": ck.special["cls"],
+                        "sep": ck.special["sep"], "pad": ck.special["pad"]}
+    t = {"tok_emb": P["embeddings.word_embeddings.weight"],
+         "type_emb": P["embeddings.token_type_embeddings.weight"],
+         "emb_norm.weight": P["embeddings.LayerNorm.weight"],
+         "emb_norm.bias": P["embeddings.LayerNorm.bias"]}
+    t.update(native_layers(P, hf["num_hidden_layers"], ("query", "key", "value")))
+    for i in range(hf["num_hidden_layers"]):
+        t[f"layers.{i}.attn.rel_k"] = P[f"encoder.layer.{i}.attention.self.distance_embedding.weight"]
+    blob = safetensors_py.write({k: np.asarray(v, np.float32) for k, v in t.items()},
+                                metadata={"relattn.config": json.dumps(cfg)})
+    db.execute("SELECT relattn_import('native', ?, NULL, ?)", (blob, ck.read("tokenizer")))
+    sep = ck.special["sep"]
+    a = list(rng.integers(10, ck.n_pieces, 11))
+    b = list(rng.integers(10, ck.n_pieces, 17))
+    seq = a + [sep] + b + [sep]
+    ids = [ck.special["cls"]] + seq
+    types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    want = ports.forward(hf, ck.params, ids, types)["hidden"][1:].mean(0)
+    got = from_f32(db.execute("SELECT relattn_embed('native', ?)", (toks(seq),)).fetchone()[0])
+    assert rel_err(got, want) < 1e-5
+    # segment B's type row matters
+    flat = ports.forward(hf, ck.params, ids)["hidden"][1:].mean(0)
+    assert rel_err(flat, want) > 1e-3
+
+
+@pytest.mark.parametrize("ffn", ["relu", "gated-gelu"])
+def test_t5_port_matches_native_options(db, rng, tmp_path, ffn):
+    """T5EncoderModel renamed by hand onto norm_kind rmsnorm, biases false,
+    ffn plain / gated with relu / gelu_tanh, pre-norm with ln_f the
+    final_layer_norm, position t5 with rel_bias the transpose of block 0's
+    relative_attention_bias; </s> passed as a token."""
+    ck = checkpoints.t5(tmp_path, rng, "T5EncoderModel", ffn)
+    hf = ck.config
+    p = ck.params
+    gated = ffn == "gated-gelu"
+    cfg = {"arch": "encoder", "vocab_size": hf["vocab_size"], "d_model": hf["d_model"],
+           "n_layers": hf["num_layers"], "n_heads": hf["num_heads"], "d_ff": hf["d_ff"],
+           "norm": "pre", "norm_eps": hf["layer_norm_epsilon"],
+           "activation": "gelu_tanh" if gated else "relu", "tie_embeddings": True,
+           "norm_kind": "rmsnorm", "biases": False, "ffn": "gated" if gated else "plain",
+           "position": {"type": "t5", "num_buckets": hf["relative_attention_num_buckets"],
+                        "max_distance": hf["relative_attention_max_distance"]},
+           "tokenizer": {"type": "sentencepiece", "pad": 0, "eos": 1}}
+    t = {"tok_emb": p["shared.weight"],
+         "rel_bias": p["encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"].T,
+         "ln_f.weight": p["encoder.final_layer_norm.weight"]}
+    for i in range(hf["num_layers"]):
+        B, N = f"encoder.block.{i}.layer.", f"layers.{i}."
+        for w in "qkvo":
+            t[N + "attn.w" + w] = p[B + "0.SelfAttention." + w + ".weight"]
+        t[N + "ln1.weight"] = p[B + "0.layer_norm.weight"]
+        t[N + "ln2.weight"] = p[B + "1.layer_norm.weight"]
+        D = B + "1.DenseReluDense."
+        t[N + "ffn.w1"] = p[D + ("wi_0" if gated else "wi") + ".weight"]
+        if gated:
+            t[N + "ffn.w3"] = p[D + "wi_1.weight"]
+        t[N + "ffn.w2"] = p[D + "wo.weight"]
+    blob = safetensors_py.write({k: np.asarray(v, np.float32) for k, v in t.items()},
+                                metadata={"relattn.config": json.dumps(cfg)})
+    db.execute("SELECT relattn_import('native', ?, NULL, ?)", (blob, ck.read("tokenizer")))
+    for n in (1, 12, 50):
+        ids = list(rng.integers(3, ck.n_pieces, n)) + [1]
+        want = ports.forward(hf, p, ids)["hidden"].mean(0)
+        got = from_f32(db.execute("SELECT relattn_embed('native', ?)", (toks(ids),)).fetchone()[0])
+        assert rel_err(got, want) < 1e-5, n
