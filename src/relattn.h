@@ -528,6 +528,9 @@ int relattn_tokenizer_new(relattn_tokenizer **out, const relattn_config *c,
 void relattn_tokenizer_free(relattn_tokenizer *t);
 int relattn_tokenizer_kind(const relattn_tokenizer *t);
 int relattn_tokenizer_n_ids(const relattn_tokenizer *t); /* ids in [0, n) */
+/* The id of the token whose text is piece ("[CLS]", "</s>"), a line of
+** vocab.txt or a SentencePiece piece of any type; -1 when there is none. */
+int relattn_tokenizer_piece_id(const relattn_tokenizer *t, const char *piece);
 /* The ids of text (n bytes; invalid UTF-8 is the kind's business), in a
 ** malloc'd array with lead free slots in front: RELATTN_ERR_TOOBIG as soon
 ** as there are more than max_ids, so a limit stops the work early. */

@@ -33,6 +33,8 @@ struct relattn_tokenizer {
                 relattn_bytebuf *out, const char *what, char *err,
                 size_t errlen);
   void (*destroy)(relattn_tokenizer *t);
+  /* The id of the token whose text is p[0..n), or -1; NULL: none. */
+  int32_t (*piece_id)(const relattn_tokenizer *t, const uint8_t *p, size_t n);
 };
 
 /* The kinds' constructors: t is allocated and its common fields set by

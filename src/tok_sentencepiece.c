@@ -592,6 +592,17 @@ static int spmEncode(const relattn_tokenizer *t, const uint8_t *text,
   return rc;
 }
 
+/* The first piece whose text is p[0..n), of any type (an import looks up
+** a handful of special pieces once: a scan is enough). */
+static int32_t spmPieceId(const relattn_tokenizer *t, const uint8_t *p,
+                          size_t n) {
+  const spm *s = (const spm *)t;
+  int i;
+  for (i = 0; i < s->n; i++)
+    if (s->len[i] == n && memcmp(s->file + s->off[i], p, n) == 0) return i;
+  return -1;
+}
+
 /* ---- decode ------------------------------------------------------------------- */
 
 static int spmDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
@@ -876,6 +887,7 @@ int relattn_sentencepiece_init(relattn_tokenizer **out, const relattn_config *c,
   s->base.encode = spmEncode;
   s->base.decode = spmDecode;
   s->base.destroy = spmDestroy;
+  s->base.piece_id = spmPieceId;
   *out = &s->base;
   return RELATTN_OK;
 nomem:

@@ -72,6 +72,14 @@ static int32_t lookup(const wordpiece *w, const uint8_t *p, size_t n) {
   }
 }
 
+/* The id of a line's token, as the encoder gives it (its later line). */
+static int32_t wpPieceId(const relattn_tokenizer *t, const uint8_t *p,
+                         size_t n) {
+  const wordpiece *w = (const wordpiece *)t;
+  int32_t id = lookup(w, p, n);
+  return id < 0 ? -1 : w->final[id];
+}
+
 static void wpDestroy(relattn_tokenizer *t) {
   wordpiece *w = (wordpiece *)t;
   free(w->pool);
@@ -403,6 +411,7 @@ int relattn_wordpiece_init(relattn_tokenizer **out, const relattn_config *c,
   w->base.encode = wpEncode;
   w->base.decode = wpDecode;
   w->base.destroy = wpDestroy;
+  w->base.piece_id = wpPieceId;
   w->unk = lookup(w, (const uint8_t *)"[UNK]", 5);
   for (k = 0; k < 5; k++)
     w->special[k] = lookup(w, (const uint8_t *)specials[k], strlen(specials[k]));

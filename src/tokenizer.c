@@ -138,6 +138,11 @@ void relattn_tokenizer_free(relattn_tokenizer *t) {
 int relattn_tokenizer_kind(const relattn_tokenizer *t) { return t->kind; }
 int relattn_tokenizer_n_ids(const relattn_tokenizer *t) { return t->n_ids; }
 
+int relattn_tokenizer_piece_id(const relattn_tokenizer *t, const char *piece) {
+  if (!t->piece_id) return -1;
+  return t->piece_id(t, (const uint8_t *)piece, strlen(piece));
+}
+
 int relattn_tokenizer_encode(const relattn_tokenizer *t, const uint8_t *text,
                              size_t n, size_t lead, size_t max_ids,
                              int32_t **ids, size_t *n_ids) {
