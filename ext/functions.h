@@ -54,6 +54,19 @@ int32_t *relattn_tokens_value(sqlite3_value *v, const relattn_model *m,
 /* ext/store.c: relattn_import(model, safetensors_blob [, config_json]),
 ** relattn_export(model). */
 void relattn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* ext/hf.c: is config (JSON text) Hugging Face's config.json (it has
+** model_type and no native arch)? */
+int relattn_hf_is_config(sqlite3 *db, const char *config);
+/* ext/hf.c: maps a Hugging Face checkpoint onto the native model: renames
+** t[i].name (sqlite3_malloc'd) to native names, sets skip[i] for tensors
+** the model leaves out and own[i] for data it rewrites (sqlite3_malloc'd),
+** and gives the native config. raw[i] (or raw NULL) names a tensor's dtype
+** that is no float. Returns an SQLite code with *pzErr set on error. */
+int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
+                   relattn_st_tensor *t, int n, const char *const *raw,
+                   const uint8_t *data, const uint8_t *tok, size_t tok_n,
+                   unsigned char *skip, uint8_t **own, char **native,
+                   char **pzErr);
 void relattn_export_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* relattn_weights(model, tensor): float32 weights as the cache holds them. */
 void relattn_weights_func(sqlite3_context *ctx, int argc,

@@ -807,13 +807,45 @@ typedef struct import_state {
   relattn_st_tensor *t;
   int n, cap;
   char *config;          /* from the argument or the metadata */
+  /* a Hugging Face checkpoint (ext/hf.c), each NULL otherwise: */
+  const char **raw;      /* (cap) the dtype of a tensor that is no float
+                         ** ("I64": a position_ids buffer), kept as U8 bytes */
+  unsigned char *skip;   /* (n) 1: not part of the model */
+  uint8_t **own;         /* (n) the data, rewritten (transposed), or NULL */
 } import_state;
 
 static void importFree(import_state *s) {
   int i;
-  for (i = 0; i < s->n; i++) sqlite3_free((char *)s->t[i].name);
+  for (i = 0; i < s->n; i++) {
+    sqlite3_free((char *)s->t[i].name);
+    if (s->own) sqlite3_free(s->own[i]);
+  }
   sqlite3_free(s->t);
   sqlite3_free(s->config);
+  sqlite3_free(s->raw);
+  sqlite3_free(s->skip);
+  sqlite3_free(s->own);
+}
+
+/* Tensor i's data: in the file, or rewritten by the mapping. */
+static const uint8_t *tensorData(const import_state *s, const uint8_t *data,
+                                 int i) {
+  return s->own && s->own[i] ? s->own[i] : data + s->t[i].begin;
+}
+
+/* The dtypes a Hugging Face file may hold besides the float ones (integer
+** buffers such as position_ids), and their element sizes. */
+static size_t rawDtypeSize(const char *name, const char **canonical) {
+  static const struct { const char *name; size_t size; } raw[] = {
+      {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1}, {"U64", 8}, {"U32", 4},
+      {"U16", 2}, {"U8", 1},  {"F64", 8}, {"BOOL", 1}};
+  size_t i;
+  for (i = 0; name && i < sizeof raw / sizeof raw[0]; i++)
+    if (strcmp(name, raw[i].name) == 0) {
+      *canonical = raw[i].name;
+      return raw[i].size;
+    }
+  return 0;
 }
 
 /* Reads the integers of a JSON array (shape or data_offsets) of a tensor;
@@ -849,7 +881,7 @@ static int readInts(sqlite3_stmt *st, const char *value, const char *path,
 /* Decodes the header JSON into s. Returns an SQLite code and sets *pzErr
 ** on error. */
 static int importHeader(sqlite3 *db, const char *hdr, size_t len,
-                        import_state *s, char **pzErr) {
+                        import_state *s, int lenient, char **pzErr) {
   static const char fn[] = "relattn_import";
   sqlite3_stmt *top = NULL, *fields = NULL, *ints = NULL;
   int code = SQLITE_ERROR, rc;
@@ -898,6 +930,7 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
     const char *ftype;
     int64_t off[2];
     int n, too_big, ok;
+    size_t raw_size;
     char ekey[RELATTN_ECHO_BUF], edt[RELATTN_ECHO_BUF];
     if (!key) key = "";
     relattn_echo(ekey, key, -1); /* input bytes, for messages */
@@ -933,8 +966,16 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
       relattn_st_tensor *grown =
           sqlite3_realloc64(s->t, (sqlite3_uint64)cap * sizeof *grown);
       if (!grown) goto nomem;
-      s->t = grown, s->cap = cap;
+      s->t = grown;
+      if (lenient) {
+        const char **raw =
+            sqlite3_realloc64(s->raw, (sqlite3_uint64)cap * sizeof *raw);
+        if (!raw) goto nomem;
+        s->raw = raw;
+      }
+      s->cap = cap;
     }
+    if (lenient) s->raw[s->n] = NULL;
     t = &s->t[s->n];
     memset(t, 0, sizeof *t);
     t->name = sqlite3_mprintf("%s", key);
@@ -948,6 +989,12 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
       goto done;
     }
     t->dtype = relattn_dtype_parse((const char *)sqlite3_column_text(fields, 1));
+    raw_size = 0;
+    if (lenient && (t->dtype < 0 || t->dtype == RELATTN_U8) &&
+        (raw_size = rawDtypeSize(
+             (const char *)sqlite3_column_text(fields, 1),
+             &s->raw[s->n - 1])) != 0)
+      t->dtype = RELATTN_U8; /* its bytes, checked as such below */
     if (t->dtype < 0) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' has dtype '%s'; expected F32, "
                                "F16 or BF16", fn, ekey,
@@ -985,6 +1032,22 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
       goto done;
     }
     t->ndim = n;
+    if (raw_size) {
+      /* a buffer that is no weight: its bytes, a U8 tensor [bytes] */
+      size_t bytes = raw_size;
+      int d, ok = 1;
+      for (d = 0; d < t->ndim; d++)
+        if (t->shape[d] < 0 || (uint64_t)t->shape[d] > SIZE_MAX ||
+            !relattn_mul_ok(bytes, (size_t)t->shape[d], &bytes))
+          ok = 0;
+      if (!ok || bytes > (size_t)INT64_MAX) {
+        *pzErr = sqlite3_mprintf("%s: tensor '%s' has a shape whose size "
+                                 "overflows", fn, ekey);
+        goto done;
+      }
+      t->ndim = 1;
+      t->shape[0] = (int64_t)bytes;
+    }
     if ((rc = readInts(ints, value, "$.data_offsets", off, 2, &n, &too_big,
                        &ok)) != SQLITE_OK)
       goto sqlmsg;
@@ -1089,7 +1152,7 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
     sqlite3_bind_text(st, 4, shape, -1, SQLITE_STATIC);
     /* never NULL (that would store NULL, not an empty BLOB): data points
     ** into the file argument */
-    sqlite3_bind_blob64(st, 5, data + t->begin,
+    sqlite3_bind_blob64(st, 5, tensorData(s, data, order[i]),
                         (sqlite3_uint64)(t->end - t->begin), SQLITE_STATIC);
     if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
     sqlite3_reset(st);
@@ -1198,6 +1261,8 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   size_t tok_n = 0;
   int tok_i = -1;            /* its tensor in the file, or -1 */
   relattn_tokenizer *parsed = NULL;
+  const char *tok_config = NULL; /* tokenizer_config.json, HF only */
+  int hf = 0;                /* config_json is HF's config.json */
 
   memset(&s, 0, sizeof s);
   memset(&undo, 0, sizeof undo);
@@ -1237,6 +1302,23 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     tok_n = (size_t)sqlite3_value_bytes(argv[3]);
     if (!tok) tok = (const uint8_t *)""; /* an empty BLOB */
   }
+  hf = s.config && relattn_hf_is_config(db, s.config);
+  if (argc > 4 && sqlite3_value_type(argv[4]) != SQLITE_NULL) {
+    if (sqlite3_value_type(argv[4]) != SQLITE_TEXT) {
+      relattn_result_errorf(ctx, "%s: tokenizer_config_json must be TEXT "
+                            "(JSON) or NULL", fn);
+      importFree(&s);
+      return;
+    }
+    if (!hf) {
+      relattn_result_errorf(ctx, "%s: tokenizer_config_json goes with a "
+                            "Hugging Face config.json (one with model_type) "
+                            "as config_json", fn);
+      importFree(&s);
+      return;
+    }
+    tok_config = (const char *)sqlite3_value_text(argv[4]);
+  }
   file = sqlite3_value_blob(argv[1]);
   size = (size_t)sqlite3_value_bytes(argv[1]);
   if (relattn_st_header(file, size, "relattn_import: safetensors_blob", &hlen,
@@ -1244,7 +1326,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     zErr = sqlite3_mprintf("%s", err);
     goto fail;
   }
-  if ((rc = importHeader(db, (const char *)file + 8, hlen, &s, &zErr)) !=
+  if ((rc = importHeader(db, (const char *)file + 8, hlen, &s, hf, &zErr)) !=
       SQLITE_OK) {
     fail_code = rc;
     goto fail;
@@ -1258,6 +1340,23 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     zErr = sqlite3_mprintf("%s: no config: pass config_json, or put it in "
                            "the file's __metadata__[\"relattn.config\"]", fn);
     goto fail;
+  }
+  if (hf) {
+    /* Hugging Face's names and config.json, mapped onto the native ones */
+    char *native = NULL;
+    s.skip = sqlite3_malloc64((sqlite3_uint64)s.n + 1);
+    s.own = sqlite3_malloc64(sizeof *s.own * ((sqlite3_uint64)s.n + 1));
+    if (!s.skip || !s.own) goto nomem;
+    memset(s.skip, 0, (size_t)s.n + 1);
+    memset(s.own, 0, sizeof *s.own * ((size_t)s.n + 1));
+    if ((rc = relattn_hf_map(db, s.config, tok_config, s.t, s.n, s.raw, data,
+                             tok, tok_n, s.skip, s.own, &native, &zErr)) !=
+        SQLITE_OK) {
+      fail_code = rc;
+      goto fail;
+    }
+    sqlite3_free(s.config);
+    s.config = native;
   }
   if ((rc = configDecode(db, s.config, &cfg, "relattn_import: config",
                          &zErr)) != SQLITE_OK) {
@@ -1296,6 +1395,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     int k = relattn_model_index(&cfg, t->name), d, same;
     char ename[RELATTN_ECHO_BUF]; /* input bytes, for messages */
     size_t bad;
+    if (s.skip && s.skip[i]) continue; /* left out by the HF mapping */
     relattn_echo(ename, t->name, -1);
     if (relattn_interrupted(db)) goto interrupted; /* ~1 s a GB of checks */
     if (relattn_is_tokfile(t->name)) {
@@ -1337,7 +1437,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
                              "%s", fn, ename, have, want);
       goto fail;
     }
-    bad = relattn_find_nonfinite(data + t->begin, t->dtype, t->numel);
+    bad = relattn_find_nonfinite(tensorData(&s, data, i), t->dtype, t->numel);
     if (bad < t->numel) {
       zErr = sqlite3_mprintf("%s: tensor '%s' has NaN or Inf at element %llu",
                              fn, ename, (sqlite3_uint64)bad);
@@ -1381,7 +1481,8 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   for (i = 0; i < n_need; i++) {
     const relattn_st_tensor *t = &s.t[order[i]];
     if (relattn_interrupted(db)) goto interrupted;
-    relattn_sha256_update(&h, data + t->begin, (size_t)(t->end - t->begin));
+    relattn_sha256_update(&h, tensorData(&s, data, order[i]),
+                          (size_t)(t->end - t->begin));
   }
   if (tok) relattn_sha256_update(&h, tok, tok_n);
   relattn_sha256_hex(&h, sha);

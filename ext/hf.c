@@ -1,0 +1,1218 @@
+/*
+** hf.c: Hugging Face checkpoints for relattn_import. A config with
+** "model_type" (and no native "arch") is HF's config.json; this file maps
+** the checkpoint onto the native model: a native config (with a "source"
+** key naming where it came from), each HF tensor renamed to its native
+** name or left out, and the tokenizer's special ids.
+**
+**   SELECT relattn_import('nli', readfile('model.safetensors'),
+**                         readfile('config.json'), readfile('spm.model'),
+**                         readfile('tokenizer_config.json'));
+**
+** HOW IT WORKS
+** The family comes from model_type: bert (position_embedding_type
+** relative_key or relative_key_query), deberta-v2 (v2 and v3 configs) and
+** t5 / mt5 (the encoder). The head comes from architectures[0] (*Model:
+** none, *ForMaskedLM: mlm, *ForSequenceClassification: classifier), or,
+** without architectures, from the head tensors the file has. Each tensor
+** name, with or without the base model's prefix ("bert.", "deberta."),
+** is looked up in the family's table of HF names (the module paths of
+** transformers' modeling_bert.py, modeling_deberta_v2.py, modeling_t5.py);
+** a name no table knows is refused, naming it. Tensors HF itself ignores
+** when loading that class (BERT's unused position_embeddings, a pooler
+** under a masked-LM head, T5's decoder under T5ForConditionalGeneration)
+** are left out. The data is stored as given, except T5's bias table,
+** which HF keeps as [num_buckets, heads] and relattn as [heads,
+** num_buckets]: it is transposed. Everything is decided before the caller
+** writes anything.
+*/
+#include "ext.h"
+#include "functions.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+SQLITE_EXTENSION_INIT3
+
+#define FN "relattn_import"
+
+enum { FAM_BERT, FAM_DEBERTA, FAM_T5 };
+enum { HEAD_NONE, HEAD_MLM, HEAD_CLASSIFIER };
+
+/* ---- reading config.json (through SQLite's JSON functions) --------------- */
+
+typedef struct jdoc {
+  sqlite3 *db;
+  sqlite3_stmt *st; /* SELECT json_type(?1, ?2), json_extract(?1, ?2) */
+  const char *what; /* "config_json", "tokenizer_config_json" */
+  char **pzErr;
+  int rc;           /* the first failure (SQLite code), or SQLITE_OK */
+} jdoc;
+
+static int jopen(jdoc *j, sqlite3 *db, const char *json, const char *what,
+                 char **pzErr) {
+  memset(j, 0, sizeof *j);
+  j->db = db, j->what = what, j->pzErr = pzErr;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT json_type(?1, ?2), json_extract(?1, ?2)", -1,
+                         &j->st, NULL) != SQLITE_OK) {
+    *pzErr = relattn_sql_errmsg(db, FN, sqlite3_errcode(db));
+    return j->rc = SQLITE_ERROR;
+  }
+  sqlite3_bind_text(j->st, 1, json, -1, SQLITE_STATIC);
+  return SQLITE_OK;
+}
+
+static void jclose(jdoc *j) { sqlite3_finalize(j->st); }
+
+/* Steps the statement on key (a top-level key, or a path from "$").
+** Returns the JSON type ("null" when absent), or NULL after an error. */
+static const char *jstep(jdoc *j, const char *key) {
+  char path[160];
+  const char *type;
+  if (j->rc != SQLITE_OK) return NULL;
+  if (key[0] == '$')
+    sqlite3_snprintf(sizeof path, path, "%s", key);
+  else
+    sqlite3_snprintf(sizeof path, path, "$.\"%s\"", key);
+  sqlite3_reset(j->st);
+  sqlite3_bind_text(j->st, 2, path, -1, SQLITE_TRANSIENT);
+  if (sqlite3_step(j->st) != SQLITE_ROW) {
+    j->rc = sqlite3_errcode(j->db);
+    if (j->rc == SQLITE_OK || j->rc == SQLITE_DONE) j->rc = SQLITE_ERROR;
+    sqlite3_free(*j->pzErr);
+    *j->pzErr = relattn_sql_errmsg(j->db, FN, j->rc);
+    return NULL;
+  }
+  type = (const char *)sqlite3_column_text(j->st, 0);
+  return type ? type : "null";
+}
+
+static void jbad(jdoc *j, const char *key, const char *want, const char *type) {
+  if (j->rc != SQLITE_OK) return;
+  *j->pzErr = sqlite3_mprintf("%s: %s: '%s' must be %s, not %s", FN, j->what,
+                              key, want, type);
+  j->rc = SQLITE_ERROR;
+}
+
+/* An integer key; absent or null: def. */
+static int jint(jdoc *j, const char *key, int def) {
+  const char *type = jstep(j, key);
+  sqlite3_int64 v;
+  if (!type) return def;
+  if (strcmp(type, "null") == 0) return def;
+  if (strcmp(type, "integer") != 0) {
+    jbad(j, key, "an integer", type);
+    return def;
+  }
+  v = sqlite3_column_int64(j->st, 1);
+  if (v < -2147483647 || v > 2147483647) {
+    *j->pzErr = sqlite3_mprintf("%s: %s: '%s' is out of range", FN, j->what,
+                                key);
+    j->rc = SQLITE_ERROR;
+    return def;
+  }
+  return (int)v;
+}
+
+static double jnum(jdoc *j, const char *key, double def) {
+  const char *type = jstep(j, key);
+  if (!type || strcmp(type, "null") == 0) return def;
+  if (strcmp(type, "integer") != 0 && strcmp(type, "real") != 0) {
+    jbad(j, key, "a number", type);
+    return def;
+  }
+  return sqlite3_column_double(j->st, 1);
+}
+
+/* true, false; absent or null: def (-1 for "no value"). */
+static int jbool(jdoc *j, const char *key, int def) {
+  const char *type = jstep(j, key);
+  if (!type || strcmp(type, "null") == 0) return def;
+  if (strcmp(type, "true") == 0) return 1;
+  if (strcmp(type, "false") == 0) return 0;
+  jbad(j, key, "true or false", type);
+  return def;
+}
+
+/* A string key, copied (sqlite3_malloc'd), or NULL when absent or null.
+** With obj_content, an object's "content" (tokenizer_config.json writes
+** special tokens as {"content": "[CLS]", ...}) is taken too. */
+static char *jstr(jdoc *j, const char *key, int obj_content) {
+  const char *type = jstep(j, key);
+  char *s;
+  if (!type || strcmp(type, "null") == 0) return NULL;
+  if (obj_content && strcmp(type, "object") == 0) {
+    char path[160];
+    sqlite3_snprintf(sizeof path, path, "$.\"%s\".content", key);
+    type = jstep(j, path);
+    if (!type || strcmp(type, "null") == 0) return NULL;
+  }
+  if (strcmp(type, "text") != 0) {
+    jbad(j, key, "a string", type);
+    return NULL;
+  }
+  s = sqlite3_mprintf("%s", sqlite3_column_text(j->st, 1));
+  if (!s) {
+    j->rc = SQLITE_NOMEM;
+  }
+  return s;
+}
+
+/* ---- small helpers -------------------------------------------------------- */
+
+/* Appends s as a JSON string. */
+static void jsonString(sqlite3_str *out, const char *s) {
+  static const char hex[] = "0123456789abcdef";
+  sqlite3_str_appendchar(out, 1, '"');
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      sqlite3_str_appendchar(out, 1, '\\');
+      sqlite3_str_appendchar(out, 1, (char)c);
+    } else if (c < 0x20) {
+      sqlite3_str_appendf(out, "\\u00%c%c", hex[c >> 4], hex[c & 15]);
+    } else {
+      sqlite3_str_appendchar(out, 1, (char)c);
+    }
+  }
+  sqlite3_str_appendchar(out, 1, '"');
+}
+
+static int endsWith(const char *s, const char *tail) {
+  size_t n = strlen(s), m = strlen(tail);
+  return n >= m && strcmp(s + n - m, tail) == 0;
+}
+
+/* HF's hidden_act names -> the native activation, or NULL. */
+static const char *activationOf(const char *hf) {
+  if (!hf || strcmp(hf, "gelu") == 0) return "gelu";
+  if (strcmp(hf, "gelu_new") == 0 || strcmp(hf, "gelu_pytorch_tanh") == 0 ||
+      strcmp(hf, "gelu_fast") == 0)
+    return "gelu_tanh";
+  if (strcmp(hf, "relu") == 0) return "relu";
+  if (strcmp(hf, "tanh") == 0) return "tanh";
+  return NULL;
+}
+
+/* ---- the tensor names ------------------------------------------------------ */
+
+/* One HF name and its native name: "{i}" stands for a layer number in
+** both. A native name NULL: the tensor is left out (HF does not use it
+** either). Heads' tensors are kept only with their head (below). */
+typedef struct name_rule {
+  const char *hf, *native;
+} name_rule;
+
+static const name_rule bert_rules[] = {
+    {"embeddings.word_embeddings.weight", "tok_emb"},
+    /* absolute positions: created by BertEmbeddings but not added for
+    ** relative_key* */
+    {"embeddings.position_embeddings.weight", NULL},
+    {"embeddings.position_ids", NULL},
+    {"embeddings.token_type_embeddings.weight", "type_emb"},
+    {"embeddings.LayerNorm.weight", "emb_norm.weight"},
+    {"embeddings.LayerNorm.bias", "emb_norm.bias"},
+    {"encoder.layer.{i}.attention.self.query.weight", "layers.{i}.attn.wq"},
+    {"encoder.layer.{i}.attention.self.query.bias", "layers.{i}.attn.bq"},
+    {"encoder.layer.{i}.attention.self.key.weight", "layers.{i}.attn.wk"},
+    {"encoder.layer.{i}.attention.self.key.bias", "layers.{i}.attn.bk"},
+    {"encoder.layer.{i}.attention.self.value.weight", "layers.{i}.attn.wv"},
+    {"encoder.layer.{i}.attention.self.value.bias", "layers.{i}.attn.bv"},
+    {"encoder.layer.{i}.attention.self.distance_embedding.weight",
+     "layers.{i}.attn.rel_k"},
+    {"encoder.layer.{i}.attention.output.dense.weight", "layers.{i}.attn.wo"},
+    {"encoder.layer.{i}.attention.output.dense.bias", "layers.{i}.attn.bo"},
+    {"encoder.layer.{i}.attention.output.LayerNorm.weight",
+     "layers.{i}.ln1.weight"},
+    {"encoder.layer.{i}.attention.output.LayerNorm.bias",
+     "layers.{i}.ln1.bias"},
+    {"encoder.layer.{i}.intermediate.dense.weight", "layers.{i}.ffn.w1"},
+    {"encoder.layer.{i}.intermediate.dense.bias", "layers.{i}.ffn.b1"},
+    {"encoder.layer.{i}.output.dense.weight", "layers.{i}.ffn.w2"},
+    {"encoder.layer.{i}.output.dense.bias", "layers.{i}.ffn.b2"},
+    {"encoder.layer.{i}.output.LayerNorm.weight", "layers.{i}.ln2.weight"},
+    {"encoder.layer.{i}.output.LayerNorm.bias", "layers.{i}.ln2.bias"},
+    {"pooler.dense.weight", "pooler.weight"},
+    {"pooler.dense.bias", "pooler.bias"},
+    /* BertOnlyMLMHead */
+    {"cls.predictions.transform.dense.weight", "mlm.dense.weight"},
+    {"cls.predictions.transform.dense.bias", "mlm.dense.bias"},
+    {"cls.predictions.transform.LayerNorm.weight", "mlm.norm.weight"},
+    {"cls.predictions.transform.LayerNorm.bias", "mlm.norm.bias"},
+    {"cls.predictions.bias", "mlm.bias"},
+    {"cls.predictions.decoder.weight", "lm_head"},
+    {"cls.predictions.decoder.bias", "mlm.bias"},
+    /* BertForPreTraining's next-sentence head: no use here */
+    {"cls.seq_relationship.weight", NULL},
+    {"cls.seq_relationship.bias", NULL},
+    {"classifier.weight", "classifier.weight"},
+    {"classifier.bias", "classifier.bias"},
+    {NULL, NULL}};
+
+static const name_rule deberta_rules[] = {
+    {"embeddings.word_embeddings.weight", "tok_emb"},
+    /* ignored by HF when position_biased_input is false */
+    {"embeddings.position_embeddings.weight", NULL},
+    {"embeddings.position_ids", NULL},
+    {"embeddings.token_type_embeddings.weight", "type_emb"},
+    {"embeddings.LayerNorm.weight", "emb_norm.weight"},
+    {"embeddings.LayerNorm.bias", "emb_norm.bias"},
+    {"encoder.layer.{i}.attention.self.query_proj.weight",
+     "layers.{i}.attn.wq"},
+    {"encoder.layer.{i}.attention.self.query_proj.bias", "layers.{i}.attn.bq"},
+    {"encoder.layer.{i}.attention.self.key_proj.weight", "layers.{i}.attn.wk"},
+    {"encoder.layer.{i}.attention.self.key_proj.bias", "layers.{i}.attn.bk"},
+    {"encoder.layer.{i}.attention.self.value_proj.weight",
+     "layers.{i}.attn.wv"},
+    {"encoder.layer.{i}.attention.self.value_proj.bias", "layers.{i}.attn.bv"},
+    {"encoder.layer.{i}.attention.output.dense.weight", "layers.{i}.attn.wo"},
+    {"encoder.layer.{i}.attention.output.dense.bias", "layers.{i}.attn.bo"},
+    {"encoder.layer.{i}.attention.output.LayerNorm.weight",
+     "layers.{i}.ln1.weight"},
+    {"encoder.layer.{i}.attention.output.LayerNorm.bias",
+     "layers.{i}.ln1.bias"},
+    {"encoder.layer.{i}.intermediate.dense.weight", "layers.{i}.ffn.w1"},
+    {"encoder.layer.{i}.intermediate.dense.bias", "layers.{i}.ffn.b1"},
+    {"encoder.layer.{i}.output.dense.weight", "layers.{i}.ffn.w2"},
+    {"encoder.layer.{i}.output.dense.bias", "layers.{i}.ffn.b2"},
+    {"encoder.layer.{i}.output.LayerNorm.weight", "layers.{i}.ln2.weight"},
+    {"encoder.layer.{i}.output.LayerNorm.bias", "layers.{i}.ln2.bias"},
+    {"encoder.rel_embeddings.weight", "rel_emb"},
+    {"encoder.LayerNorm.weight", "rel_emb_norm.weight"},
+    {"encoder.LayerNorm.bias", "rel_emb_norm.bias"},
+    /* ContextPooler */
+    {"pooler.dense.weight", "pooler.weight"},
+    {"pooler.dense.bias", "pooler.bias"},
+    {"classifier.weight", "classifier.weight"},
+    {"classifier.bias", "classifier.bias"},
+    /* the masked-LM head: HF's (legacy) names, and Microsoft's */
+    {"cls.predictions.transform.dense.weight", "mlm.dense.weight"},
+    {"cls.predictions.transform.dense.bias", "mlm.dense.bias"},
+    {"cls.predictions.transform.LayerNorm.weight", "mlm.norm.weight"},
+    {"cls.predictions.transform.LayerNorm.bias", "mlm.norm.bias"},
+    {"cls.predictions.bias", "mlm.bias"},
+    {"cls.predictions.decoder.weight", "lm_head"},
+    {"cls.predictions.decoder.bias", "mlm.bias"},
+    {"lm_predictions.lm_head.dense.weight", "mlm.dense.weight"},
+    {"lm_predictions.lm_head.dense.bias", "mlm.dense.bias"},
+    {"lm_predictions.lm_head.LayerNorm.weight", "mlm.norm.weight"},
+    {"lm_predictions.lm_head.LayerNorm.bias", "mlm.norm.bias"},
+    {"lm_predictions.lm_head.bias", "mlm.bias"},
+    {NULL, NULL}};
+
+static const name_rule t5_rules[] = {
+    {"shared.weight", "tok_emb"},
+    {"encoder.embed_tokens.weight", "tok_emb"}, /* a tied copy of shared */
+    {"encoder.block.{i}.layer.0.SelfAttention.q.weight", "layers.{i}.attn.wq"},
+    {"encoder.block.{i}.layer.0.SelfAttention.k.weight", "layers.{i}.attn.wk"},
+    {"encoder.block.{i}.layer.0.SelfAttention.v.weight", "layers.{i}.attn.wv"},
+    {"encoder.block.{i}.layer.0.SelfAttention.o.weight", "layers.{i}.attn.wo"},
+    {"encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+     "rel_bias"},
+    {"encoder.block.{i}.layer.0.layer_norm.weight", "layers.{i}.ln1.weight"},
+    {"encoder.block.{i}.layer.1.DenseReluDense.wi.weight", "layers.{i}.ffn.w1"},
+    {"encoder.block.{i}.layer.1.DenseReluDense.wi_0.weight",
+     "layers.{i}.ffn.w1"},
+    {"encoder.block.{i}.layer.1.DenseReluDense.wi_1.weight",
+     "layers.{i}.ffn.w3"},
+    {"encoder.block.{i}.layer.1.DenseReluDense.wo.weight", "layers.{i}.ffn.w2"},
+    {"encoder.block.{i}.layer.1.layer_norm.weight", "layers.{i}.ln2.weight"},
+    {"encoder.final_layer_norm.weight", "ln_f.weight"},
+    {NULL, NULL}};
+
+/* Does name match rule hf? *layer gets the "{i}" number (-1 when none). */
+static int ruleMatch(const char *hf, const char *name, int *layer) {
+  const char *brace = strstr(hf, "{i}");
+  size_t pre;
+  long v = 0;
+  const char *p;
+  *layer = -1;
+  if (!brace) return strcmp(hf, name) == 0;
+  pre = (size_t)(brace - hf);
+  if (strncmp(hf, name, pre) != 0) return 0;
+  p = name + pre;
+  if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9'))
+    return 0;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    v = 10 * v + (*p - '0');
+    if (v > 1 << 20) return 0;
+  }
+  if (strcmp(p, brace + 3) != 0) return 0;
+  *layer = (int)v;
+  return 1;
+}
+
+/* The native name of rule native for layer (sqlite3_malloc'd). */
+static char *nativeName(const char *native, int layer) {
+  const char *brace = strstr(native, "{i}");
+  if (!brace) return sqlite3_mprintf("%s", native);
+  return sqlite3_mprintf("%.*s%d%s", (int)(brace - native), native, layer,
+                         brace + 3);
+}
+
+/* ---- the checkpoint ---------------------------------------------------------- */
+
+typedef struct hf_model {
+  int family, head;
+  char *model_type, *cls;  /* cls: architectures[0], or NULL */
+  int vocab, d, layers, heads, ff;
+  double eps;
+  const char *act;         /* native activation */
+  const char *head_act;    /* mlm: hidden_act */
+  const char *pooler_act;  /* NULL: no pooler */
+  int tied;                /* tie_word_embeddings */
+  int types;               /* token types */
+  /* positions */
+  const char *pos_type;
+  int max_pos, buckets, max_rel, rel_ln, t5_buckets, t5_dist;
+  int gated;
+  int whole_t5;            /* T5Model: its decoder is left out too */
+  /* classifier */
+  char **labels;
+  int n_labels;
+  char *problem_type;
+} hf_model;
+
+static void modelFree(hf_model *m) {
+  int i;
+  sqlite3_free(m->model_type);
+  sqlite3_free(m->cls);
+  for (i = 0; i < m->n_labels; i++) sqlite3_free(m->labels[i]);
+  sqlite3_free(m->labels);
+  sqlite3_free(m->problem_type);
+}
+
+static const char *family_name[] = {"bert", "deberta-v2", "t5"};
+static const char *class_prefix[] = {"Bert", "DebertaV2", "T5"};
+
+/* Strips the base model's prefix ("bert.", "deberta.") from a name. */
+static const char *stripPrefix(const hf_model *m, const char *name) {
+  if (m->family == FAM_BERT && strncmp(name, "bert.", 5) == 0) return name + 5;
+  if (m->family == FAM_DEBERTA && strncmp(name, "deberta.", 8) == 0)
+    return name + 8;
+  return name;
+}
+
+/* Looks name up in the family's rules: 1 with *native (NULL: left out) and
+** *layer, or 0 when no rule knows it. */
+static int lookupName(const hf_model *m, const char *name, const char **native,
+                      int *layer) {
+  const name_rule *r = m->family == FAM_BERT      ? bert_rules
+                       : m->family == FAM_DEBERTA ? deberta_rules
+                                                  : t5_rules;
+  const char *s = stripPrefix(m, name);
+  for (; r->hf; r++)
+    if (ruleMatch(r->hf, s, layer)) {
+      if (*layer >= m->layers) return 0;
+      *native = r->native;
+      return 1;
+    }
+  if (m->family == FAM_T5 &&
+      (m->whole_t5 || (m->cls && endsWith(m->cls, "ForConditionalGeneration"))) &&
+      (strncmp(name, "decoder.", 8) == 0 || strcmp(name, "lm_head.weight") == 0)) {
+    *native = NULL; /* the decoder half */
+    *layer = -1;
+    return 1;
+  }
+  return 0;
+}
+
+static int hasTensor(const relattn_st_tensor *t, int n, const hf_model *m,
+                     const char *stripped) {
+  int i;
+  for (i = 0; i < n; i++)
+    if (strcmp(stripPrefix(m, t[i].name), stripped) == 0) return 1;
+  return 0;
+}
+
+/* Reads the family's keys of config.json into m, refusing what the native
+** model cannot run. */
+static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
+                      char **pzErr) {
+  char *s = NULL;
+  int v;
+  m->model_type = jstr(j, "model_type", 0);
+  if (j->rc) return j->rc;
+  if (!m->model_type) {
+    *pzErr = sqlite3_mprintf("%s: config_json: 'model_type' must be a string",
+                             FN);
+    return SQLITE_ERROR;
+  }
+  if (strcmp(m->model_type, "bert") == 0)
+    m->family = FAM_BERT;
+  else if (strcmp(m->model_type, "deberta-v2") == 0)
+    m->family = FAM_DEBERTA;
+  else if (strcmp(m->model_type, "t5") == 0 ||
+           strcmp(m->model_type, "mt5") == 0)
+    m->family = FAM_T5;
+  else {
+    char e[RELATTN_ECHO_BUF];
+    *pzErr = sqlite3_mprintf(
+        "%s: model_type '%s' is not supported; the known ones are bert "
+        "(relative_key, relative_key_query), deberta-v2, t5 and mt5",
+        FN, relattn_echo(e, m->model_type, -1));
+    return SQLITE_ERROR;
+  }
+
+  /* the class, and from it the head */
+  {
+    const char *type = jstep(j, "$.architectures[0]");
+    if (!type) return j->rc;
+    if (strcmp(type, "null") != 0) {
+      if (strcmp(type, "text") != 0) {
+        jbad(j, "architectures", "an array of strings", type);
+        return j->rc;
+      }
+      m->cls = sqlite3_mprintf("%s", sqlite3_column_text(j->st, 1));
+      if (!m->cls) return SQLITE_NOMEM;
+    }
+  }
+  if (m->cls) {
+    const char *pfx = class_prefix[m->family];
+    const char *rest = m->cls + strlen(pfx);
+    int ok = strncmp(m->cls, pfx, strlen(pfx)) == 0 ||
+             (m->family == FAM_T5 && strncmp(m->cls, "MT5", 3) == 0 &&
+              (rest = m->cls + 3));
+    if (ok && m->family == FAM_T5 &&
+        (strcmp(rest, "EncoderModel") == 0 ||
+         strcmp(rest, "ForConditionalGeneration") == 0 ||
+         strcmp(rest, "Model") == 0))
+      m->head = HEAD_NONE;
+    else if (ok && m->family != FAM_T5 && strcmp(rest, "Model") == 0)
+      m->head = HEAD_NONE;
+    else if (ok && m->family != FAM_T5 &&
+             (strcmp(rest, "ForMaskedLM") == 0 ||
+              strcmp(rest, "ForPreTraining") == 0))
+      m->head = HEAD_MLM;
+    else if (ok && m->family != FAM_T5 &&
+             strcmp(rest, "ForSequenceClassification") == 0)
+      m->head = HEAD_CLASSIFIER;
+    else {
+      char e[RELATTN_ECHO_BUF];
+      relattn_echo(e, m->cls, -1);
+      if (m->family == FAM_T5)
+        *pzErr = sqlite3_mprintf("%s: architectures[0] '%s' is not supported; "
+                                 "the known ones are T5EncoderModel and "
+                                 "T5ForConditionalGeneration (its encoder)",
+                                 FN, e);
+      else
+        *pzErr = sqlite3_mprintf("%s: architectures[0] '%s' is not supported; "
+                                 "the known ones are %sModel, %sForMaskedLM "
+                                 "and %sForSequenceClassification",
+                                 FN, e, pfx, pfx, pfx);
+      return SQLITE_ERROR;
+    }
+    if (m->family == FAM_T5 && strcmp(rest, "Model") == 0)
+      m->whole_t5 = 1; /* T5Model: an encoder and a decoder, no lm_head */
+  } else if (m->family != FAM_T5) {
+    /* no class: the head whose tensors are there */
+    if (hasTensor(t, n, m, "classifier.weight"))
+      m->head = HEAD_CLASSIFIER;
+    else if (hasTensor(t, n, m, "cls.predictions.bias") ||
+             hasTensor(t, n, m, "cls.predictions.decoder.bias") ||
+             hasTensor(t, n, m, "lm_predictions.lm_head.bias"))
+      m->head = HEAD_MLM;
+  }
+
+  if (m->family == FAM_T5) {
+    m->vocab = jint(j, "vocab_size", 32128);
+    m->d = jint(j, "d_model", 512);
+    m->layers = jint(j, "num_layers", 6);
+    m->heads = jint(j, "num_heads", 8);
+    m->ff = jint(j, "d_ff", 2048);
+    v = jint(j, "d_kv", 64);
+    m->eps = jnum(j, "layer_norm_epsilon", 1e-6);
+    m->t5_buckets = jint(j, "relative_attention_num_buckets", 32);
+    m->t5_dist = jint(j, "relative_attention_max_distance", 128);
+    m->tied = 1;
+    s = jstr(j, "feed_forward_proj", 0);
+    if (j->rc) goto out;
+    {
+      /* T5Config: "gated-gelu" is gated with gelu_new; else "[gated-]act" */
+      const char *proj = s ? s : "relu";
+      const char *act = proj;
+      m->gated = strncmp(proj, "gated-", 6) == 0;
+      if (m->gated) act = proj + 6;
+      m->act = strcmp(proj, "gated-gelu") == 0 ? "gelu_tanh"
+                                                : activationOf(act);
+      if (!m->act || strcmp(m->act, "tanh") == 0 || strchr(act, '-')) {
+        char e[RELATTN_ECHO_BUF];
+        *pzErr = sqlite3_mprintf("%s: feed_forward_proj '%s' is not "
+                                 "supported (relu, gated-gelu, gated-relu, "
+                                 "gelu_new)", FN, relattn_echo(e, proj, -1));
+        goto fail;
+      }
+    }
+    if (j->rc) goto out;
+    if (m->heads > 0 && (sqlite3_int64)v * m->heads != m->d) {
+      *pzErr = sqlite3_mprintf("%s: T5 with d_kv * num_heads (%d * %d) other "
+                               "than d_model (%d) is not supported",
+                               FN, v, m->heads, m->d);
+      goto fail;
+    }
+    m->pos_type = "t5";
+    goto out;
+  }
+
+  /* BERT and DeBERTa-v2 */
+  m->vocab = jint(j, "vocab_size", m->family == FAM_BERT ? 30522 : 128100);
+  m->d = jint(j, "hidden_size", 768);
+  m->layers = jint(j, "num_hidden_layers", 12);
+  m->heads = jint(j, "num_attention_heads", 12);
+  m->ff = jint(j, "intermediate_size", 3072);
+  m->eps = jnum(j, "layer_norm_eps", m->family == FAM_BERT ? 1e-12 : 1e-7);
+  m->types = jint(j, "type_vocab_size", m->family == FAM_BERT ? 2 : 0);
+  m->tied = jbool(j, "tie_word_embeddings", 1);
+  s = jstr(j, "hidden_act", 0);
+  if (j->rc) goto out;
+  m->act = activationOf(s);
+  if (!m->act || strcmp(m->act, "tanh") == 0) {
+    char e[RELATTN_ECHO_BUF];
+    *pzErr = sqlite3_mprintf("%s: hidden_act '%s' is not supported (gelu, "
+                             "gelu_new, gelu_pytorch_tanh, relu)",
+                             FN, relattn_echo(e, s, -1));
+    goto fail;
+  }
+  m->head_act = m->act;
+  if (jbool(j, "is_decoder", 0) == 1) {
+    *pzErr = sqlite3_mprintf("%s: is_decoder true (a causal BERT) is not "
+                             "supported", FN);
+    goto fail;
+  }
+  sqlite3_free(s);
+  s = NULL;
+  if (m->family == FAM_BERT) {
+    s = jstr(j, "position_embedding_type", 0);
+    if (j->rc) goto out;
+    if (!s || strcmp(s, "absolute") == 0) {
+      *pzErr = sqlite3_mprintf("%s: BERT with absolute positions is not a "
+                               "relative-position model", FN);
+      goto fail;
+    }
+    if (strcmp(s, "relative_key") != 0 &&
+        strcmp(s, "relative_key_query") != 0) {
+      char e[RELATTN_ECHO_BUF];
+      *pzErr = sqlite3_mprintf("%s: position_embedding_type '%s' is not "
+                               "supported (relative_key, relative_key_query)",
+                               FN, relattn_echo(e, s, -1));
+      goto fail;
+    }
+    m->pos_type = strcmp(s, "relative_key") == 0 ? "rel_key" : "rel_key_query";
+    m->max_pos = jint(j, "max_position_embeddings", 512);
+    /* BertModel's pooler when it has one; the classifier's always */
+    if (m->head == HEAD_CLASSIFIER ||
+        (m->head == HEAD_NONE && hasTensor(t, n, m, "pooler.dense.weight")))
+      m->pooler_act = "tanh";
+  } else {
+    int conv = jint(j, "conv_kernel_size", 0), emb;
+    const char *type;
+    if (j->rc) goto out;
+    if (conv > 0) {
+      *pzErr = sqlite3_mprintf("%s: DeBERTa's ConvLayer (conv_kernel_size "
+                               "%d) is not supported", FN, conv);
+      goto fail;
+    }
+    emb = jint(j, "embedding_size", m->d);
+    if (j->rc) goto out;
+    if (emb != m->d) {
+      *pzErr = sqlite3_mprintf("%s: DeBERTa with embedding_size (%d) other "
+                               "than hidden_size (%d) is not supported (its "
+                               "embed_proj)", FN, emb, m->d);
+      goto fail;
+    }
+    if (jbool(j, "relative_attention", 0) != 1) {
+      if (j->rc) goto out;
+      *pzErr = sqlite3_mprintf("%s: DeBERTa without relative_attention is "
+                               "not a relative-position model", FN);
+      goto fail;
+    }
+    if (jbool(j, "position_biased_input", 1) != 0) {
+      if (j->rc) goto out;
+      *pzErr = sqlite3_mprintf("%s: DeBERTa with position_biased_input (its "
+                               "absolute positions) is not supported", FN);
+      goto fail;
+    }
+    if (jbool(j, "share_att_key", 0) != 1) {
+      if (j->rc) goto out;
+      *pzErr = sqlite3_mprintf("%s: DeBERTa with share_att_key false (its "
+                               "pos_key_proj and pos_query_proj) is not "
+                               "supported", FN);
+      goto fail;
+    }
+    v = jint(j, "attention_head_size", m->heads > 0 ? m->d / m->heads : 0);
+    if (j->rc) goto out;
+    if (m->heads > 0 && (sqlite3_int64)v * m->heads != m->d) {
+      *pzErr = sqlite3_mprintf("%s: DeBERTa with attention_head_size (%d) "
+                               "other than hidden_size / num_attention_heads "
+                               "is not supported", FN, v);
+      goto fail;
+    }
+    /* pos_att_type: a list, or "p2c|c2p" as older configs write it; both
+    ** c2p and p2c, nothing else */
+    type = jstep(j, "pos_att_type");
+    if (!type) goto out;
+    {
+      char *list = NULL;
+      int c2p = 0, p2c = 0, other = 0;
+      if (strcmp(type, "text") == 0) {
+        list = sqlite3_mprintf("%s", sqlite3_column_text(j->st, 1));
+      } else if (strcmp(type, "array") == 0) {
+        /* the array's strings joined by | (anything else: '?') */
+        sqlite3_stmt *q = NULL;
+        const char *json = (const char *)sqlite3_column_text(j->st, 1);
+        if (sqlite3_prepare_v2(j->db,
+                               "SELECT coalesce(group_concat(CASE WHEN type "
+                               "= 'text' THEN value ELSE '?' END, '|'), '') "
+                               "FROM json_each(?1)",
+                               -1, &q, NULL) == SQLITE_OK) {
+          sqlite3_bind_text(q, 1, json, -1, SQLITE_TRANSIENT);
+          if (sqlite3_step(q) == SQLITE_ROW)
+            list = sqlite3_mprintf("%s", sqlite3_column_text(q, 0));
+        }
+        sqlite3_finalize(q);
+      } else if (strcmp(type, "null") == 0) {
+        list = sqlite3_mprintf("");
+      } else {
+        jbad(j, "pos_att_type", "a list or a string", type);
+        goto out;
+      }
+      if (!list) {
+        j->rc = SQLITE_NOMEM;
+        goto out;
+      }
+      {
+        char *p = list, *bar;
+        for (;;) {
+          size_t len;
+          char *a = p, *b;
+          bar = strchr(p, '|');
+          len = bar ? (size_t)(bar - p) : strlen(p);
+          while (len && (*a == ' ')) a++, len--;
+          b = a + len;
+          while (len && b[-1] == ' ') b--, len--;
+          if (len == 3 && sqlite3_strnicmp(a, "c2p", 3) == 0) c2p++;
+          else if (len == 3 && sqlite3_strnicmp(a, "p2c", 3) == 0) p2c++;
+          else if (len) other++;
+          if (!bar) break;
+          p = bar + 1;
+        }
+      }
+      if (c2p != 1 || p2c != 1 || other) {
+        char e[RELATTN_ECHO_BUF];
+        *pzErr = sqlite3_mprintf("%s: DeBERTa with pos_att_type '%s' is not "
+                                 "supported (only c2p and p2c together)",
+                                 FN, relattn_echo(e, list, -1));
+        sqlite3_free(list);
+        goto fail;
+      }
+      sqlite3_free(list);
+    }
+    m->pos_type = "deberta";
+    m->max_pos = jint(j, "max_position_embeddings", 512);
+    m->max_rel = jint(j, "max_relative_positions", -1);
+    if (m->max_rel < 1) m->max_rel = m->max_pos;
+    m->buckets = jint(j, "position_buckets", -1);
+    if (m->buckets < 0) m->buckets = 0;
+    s = jstr(j, "norm_rel_ebd", 0);
+    if (j->rc) goto out;
+    if (!s || strcmp(s, "none") == 0)
+      m->rel_ln = 0;
+    else if (strcmp(s, "layer_norm") == 0)
+      m->rel_ln = 1;
+    else {
+      char e[RELATTN_ECHO_BUF];
+      *pzErr = sqlite3_mprintf("%s: DeBERTa with norm_rel_ebd '%s' is not "
+                               "supported (none, layer_norm)",
+                               FN, relattn_echo(e, s, -1));
+      goto fail;
+    }
+    if (m->head == HEAD_CLASSIFIER) {
+      char *pa = jstr(j, "pooler_hidden_act", 0);
+      int ph = jint(j, "pooler_hidden_size", m->d);
+      if (j->rc) {
+        sqlite3_free(pa);
+        goto out;
+      }
+      m->pooler_act = activationOf(pa);
+      if (!m->pooler_act || ph != m->d) {
+        char e[RELATTN_ECHO_BUF];
+        if (!m->pooler_act)
+          *pzErr = sqlite3_mprintf("%s: pooler_hidden_act '%s' is not "
+                                   "supported (gelu, gelu_new, "
+                                   "gelu_pytorch_tanh, relu, tanh)",
+                                   FN, relattn_echo(e, pa, -1));
+        else
+          *pzErr = sqlite3_mprintf("%s: DeBERTa with pooler_hidden_size (%d) "
+                                   "other than hidden_size (%d) is not "
+                                   "supported", FN, ph, m->d);
+        sqlite3_free(pa);
+        goto fail;
+      }
+      sqlite3_free(pa);
+    }
+  }
+
+  if (m->head == HEAD_CLASSIFIER) {
+    /* labels: id2label in id order, ids 0..L-1 each once */
+    sqlite3_stmt *st = NULL;
+    int rc, k;
+    const char *type = jstep(j, "id2label");
+    if (!type) goto out;
+    if (strcmp(type, "null") != 0 && strcmp(type, "object") != 0) {
+      jbad(j, "id2label", "an object", type);
+      goto out;
+    }
+    if (strcmp(type, "object") == 0) {
+      const char *json = (const char *)sqlite3_column_text(j->st, 1);
+      rc = sqlite3_prepare_v2(j->db,
+                              "SELECT key, type, value FROM json_each(?1)",
+                              -1, &st, NULL);
+      if (rc != SQLITE_OK) {
+        j->rc = rc;
+        *pzErr = relattn_sql_errmsg(j->db, FN, rc);
+        goto out;
+      }
+      sqlite3_bind_text(st, 1, json, -1, SQLITE_TRANSIENT);
+      while (sqlite3_step(st) == SQLITE_ROW) m->n_labels++;
+      sqlite3_reset(st);
+      m->labels = sqlite3_malloc64(sizeof *m->labels *
+                                   ((sqlite3_uint64)m->n_labels + 1));
+      if (!m->labels) {
+        sqlite3_finalize(st);
+        j->rc = SQLITE_NOMEM;
+        goto out;
+      }
+      memset(m->labels, 0, sizeof *m->labels * ((size_t)m->n_labels + 1));
+      while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *key = (const char *)sqlite3_column_text(st, 0);
+        const char *vt = (const char *)sqlite3_column_text(st, 1);
+        long id = 0;
+        const char *p = key ? key : "";
+        char e[RELATTN_ECHO_BUF];
+        for (; *p >= '0' && *p <= '9' && id <= m->n_labels; p++)
+          id = 10 * id + (*p - '0');
+        if (!key || !*key || *p || id >= m->n_labels || m->labels[id] ||
+            !vt || strcmp(vt, "text") != 0) {
+          *pzErr = sqlite3_mprintf(
+              "%s: config_json: id2label must map the ids 0 to %d to "
+              "strings, not '%s'",
+              FN, m->n_labels - 1, relattn_echo(e, key, -1));
+          sqlite3_finalize(st);
+          goto fail;
+        }
+        m->labels[id] =
+            sqlite3_mprintf("%s", (const char *)sqlite3_column_text(st, 2));
+        if (!m->labels[id]) {
+          sqlite3_finalize(st);
+          j->rc = SQLITE_NOMEM;
+          goto out;
+        }
+      }
+      sqlite3_finalize(st);
+    }
+    if (m->n_labels == 0) {
+      /* HF's default: LABEL_0, LABEL_1 */
+      m->labels = sqlite3_malloc64(2 * sizeof *m->labels);
+      if (!m->labels) {
+        j->rc = SQLITE_NOMEM;
+        goto out;
+      }
+      m->n_labels = 2;
+      for (k = 0; k < 2; k++) {
+        m->labels[k] = sqlite3_mprintf("LABEL_%d", k);
+        if (!m->labels[k]) {
+          j->rc = SQLITE_NOMEM;
+          goto out;
+        }
+      }
+    }
+    m->problem_type = jstr(j, "problem_type", 0);
+    if (j->rc) goto out;
+    if (!m->problem_type) /* HF's forward: one label is a regression */
+      m->problem_type = sqlite3_mprintf(m->n_labels == 1
+                                            ? "regression"
+                                            : "single_label_classification");
+    if (!m->problem_type) {
+      j->rc = SQLITE_NOMEM;
+      goto out;
+    }
+  }
+out:
+  sqlite3_free(s);
+  return j->rc;
+fail:
+  sqlite3_free(s);
+  return SQLITE_ERROR;
+}
+
+/* ---- the tokenizer ----------------------------------------------------------- */
+
+typedef struct hf_tok {
+  int kind;                        /* RELATTN_TOK_* */
+  int bos, eos, pad, append, sep, mask, unk;
+  int lower, strip, chinese;       /* wordpiece options, -1: null */
+} hf_tok;
+
+/* The id of token text in the tokenizer's file, else in tokenizer_config's
+** added_tokens_decoder ({"128000": {"content": "[MASK]"}}), else -1. */
+static int tokenId(sqlite3 *db, const relattn_tokenizer *t,
+                   const char *tok_config, const char *text) {
+  sqlite3_stmt *st = NULL;
+  int id = relattn_tokenizer_piece_id(t, text);
+  if (id >= 0 || !tok_config) return id;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT key FROM json_each(?1, "
+                         "'$.added_tokens_decoder') WHERE "
+                         "json_extract(value, '$.content') = ?2 AND key "
+                         "NOT GLOB '*[^0-9]*' AND length(key) BETWEEN 1 AND 9",
+                         -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, tok_config, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) id = sqlite3_column_int(st, 0);
+  }
+  sqlite3_finalize(st);
+  return id;
+}
+
+/* The special tokens' ids: each role's text (HF's default for the family,
+** or tokenizer_config.json's cls_token, sep_token, ...) looked up. */
+static int readTokenizer(sqlite3 *db, const hf_model *m,
+                         const char *tok_config, const uint8_t *tok,
+                         size_t tok_n, hf_tok *out, char **pzErr) {
+  static const struct {
+    const char *key, *bert, *t5;
+  } roles[] = {{"cls_token", "[CLS]", NULL}, {"sep_token", "[SEP]", NULL},
+               {"mask_token", "[MASK]", NULL}, {"pad_token", "[PAD]", "<pad>"},
+               {"unk_token", "[UNK]", "<unk>"}, {"eos_token", NULL, "</s>"}};
+  enum { R_CLS, R_SEP, R_MASK, R_PAD, R_UNK, R_EOS, N_ROLES };
+  char *text[N_ROLES];
+  int id[N_ROLES], i, rc = SQLITE_OK;
+  relattn_config c;
+  relattn_tokenizer *t = NULL;
+  char err[256];
+  jdoc j;
+  memset(text, 0, sizeof text);
+  memset(out, 0, sizeof *out);
+  if (!tok) {
+    *pzErr = sqlite3_mprintf("%s: a %s checkpoint needs its tokenizer's file "
+                             "(%s) as tokenizer_blob", FN,
+                             family_name[m->family],
+                             m->family == FAM_BERT      ? "vocab.txt"
+                             : m->family == FAM_DEBERTA ? "spm.model"
+                                                        : "spiece.model");
+    return SQLITE_ERROR;
+  }
+  /* a SentencePiece model is a protobuf whose first field is a piece
+  ** (0x0a); a vocab.txt starts with a token's text */
+  out->kind = tok_n && tok[0] == 0x0a ? RELATTN_TOK_SENTENCEPIECE
+                                      : RELATTN_TOK_WORDPIECE;
+  out->lower = out->kind == RELATTN_TOK_WORDPIECE ? 1 : 0;
+  out->strip = -1;
+  out->chinese = 1;
+  if (tok_config) {
+    if (jopen(&j, db, tok_config, "tokenizer_config_json", pzErr)) return SQLITE_ERROR;
+    {
+      const char *type = jstep(&j, "$");
+      if (type && strcmp(type, "object") != 0) {
+        *pzErr = sqlite3_mprintf("%s: tokenizer_config_json is not a JSON "
+                                 "object", FN);
+        jclose(&j);
+        return SQLITE_ERROR;
+      }
+    }
+    out->lower = jbool(&j, "do_lower_case", out->lower);
+    out->strip = jbool(&j, "strip_accents", -1);
+    out->chinese = jbool(&j, "tokenize_chinese_chars", 1);
+    for (i = 0; i < N_ROLES && j.rc == SQLITE_OK; i++)
+      text[i] = jstr(&j, roles[i].key, 1);
+    rc = j.rc;
+    jclose(&j);
+    if (rc != SQLITE_OK) goto done;
+  }
+  if (out->kind == RELATTN_TOK_SENTENCEPIECE && out->lower == 1) {
+    *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: do_lower_case true "
+                             "is not supported with a SentencePiece "
+                             "tokenizer", FN);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  memset(&c, 0, sizeof c);
+  c.tok_type = out->kind;
+  c.vocab_size = m->vocab > 0 ? m->vocab : 1;
+  c.do_lower_case = out->lower, c.strip_accents = out->strip;
+  c.chinese_chars = out->chinese;
+  c.bos = c.eos = c.pad = c.append = c.sep = c.mask = c.unk = -1;
+  if (relattn_tokenizer_new(&t, &c, tok, tok_n, FN, err, sizeof err) !=
+      RELATTN_OK) {
+    *pzErr = sqlite3_mprintf("%s", err);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  for (i = 0; i < N_ROLES; i++) {
+    const char *want = text[i] ? text[i]
+                       : m->family == FAM_T5 ? roles[i].t5 : roles[i].bert;
+    id[i] = want ? tokenId(db, t, tok_config, want) : -1;
+    if (id[i] < 0 && want &&
+        ((m->family != FAM_T5 && (i == R_CLS || i == R_SEP)) ||
+         (m->family == FAM_T5 && i == R_EOS) ||
+         (i == R_MASK && m->head == HEAD_MLM))) {
+      char e[RELATTN_ECHO_BUF];
+      *pzErr = sqlite3_mprintf("%s: the tokenizer has no '%s' token (%s)%s",
+                               FN, relattn_echo(e, want, -1), roles[i].key,
+                               i == R_MASK ? ", which the masked-LM head "
+                                             "needs" : "");
+      rc = SQLITE_ERROR;
+      goto done;
+    }
+  }
+  out->pad = id[R_PAD], out->unk = id[R_UNK];
+  if (m->family == FAM_T5) {
+    out->bos = -1, out->sep = -1, out->mask = -1;
+    out->eos = out->append = id[R_EOS];
+  } else {
+    out->bos = id[R_CLS];
+    out->eos = out->append = out->sep = id[R_SEP];
+    out->mask = id[R_MASK];
+  }
+done:
+  relattn_tokenizer_free(t);
+  for (i = 0; i < N_ROLES; i++) sqlite3_free(text[i]);
+  return rc;
+}
+
+/* ---- the native config --------------------------------------------------------- */
+
+static void idKey(sqlite3_str *o, const char *key, int id) {
+  if (id >= 0)
+    sqlite3_str_appendf(o, ", \"%s\": %d", key, id);
+  else
+    sqlite3_str_appendf(o, ", \"%s\": null", key);
+}
+
+static char *nativeConfig(sqlite3 *db, const hf_model *m, const hf_tok *k) {
+  sqlite3_str *o = sqlite3_str_new(db);
+  int i, t5 = m->family == FAM_T5;
+  sqlite3_str_appendf(o,
+                      "{\"arch\": \"encoder\", \"vocab_size\": %d, "
+                      "\"d_model\": %d, \"n_layers\": %d, \"n_heads\": %d, "
+                      "\"d_ff\": %d, \"norm\": \"%s\", \"norm_eps\": %!.17g, ",
+                      m->vocab, m->d, m->layers, m->heads, m->ff,
+                      t5 ? "pre" : "post", m->eps);
+  if (t5) {
+    sqlite3_str_appendf(o, "\"norm_kind\": \"rmsnorm\", \"biases\": false, ");
+    if (m->gated) sqlite3_str_appendf(o, "\"ffn\": \"gated\", ");
+  }
+  sqlite3_str_appendf(o, "\"activation\": \"%s\", \"tie_embeddings\": %s, ",
+                      m->act,
+                      m->head == HEAD_MLM && !m->tied ? "false" : "true");
+  if (!t5)
+    sqlite3_str_appendf(o,
+                        "\"embedding\": {\"norm\": true, \"token_types\": "
+                        "%d}, ",
+                        m->types);
+  if (t5)
+    sqlite3_str_appendf(o,
+                        "\"position\": {\"type\": \"t5\", \"num_buckets\": "
+                        "%d, \"max_distance\": %d}, ",
+                        m->t5_buckets, m->t5_dist);
+  else if (m->family == FAM_BERT)
+    sqlite3_str_appendf(o,
+                        "\"position\": {\"type\": \"%s\", "
+                        "\"max_position_embeddings\": %d}, ",
+                        m->pos_type, m->max_pos);
+  else
+    sqlite3_str_appendf(o,
+                        "\"position\": {\"type\": \"deberta\", "
+                        "\"position_buckets\": %d, "
+                        "\"max_relative_positions\": %d, \"norm_rel_ebd\": "
+                        "\"%s\"}, ",
+                        m->buckets, m->max_rel,
+                        m->rel_ln ? "layer_norm" : "none");
+  sqlite3_str_appendf(o, "\"head\": \"%s\", ",
+                      m->head == HEAD_MLM          ? "mlm"
+                      : m->head == HEAD_CLASSIFIER ? "classifier"
+                                                   : "none");
+  if (m->head == HEAD_MLM)
+    sqlite3_str_appendf(o, "\"head_activation\": \"%s\", ", m->head_act);
+  if (m->pooler_act)
+    sqlite3_str_appendf(o, "\"pooler\": {\"activation\": \"%s\"}, ",
+                        m->pooler_act);
+  if (m->head == HEAD_CLASSIFIER) {
+    sqlite3_str_appendf(o, "\"labels\": [");
+    for (i = 0; i < m->n_labels; i++) {
+      if (i) sqlite3_str_appendf(o, ", ");
+      jsonString(o, m->labels[i]);
+    }
+    sqlite3_str_appendf(o, "], \"problem_type\": ");
+    jsonString(o, m->problem_type);
+    sqlite3_str_appendf(o, ", ");
+  }
+  sqlite3_str_appendf(o, "\"tokenizer\": {\"type\": \"%s\"",
+                      relattn_tokenizer_kind_name(k->kind));
+  idKey(o, "bos", k->bos);
+  idKey(o, "eos", k->eos);
+  idKey(o, "pad", k->pad);
+  idKey(o, "append", k->append);
+  idKey(o, "sep", k->sep);
+  idKey(o, "mask", k->mask);
+  idKey(o, "unk", k->unk);
+  if (k->kind == RELATTN_TOK_WORDPIECE) {
+    sqlite3_str_appendf(o, ", \"do_lower_case\": %s",
+                        k->lower ? "true" : "false");
+    if (k->strip >= 0)
+      sqlite3_str_appendf(o, ", \"strip_accents\": %s",
+                          k->strip ? "true" : "false");
+    sqlite3_str_appendf(o, ", \"tokenize_chinese_chars\": %s",
+                        k->chinese ? "true" : "false");
+  }
+  sqlite3_str_appendf(o, "}, \"source\": {\"family\": \"%s\", \"class\": ",
+                      family_name[m->family]);
+  if (m->cls)
+    jsonString(o, m->cls);
+  else
+    sqlite3_str_appendf(o, "null");
+  sqlite3_str_appendf(o, ", \"model_type\": ");
+  jsonString(o, m->model_type);
+  sqlite3_str_appendf(o, "}}");
+  return sqlite3_str_finish(o);
+}
+
+/* ---- relattn_import's entry points ------------------------------------------- */
+
+int relattn_hf_is_config(sqlite3 *db, const char *json) {
+  sqlite3_stmt *st = NULL;
+  int is = 0;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT json_valid(?1) AND json_type(?1) = 'object' "
+                         "AND json_type(?1, '$.model_type') IS NOT NULL AND "
+                         "json_type(?1, '$.arch') IS NULL",
+                         -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) is = sqlite3_column_int(st, 0);
+  }
+  sqlite3_finalize(st);
+  return is;
+}
+
+/* Transposes a [rows, cols] tensor of esize-byte elements. */
+static uint8_t *transposed(const uint8_t *p, int64_t rows, int64_t cols,
+                           size_t esize) {
+  uint8_t *q = sqlite3_malloc64((sqlite3_uint64)(rows * cols) * esize + 1);
+  int64_t r, c;
+  if (!q) return NULL;
+  for (r = 0; r < rows; r++)
+    for (c = 0; c < cols; c++)
+      memcpy(q + ((size_t)(c * rows + r)) * esize,
+             p + ((size_t)(r * cols + c)) * esize, esize);
+  return q;
+}
+
+int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
+                   relattn_st_tensor *t, int n, const char *const *raw_dtype,
+                   const uint8_t *data, const uint8_t *tok, size_t tok_n,
+                   unsigned char *skip, uint8_t **own, char **native,
+                   char **pzErr) {
+  hf_model m;
+  hf_tok k;
+  jdoc j;
+  char **orig = NULL;
+  int i, a, rc, has_pred_bias, has_shared;
+  *native = NULL;
+  *pzErr = NULL;
+  memset(&m, 0, sizeof m);
+  if (jopen(&j, db, hf_config, "config_json", pzErr)) return SQLITE_ERROR;
+  rc = readConfig(&j, &m, t, n, pzErr);
+  jclose(&j);
+  if (rc == SQLITE_OK && !*pzErr && j.rc == SQLITE_OK)
+    rc = readTokenizer(db, &m, tok_config, tok, tok_n, &k, pzErr);
+  if (rc != SQLITE_OK || *pzErr) goto done;
+
+  /* each tensor: its native name, or left out (the names are looked at
+  ** before any is renamed) */
+  has_pred_bias = hasTensor(t, n, &m, "cls.predictions.bias");
+  has_shared = hasTensor(t, n, &m, "shared.weight");
+  orig = sqlite3_malloc64(sizeof *orig * ((sqlite3_uint64)n + 1));
+  if (!orig) goto nomem;
+  memset(orig, 0, sizeof *orig * ((size_t)n + 1));
+  for (i = 0; i < n; i++) {
+    const char *nat = NULL, *s = stripPrefix(&m, t[i].name);
+    int layer;
+    char e[RELATTN_ECHO_BUF];
+    relattn_echo(e, t[i].name, -1);
+    if (!lookupName(&m, t[i].name, &nat, &layer)) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' is not part of a %s "
+                               "checkpoint that relattn knows (%s)",
+                               FN, e, family_name[m.family],
+                               m.cls ? m.cls : "no architectures");
+      rc = SQLITE_ERROR;
+      goto done;
+    }
+    /* what HF's class leaves out, this import leaves out */
+    if (nat && strncmp(nat, "pooler.", 7) == 0 && !m.pooler_act) nat = NULL;
+    if (nat && (strncmp(nat, "mlm.", 4) == 0 || strcmp(nat, "lm_head") == 0) &&
+        m.head != HEAD_MLM)
+      nat = NULL;
+    if (nat && strcmp(nat, "lm_head") == 0 && m.tied) nat = NULL; /* a copy */
+    if (nat && strcmp(s, "cls.predictions.decoder.bias") == 0 &&
+        has_pred_bias)
+      nat = NULL; /* the same parameter as cls.predictions.bias */
+    if (nat && strncmp(nat, "classifier.", 11) == 0 &&
+        m.head != HEAD_CLASSIFIER)
+      nat = NULL;
+    if (nat && strncmp(nat, "rel_emb_norm.", 13) == 0 && !m.rel_ln) nat = NULL;
+    if (nat && strcmp(s, "encoder.embed_tokens.weight") == 0 && has_shared)
+      nat = NULL; /* tied to shared */
+    if (!nat) {
+      skip[i] = 1;
+      continue;
+    }
+    if (raw_dtype && raw_dtype[i]) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has dtype '%s'; expected F32, "
+                               "F16 or BF16", FN, e, raw_dtype[i]);
+      rc = SQLITE_ERROR;
+      goto done;
+    }
+    if (strcmp(nat, "rel_bias") == 0 && t[i].ndim == 2) {
+      /* HF: [num_buckets, heads]; relattn: [heads, num_buckets] */
+      int64_t r = t[i].shape[0], c = t[i].shape[1];
+      own[i] = transposed(data + t[i].begin, r, c,
+                          relattn_dtype_size(t[i].dtype));
+      if (!own[i]) goto nomem;
+      t[i].shape[0] = c, t[i].shape[1] = r;
+    }
+    orig[i] = (char *)t[i].name;
+    t[i].name = nativeName(nat, layer);
+    if (!t[i].name) {
+      t[i].name = orig[i];
+      orig[i] = NULL;
+      goto nomem;
+    }
+  }
+  /* two HF names for one tensor (with and without the prefix) */
+  for (i = 0; i < n; i++)
+    for (a = i + 1; !skip[i] && a < n; a++)
+      if (!skip[a] && strcmp(t[i].name, t[a].name) == 0) {
+        char e1[RELATTN_ECHO_BUF], e2[RELATTN_ECHO_BUF];
+        *pzErr = sqlite3_mprintf("%s: tensors '%s' and '%s' are both '%s'",
+                                 FN, relattn_echo(e1, orig[i], -1),
+                                 relattn_echo(e2, orig[a], -1), t[i].name);
+        rc = SQLITE_ERROR;
+        goto done;
+      }
+  *native = nativeConfig(db, &m, &k);
+  if (!*native) goto nomem;
+  rc = SQLITE_OK;
+  goto done;
+nomem:
+  rc = SQLITE_NOMEM;
+  sqlite3_free(*pzErr);
+  *pzErr = sqlite3_mprintf("%s: out of memory", FN);
+done:
+  if (orig)
+    for (i = 0; i < n; i++) sqlite3_free(orig[i]);
+  sqlite3_free(orig);
+  modelFree(&m);
+  if (*pzErr && rc == SQLITE_OK) rc = SQLITE_ERROR;
+  return rc;
+}

@@ -1,0 +1,216 @@
+"""relattn_import of Hugging Face checkpoints (docs/reference.md, Hugging
+Face checkpoints): what it refuses, with the exact messages, before it
+stores anything; the tiny HF-layout checkpoints come from
+tests/hf/checkpoints.py (HF's tensor names and config.json keys)."""
+import json
+import pathlib
+import sqlite3
+import sys
+
+import numpy as np
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "hf"))
+import checkpoints  # noqa: E402
+import safetensors_py  # noqa: E402
+
+
+def weights(ck, params=None, buffers=None):
+    tensors = dict(ck.params if params is None else params)
+    for k, v in (ck.buffers if buffers is None else buffers).items():
+        tensors[k] = checkpoints.i64(v)
+    return safetensors_py.write(tensors, metadata={"format": "pt"})
+
+
+def run(db, ck, config=None, params=None, tok=..., tok_config=...,
+        buffers=None):
+    cfg = dict(ck.config) if config is None else config
+    return db.execute(
+        "SELECT relattn_import('m', ?, ?, ?, ?)",
+        (weights(ck, params, buffers), json.dumps(cfg),
+         ck.tok_bytes if tok is ... else tok,
+         json.dumps(ck.tok_config) if tok_config is ... else tok_config)
+    ).fetchone()[0]
+
+
+def refused(db, ck, message, **kw):
+    with pytest.raises(sqlite3.OperationalError) as e:
+        run(db, ck, **kw)
+    assert str(e.value) == message
+    # nothing stored: no tables, or no row
+    assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = "
+                      "'relattn_model'").fetchone()[0] == 0
+
+
+@pytest.fixture
+def bert(tmp_path, rng):
+    return checkpoints.bert(tmp_path / "bert", rng,
+                            "BertForSequenceClassification", "relative_key")
+
+
+@pytest.fixture
+def deberta(tmp_path, rng):
+    return checkpoints.deberta(tmp_path / "deberta", rng,
+                               "DebertaV2ForSequenceClassification")
+
+
+@pytest.fixture
+def t5(tmp_path, rng):
+    return checkpoints.t5(tmp_path / "t5", rng, "T5EncoderModel")
+
+
+def with_keys(ck, **kw):
+    cfg = json.loads(json.dumps(ck.config))
+    for k, v in kw.items():
+        if v is None:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    return cfg
+
+
+def test_unknown_model_type(db, bert):
+    refused(db, bert, "relattn_import: model_type 'roberta' is not "
+            "supported; the known ones are bert (relative_key, "
+            "relative_key_query), deberta-v2, t5 and mt5",
+            config=with_keys(bert, model_type="roberta"))
+
+
+@pytest.mark.parametrize("value", ["absolute", None])
+def test_bert_absolute_positions(db, bert, value):
+    """absent is HF's default, absolute"""
+    refused(db, bert, "relattn_import: BERT with absolute positions is not "
+            "a relative-position model",
+            config=with_keys(bert, position_embedding_type=value))
+
+
+def test_bert_other_refusals(db, bert):
+    refused(db, bert, "relattn_import: position_embedding_type 'rotary' is "
+            "not supported (relative_key, relative_key_query)",
+            config=with_keys(bert, position_embedding_type="rotary"))
+    refused(db, bert, "relattn_import: hidden_act 'silu' is not supported "
+            "(gelu, gelu_new, gelu_pytorch_tanh, relu)",
+            config=with_keys(bert, hidden_act="silu"))
+    refused(db, bert, "relattn_import: architectures[0] "
+            "'BertForTokenClassification' is not supported; the known ones "
+            "are BertModel, BertForMaskedLM and BertForSequenceClassification",
+            config=with_keys(bert, architectures=["BertForTokenClassification"]))
+    refused(db, bert, "relattn_import: is_decoder true (a causal BERT) is "
+            "not supported", config=with_keys(bert, is_decoder=True))
+    refused(db, bert, "relattn_import: config_json: 'hidden_size' must be an "
+            "integer, not text", config=with_keys(bert, hidden_size="32"))
+    refused(db, bert, "relattn_import: config_json: id2label must map the "
+            "ids 0 to 2 to strings, not '7'",
+            config=with_keys(bert, id2label={"0": "a", "1": "b", "7": "c"}))
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("conv_kernel_size", 3, "DeBERTa's ConvLayer (conv_kernel_size 3) is not "
+     "supported"),
+    ("embedding_size", 16, "DeBERTa with embedding_size (16) other than "
+     "hidden_size (32) is not supported (its embed_proj)"),
+    ("pos_att_type", ["c2p"], "DeBERTa with pos_att_type 'c2p' is not "
+     "supported (only c2p and p2c together)"),
+    ("pos_att_type", "p2c|c2p|p2p", "DeBERTa with pos_att_type 'p2c|c2p|p2p' "
+     "is not supported (only c2p and p2c together)"),
+    ("share_att_key", False, "DeBERTa with share_att_key false (its "
+     "pos_key_proj and pos_query_proj) is not supported"),
+    ("share_att_key", None, "DeBERTa with share_att_key false (its "
+     "pos_key_proj and pos_query_proj) is not supported"),
+    ("position_biased_input", True, "DeBERTa with position_biased_input (its "
+     "absolute positions) is not supported"),
+    ("relative_attention", False, "DeBERTa without relative_attention is not "
+     "a relative-position model"),
+    ("norm_rel_ebd", "layer_norm|batch", "DeBERTa with norm_rel_ebd "
+     "'layer_norm|batch' is not supported (none, layer_norm)"),
+    ("pooler_hidden_act", "mish", "pooler_hidden_act 'mish' is not supported "
+     "(gelu, gelu_new, gelu_pytorch_tanh, relu, tanh)"),
+])
+def test_deberta_refusals(db, deberta, key, value, message):
+    refused(db, deberta, "relattn_import: " + message,
+            config=with_keys(deberta, **{key: value}))
+
+
+def test_t5_refusals(db, t5, tmp_path, rng):
+    refused(db, t5, "relattn_import: T5 with d_kv * num_heads (16 * 4) other "
+            "than d_model (32) is not supported",
+            config=with_keys(t5, d_kv=16))
+    refused(db, t5, "relattn_import: feed_forward_proj 'gated-silu' is not "
+            "supported (relu, gated-gelu, gated-relu, gelu_new)",
+            config=with_keys(t5, feed_forward_proj="gated-silu"))
+    refused(db, t5, "relattn_import: architectures[0] 'T5ForQuestionAnswering'"
+            " is not supported; the known ones are T5EncoderModel and "
+            "T5ForConditionalGeneration (its encoder)",
+            config=with_keys(t5, architectures=["T5ForQuestionAnswering"]))
+    # the decoder's tensors are left out only for the whole model's class
+    whole = checkpoints.t5(tmp_path / "whole", rng, "T5ForConditionalGeneration")
+    refused(db, whole, "relattn_import: tensor 'decoder.block.0.layer.0."
+            "SelfAttention.q.weight' is not part of a t5 checkpoint that "
+            "relattn knows (T5EncoderModel)",
+            config=with_keys(whole, architectures=["T5EncoderModel"]))
+
+
+def test_unknown_tensors_are_named(db, bert):
+    p = dict(bert.params)
+    p["bert.encoder.layer.0.attention.self.rotary.weight"] = np.ones((2, 2), np.float32)
+    refused(db, bert, "relattn_import: tensor 'bert.encoder.layer.0.attention."
+            "self.rotary.weight' is not part of a bert checkpoint that "
+            "relattn knows (BertForSequenceClassification)", params=p)
+    # a layer the config does not have
+    p = dict(bert.params)
+    p["bert.encoder.layer.2.output.dense.bias"] = np.ones(32, np.float32)
+    refused(db, bert, "relattn_import: tensor 'bert.encoder.layer.2.output."
+            "dense.bias' is not part of a bert checkpoint that relattn knows "
+            "(BertForSequenceClassification)", params=p)
+    # one tensor under two names
+    p = dict(bert.params)
+    p["embeddings.word_embeddings.weight"] = p["bert.embeddings.word_embeddings.weight"]
+    refused(db, bert, "relattn_import: tensors 'bert.embeddings.word_"
+            "embeddings.weight' and 'embeddings.word_embeddings.weight' are "
+            "both 'tok_emb'", params=p)
+    # an integer tensor where a weight goes
+    p = dict(bert.params)
+    name = "bert.encoder.layer.1.output.dense.bias"
+    del p[name]
+    refused(db, bert, f"relattn_import: tensor '{name}' has dtype 'I64'; "
+            "expected F32, F16 or BF16", params=p,
+            buffers={name: np.arange(32)})
+
+
+def test_tokenizer_refusals(db, bert, deberta):
+    refused(db, bert, "relattn_import: a bert checkpoint needs its "
+            "tokenizer's file (vocab.txt) as tokenizer_blob", tok=None)
+    refused(db, deberta, "relattn_import: a deberta-v2 checkpoint needs its "
+            "tokenizer's file (spm.model) as tokenizer_blob", tok=None)
+    vocab = bert.tok_bytes.replace(b"[CLS]\n", b"[CLX]\n")
+    tc = {k: v for k, v in bert.tok_config.items() if k != "added_tokens_decoder"}
+    refused(db, bert, "relattn_import: the tokenizer has no '[CLS]' token "
+            "(cls_token)", tok=vocab, tok_config=json.dumps(tc))
+    tc = dict(bert.tok_config, cls_token="<cls>")
+    refused(db, bert, "relattn_import: the tokenizer has no '<cls>' token "
+            "(cls_token)", tok_config=json.dumps(tc))
+    tc = dict(deberta.tok_config, do_lower_case=True)
+    refused(db, deberta, "relattn_import: tokenizer_config_json: "
+            "do_lower_case true is not supported with a SentencePiece "
+            "tokenizer", tok_config=json.dumps(tc))
+    refused(db, deberta, "relattn_import: tokenizer_config_json is not a "
+            "JSON object", tok_config="[1]")
+
+
+def test_tokenizer_config_needs_an_hf_config(db):
+    sys.path.insert(0, str(HERE))
+    import reference_model as ref
+    rng = np.random.default_rng(0)
+    cfg = ref.random_config(rng)
+    blob = ref.safetensors_bytes(ref.random_params(rng, cfg), cfg)
+    with pytest.raises(sqlite3.OperationalError) as e:
+        db.execute("SELECT relattn_import('m', ?, NULL, NULL, '{}')", (blob,))
+    assert str(e.value) == ("relattn_import: tokenizer_config_json goes with "
+                            "a Hugging Face config.json (one with model_type) "
+                            "as config_json")
+    with pytest.raises(sqlite3.OperationalError) as e:
+        db.execute("SELECT relattn_import('m', ?, NULL, NULL, 3)", (blob,))
+    assert str(e.value) == ("relattn_import: tokenizer_config_json must be "
+                            "TEXT (JSON) or NULL")
