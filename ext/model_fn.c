@@ -124,7 +124,7 @@ static int callRun(model_call *mc, const char *fn, relattn_fwd *f,
   rc = relattn_forward(mc->m, f, pool, err, sizeof err);
   relattn_watch_end(&watch);
   if (rc == RELATTN_OK)
-    rc = relattn_forward_check_finite(f, mc->m->cfg.d_model, err, sizeof err);
+    rc = relattn_forward_check_finite(f, &mc->m->cfg, err, sizeof err);
   relattn_blas_restore(blas);
   /* The scratch stays for the next call, unless a rare long sequence made it
   ** big: then the connection should not hold that memory until it closes. */

@@ -583,7 +583,7 @@ static void scanRun(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
   for (i = 0; i < count; i++) {
     if (rc == RELATTN_OK &&
         (slot[i]->status = relattn_forward_check_finite(
-             &f[i], cur->model->cfg.d_model, slot[i]->err, ERR_LEN)) !=
+             &f[i], &cur->model->cfg, slot[i]->err, ERR_LEN)) !=
             RELATTN_OK)
       continue;
     if (rc != RELATTN_OK) {

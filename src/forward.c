@@ -14,6 +14,10 @@
 **   model adds pos_emb[i] to row i of x first (attention as none).
 **   ffn:  act(h W1^T + b1) W2^T + b2, act = GELU (erf form), GELU (tanh
 **   form) or ReLU; gated: (act(h W1^T + b1) * (h W3^T + b3)) W2^T + b2.
+**   heads (on the final x): cls = x[0]; pooled = act(cls P^T + p) (a
+**   pooler); classifier logits = (pooled or cls) C^T + c; masked LM at the
+**   rows asked: log_softmax(norm(act(x W^T + b)) E^T + mlm.bias), E = tok_emb
+**   when tied, else lm_head (BERT's BertLMPredictionHead).
 **
 ** relattn_forward_batch takes several sequences in one call (one set of
 ** buffers, one round of tasks per step); each is computed exactly as if alone.
@@ -95,6 +99,8 @@ static size_t rows_floats(const relattn_config *c, int rows) {
   return round16((size_t)rows * w);
 }
 
+static size_t fill_floats(const relattn_config *c, int rows);
+
 /* Floats of the activation buffers for n rows in count sequences; 0 on
 ** overflow. */
 static size_t acts_floats(const relattn_config *c, int n, int count) {
@@ -123,8 +129,16 @@ size_t relattn_forward_memory(const relattn_model *m, int n, int count,
   if (!m || workers < 1) return 0;
   c = &m->cfg;
   acts = acts_floats(c, n, count);
+  /* a masked-LM model's block buffer also holds two blocks of d_model
+  ** rows; its fill blocks' list is at most (n / 64 + count) entries */
   if (!acts || !relattn_mul_ok(acts, sizeof(float), &total) ||
-      !relattn_mul_ok(rows_floats(c, n), sizeof(float), &per))
+      !relattn_mul_ok(c->head == RELATTN_HEAD_MLM &&
+                              fill_floats(c, n) > rows_floats(c, n)
+                          ? fill_floats(c, n)
+                          : rows_floats(c, n),
+                      sizeof(float), &per) ||
+      (c->head == RELATTN_HEAD_MLM &&
+       !relattn_add_ok(total, 12 * max_blocks(n, count), &total)))
     return 0;
   memset(&a, 0, sizeof a);
   a.n = n;
@@ -381,6 +395,27 @@ static void activate(float *x, size_t count, int activation) {
   for (; i < count; i++) x[i] = gelu1(x[i]);
 }
 
+/* The heads' activations on floats (mlm.dense): those of the FFN, and tanh,
+** which only the heads take. */
+static void activate_head(float *x, size_t count, int activation) {
+  size_t i;
+  if (activation == RELATTN_TANH)
+    for (i = 0; i < count; i++) x[i] = tanhf(x[i]);
+  else
+    activate(x, count, activation);
+}
+
+/* The same on one double (the pooler, computed in double). */
+static double activate1(double x, int activation) {
+  switch (activation) {
+    case RELATTN_RELU: return x > 0 ? x : 0;
+    case RELATTN_TANH: return tanh(x);
+    case RELATTN_GELU_TANH:
+      return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    default: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752));
+  }
+}
+
 /* ---- the pass -------------------------------------------------------------- */
 
 /* One pass over count sequences packed row after row: every row-wise step
@@ -402,6 +437,9 @@ typedef struct fwd_ctx {
   int block_max;         /* rows of the largest block */
   relattn_scheme *schemes; /* (count) the terms of each sequence, or NULL (shaw) */
   int failed;            /* a worker's scratch could not be had */
+  int32_t *fills;        /* (n_fills, 3): sequence, first fill row, rows */
+  int n_fills;
+  int fill_max;          /* rows of the largest fill block */
 } fwd_ctx;
 
 /* The rows of task (block) number task: sets *r0, returns the count. */
@@ -483,6 +521,11 @@ static int wants_head(const relattn_fwd *f) {
   return f->logprob || f->top_token || f->top_logprob;
 }
 
+/* Outputs read from the final hidden rows (all layers run). */
+static int wants_rows(const relattn_fwd *f) {
+  return f->embedding || f->cls || f->pooled || f->logits || f->fill;
+}
+
 /* Logits of a block of rows, then per row the log-softmax at the next token
 ** and the most likely token. A sequence's last row predicts nothing. */
 static void head_task(void *ctxp, int task, int worker) {
@@ -512,6 +555,95 @@ static void head_task(void *ctxp, int task, int worker) {
     if (f->top_token) f->top_token[i] = arg;
     if (f->top_logprob) f->top_logprob[i] = mx - lse;
   }
+}
+
+/* Floats of a worker's buffer for a masked-LM block of rows: the gathered
+** rows, their hidden rows, and their logits. */
+static size_t fill_floats(const relattn_config *c, int rows) {
+  if (rows > ROWS_MAX) rows = ROWS_MAX;
+  return 2 * round16((size_t)rows * (size_t)c->d_model) +
+         round16((size_t)rows * (size_t)c->vocab_size);
+}
+
+/* The masked-LM head on a block of a sequence's fill rows: logits, then per
+** row the log-softmax of its fill_k best tokens, best first (the lower id
+** first on a tie). */
+static void fill_task(void *ctxp, int task, int worker) {
+  fwd_ctx *c = ctxp;
+  const relattn_model *m = c->m;
+  const relattn_config *cfg = &m->cfg;
+  const int s = c->fills[3 * task], i0 = c->fills[3 * task + 1];
+  const int rows = c->fills[3 * task + 2], d = c->d, V = cfg->vocab_size;
+  relattn_fwd *f = &c->f[s];
+  float *g = relattn_pool_scratch_slot(c->pool, worker, SLOT_ROWS,
+                                       fill_floats(cfg, c->fill_max) *
+                                           sizeof(float));
+  float *h, *logits;
+  int r, t, j, k = f->fill_k;
+  if (!g) {
+    c->failed = 1;
+    return;
+  }
+  h = g + round16((size_t)rows * d);
+  logits = h + round16((size_t)rows * d);
+  for (r = 0; r < rows; r++)
+    memcpy(g + (size_t)r * d,
+           c->x + ((size_t)c->start[s] + (size_t)f->fill[i0 + r]) * d,
+           sizeof(float) * d);
+  linear(h, d, g, d, rows, d, d, m->mlm_w, m->mlm_b, 0.0f);
+  activate_head(h, (size_t)rows * d, cfg->head_activation);
+  model_norm(m, h, h, rows, m->mlm_ln_w, m->mlm_ln_b);
+  linear(logits, V, h, d, rows, d, V, m->lm_head, m->mlm_bias, 0.0f);
+  for (r = 0; r < rows; r++) {
+    const float *z = logits + (size_t)r * V;
+    int32_t *tok = f->fill_token + (size_t)(i0 + r) * k;
+    float *lp = f->fill_logprob + (size_t)(i0 + r) * k;
+    float mx = z[0], lse;
+    double sum = 0;
+    int have = 0;
+    for (t = 1; t < V; t++)
+      if (z[t] > mx) mx = z[t];
+    for (t = 0; t < V; t++) sum += expf(z[t] - mx);
+    lse = mx + (float)log(sum);
+    /* the k best by insertion: a token enters only above a strictly smaller
+    ** logit, so equal logits keep id order */
+    for (t = 0; t < V; t++) {
+      if (have == k && !(z[t] > z[tok[k - 1]])) continue;
+      j = have < k ? have++ : k - 1;
+      for (; j > 0 && z[t] > z[tok[j - 1]]; j--) tok[j] = tok[j - 1];
+      tok[j] = t;
+    }
+    for (j = 0; j < k; j++) lp[j] = z[tok[j]] - lse;
+  }
+}
+
+/* The pooler and the classifier of sequence s on its final row 0, in
+** double: one row, so a plain loop (the same bits on any BLAS). */
+static void pool_rows(const fwd_ctx *c, relattn_fwd *f, int s) {
+  const relattn_model *m = c->m;
+  const relattn_config *cfg = &m->cfg;
+  const int d = c->d;
+  const float *x0 = c->x + (size_t)c->start[s] * d, *in = x0;
+  float *pooled = f->pooled;
+  int o, j;
+  if (f->cls) memcpy(f->cls, x0, sizeof(float) * d);
+  if (cfg->pooler && (f->pooled || f->logits)) {
+    if (!pooled) pooled = c->h + (size_t)c->start[s] * d; /* spent rows */
+    for (o = 0; o < d; o++) {
+      const float *w = m->pool_w + (size_t)o * d;
+      double acc = m->pool_b[o];
+      for (j = 0; j < d; j++) acc += (double)w[j] * x0[j];
+      pooled[o] = (float)activate1(acc, cfg->pooler_activation);
+    }
+    in = pooled;
+  }
+  if (f->logits)
+    for (o = 0; o < cfg->n_labels; o++) {
+      const float *w = m->cls_w + (size_t)o * d;
+      double acc = m->cls_b[o];
+      for (j = 0; j < d; j++) acc += (double)w[j] * in[j];
+      f->logits[o] = (float)acc;
+    }
 }
 
 /* The attention of sequence s in the current layer. */
@@ -612,6 +744,37 @@ static int check_request(const relattn_model *m, const relattn_fwd *f, int s,
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "relattn_forward: an encoder model has no next-token "
                           "probabilities");
+  if (wants_head(f) && cfg->head != RELATTN_HEAD_LM)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "relattn_forward: the model's head is '%s': no "
+                          "next-token probabilities",
+                          relattn_head_name(cfg->head));
+  if (f->pooled && !cfg->pooler)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "relattn_forward: the model has no pooler");
+  if (f->logits && cfg->head != RELATTN_HEAD_CLASSIFIER)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "relattn_forward: the model's head is '%s', not "
+                          "'classifier'",
+                          relattn_head_name(cfg->head));
+  if (f->fill) {
+    if (cfg->head != RELATTN_HEAD_MLM)
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "relattn_forward: the model's head is '%s', not "
+                            "'mlm'",
+                            relattn_head_name(cfg->head));
+    if (f->n_fill < 1 || f->fill_k < 1 || f->fill_k > cfg->vocab_size ||
+        !f->fill_token || !f->fill_logprob)
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "relattn_forward: a fill request needs rows, k "
+                            "in [1, vocab_size] and its outputs");
+    for (i = 0; i < f->n_fill; i++)
+      if (f->fill[i] < 0 || f->fill[i] >= f->n)
+        return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                              "relattn_forward: fill row %d is outside the "
+                              "sequence of %d",
+                              (int)f->fill[i], f->n);
+  }
   if (f->embedding && (f->mean_from < 0 || f->mean_from >= f->n))
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "relattn_forward: mean_from %d leaves no row of %d",
@@ -630,10 +793,10 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
                           relattn_pool *pool, char *err, size_t errlen) {
   const relattn_config *cfg;
   fwd_ctx c;
-  int want_head = 0, want_final = 0, n_layers = 0, n_blocks, i, s, l, rc;
-  int b, rows, type;
+  int want_head = 0, want_final = 0, want_fill = 0, n_layers = 0, n_blocks;
+  int i, s, l, rc, b, rows, type;
   float *acts;
-  size_t nd, total = 0;
+  size_t nd, total = 0, fill_total = 0;
 
   if (!m || !f || count < 1 || !pool)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
@@ -647,7 +810,11 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
       return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
                             "relattn_forward: over 2^31 rows in one batch");
     if (wants_head(&f[s])) want_head = 1;
-    if (wants_head(&f[s]) || f[s].embedding) want_final = 1;
+    if (wants_head(&f[s]) || wants_rows(&f[s])) want_final = 1;
+    if (f[s].fill) {
+      want_fill = 1;
+      fill_total += (size_t)f[s].n_fill / ROWS_MIN + 1;
+    }
     if (f[s].map && f[s].map_layer + 1 > n_layers)
       n_layers = f[s].map_layer + 1;
   }
@@ -733,6 +900,31 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
   if (want_final && !c.failed && cfg->norm == RELATTN_NORM_PRE)
     relattn_pool_run(pool, n_blocks, final_norm_task, &c);
   if (want_head && !c.failed) relattn_pool_run(pool, n_blocks, head_task, &c);
+  if (want_fill && !c.failed && !relattn_pool_cancelled(pool)) {
+    /* the masked-LM rows of each sequence in blocks sized by its request
+    ** alone (DETERMINISM) */
+    c.fills = relattn_alloc(sizeof(int32_t) * 3 * fill_total);
+    if (!c.fills) {
+      rc = relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                          "relattn_forward: out of memory");
+      goto done;
+    }
+    for (s = 0; s < count; s++) {
+      if (!f[s].fill) continue;
+      rows = row_block(f[s].n_fill);
+      for (b = 0; b < f[s].n_fill; b += rows, c.n_fills++) {
+        c.fills[3 * c.n_fills] = s;
+        c.fills[3 * c.n_fills + 1] = b;
+        c.fills[3 * c.n_fills + 2] =
+            f[s].n_fill - b < rows ? f[s].n_fill - b : rows;
+        if (c.fills[3 * c.n_fills + 2] > c.fill_max)
+          c.fill_max = c.fills[3 * c.n_fills + 2];
+      }
+    }
+    relattn_pool_run(pool, c.n_fills, fill_task, &c);
+  }
+  relattn_free(c.fills);
+  c.fills = NULL;
   free_schemes(&c);
   /* the host asked to stop (relattn_pool_set_cancel): tasks were skipped */
   if (relattn_pool_cancelled(pool))
@@ -744,6 +936,7 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
   for (s = 0; s < count; s++) {
     double sum;
     int j, rows;
+    if (f[s].cls || f[s].pooled || f[s].logits) pool_rows(&c, &f[s], s);
     if (!f[s].embedding) continue;
     rows = f[s].n - f[s].mean_from;
     for (j = 0; j < c.d; j++) {
@@ -764,11 +957,13 @@ int relattn_forward(const relattn_model *m, relattn_fwd *f, relattn_pool *pool,
   return relattn_forward_batch(m, f, 1, pool, err, errlen);
 }
 
-int relattn_forward_check_finite(const relattn_fwd *f, int d_model, char *err,
+int relattn_forward_check_finite(const relattn_fwd *f, const relattn_config *c,
+                                 char *err,
                                  size_t errlen) {
   static const char why[] = "is not finite (NaN or Inf): the weights are too "
                             "large for float32";
   const size_t rows = f->n > 1 ? (size_t)f->n - 1 : 0;
+  const int d_model = c->d_model;
   size_t bad;
   if (f->logprob &&
       (bad = relattn_find_nonfinite(f->logprob, RELATTN_F32, rows)) < rows)
@@ -785,6 +980,31 @@ int relattn_forward_check_finite(const relattn_fwd *f, int d_model, char *err,
                           (size_t)d_model)
     return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
                           "the model's embedding (element %zu) %s", bad, why);
+  if (f->cls && (bad = relattn_find_nonfinite(f->cls, RELATTN_F32,
+                                               (size_t)d_model)) <
+                    (size_t)d_model)
+    return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                          "the model's final row 0 (element %zu) %s", bad,
+                          why);
+  if (f->pooled && (bad = relattn_find_nonfinite(f->pooled, RELATTN_F32,
+                                                  (size_t)d_model)) <
+                       (size_t)d_model)
+    return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                          "the model's pooled vector (element %zu) %s", bad,
+                          why);
+  if (f->logits && (bad = relattn_find_nonfinite(f->logits, RELATTN_F32,
+                                                  (size_t)c->n_labels)) <
+                       (size_t)c->n_labels)
+    return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                          "the model's logit of label %zu %s", bad, why);
+  if (f->fill && f->fill_logprob) {
+    size_t cells = (size_t)f->n_fill * (size_t)f->fill_k;
+    if ((bad = relattn_find_nonfinite(f->fill_logprob, RELATTN_F32, cells)) <
+        cells)
+      return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                            "the model's log-probability at position %d %s",
+                            (int)f->fill[bad / (size_t)f->fill_k], why);
+  }
   if (f->map) {
     size_t cells = (size_t)f->n * (size_t)f->n;
     if ((bad = relattn_find_nonfinite(f->map, RELATTN_F32, cells)) < cells)
@@ -793,4 +1013,26 @@ int relattn_forward_check_finite(const relattn_fwd *f, int d_model, char *err,
                             bad / (size_t)f->n, bad % (size_t)f->n, why);
   }
   return RELATTN_OK;
+}
+
+int relattn_label_probs(double *out, const float *logits, int n,
+                        int problem_type) {
+  double mx, sum = 0;
+  int i;
+  if (problem_type == RELATTN_PROBLEM_REGRESSION || n < 1) return 0;
+  if (problem_type == RELATTN_PROBLEM_MULTI) {
+    for (i = 0; i < n; i++) out[i] = 1.0 / (1.0 + exp(-(double)logits[i]));
+    return 1;
+  }
+  mx = logits[relattn_label_best(logits, n)];
+  for (i = 0; i < n; i++) sum += out[i] = exp((double)logits[i] - mx);
+  for (i = 0; i < n; i++) out[i] /= sum;
+  return 1;
+}
+
+int relattn_label_best(const float *logits, int n) {
+  int i, best = 0;
+  for (i = 1; i < n; i++)
+    if (logits[i] > logits[best]) best = i;
+  return best;
 }

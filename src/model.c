@@ -8,7 +8,9 @@
 ** [ffn.w3 .b3: gated], ffn.w2 .b2; ln_f.weight, ln_f.bias (pre-norm only);
 ** lm_head (untied only); rel_bias (t5 only); pos_emb (absolute only);
 ** rel_emb, [rel_emb_norm.weight, .bias] (deberta only); type_emb
-** (token_types); emb_norm.weight, .bias (embedding.norm). A bias is left
+** (token_types); emb_norm.weight, .bias (embedding.norm); the head's:
+** mlm.dense.weight, .bias, mlm.norm.weight, .bias, mlm.bias (mlm),
+** pooler.weight, .bias (a pooler), classifier.weight, .bias (classifier). A bias is left
 ** out where the config has none: the linear ones with biases false, the
 ** norms' with rmsnorm. The tables below hold them. Import stores them in
 ** this order and export writes them in it. Every array lives in one 64-byte
@@ -27,10 +29,11 @@
 ** the array, and when a config has it. A new tensor is one row here.
 ** Shape rules: */
 enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS, S_POS, S_HD, S_RELEMB,
-       S_TYPES };
+       S_TYPES, S_V, S_LD, S_L };
 /* Presence rules: */
 enum { W_ALL, W_REL_K, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5, W_ABSOLUTE, W_XL,
-       W_DEBERTA, W_REL_LN, W_GATED, W_TYPES, W_EMB_NORM };
+       W_DEBERTA, W_REL_LN, W_GATED, W_TYPES, W_EMB_NORM, W_MLM, W_POOLER,
+       W_CLASSIFIER };
 /* Which kind of bias a row is, besides its presence rule: a linear layer's
 ** (absent with biases false) or a norm's (absent with rmsnorm). */
 enum { B_NONE, B_LINEAR, B_NORM };
@@ -80,7 +83,18 @@ static const tensor_row tail_rows[] = {
     {"rel_emb_norm.bias", S_D, W_REL_LN, M(rel_ln_b), B_NORM},
     {"type_emb", S_TYPES, W_TYPES, M(type_emb), B_NONE},
     {"emb_norm.weight", S_D, W_EMB_NORM, M(emb_ln_w), B_NONE},
-    {"emb_norm.bias", S_D, W_EMB_NORM, M(emb_ln_b), B_NORM}};
+    {"emb_norm.bias", S_D, W_EMB_NORM, M(emb_ln_b), B_NORM},
+    /* the heads (BERT's BertLMPredictionHead, BertPooler, classifier): their
+    ** linear biases stay with biases false */
+    {"mlm.dense.weight", S_DD, W_MLM, M(mlm_w), B_NONE},
+    {"mlm.dense.bias", S_D, W_MLM, M(mlm_b), B_NONE},
+    {"mlm.norm.weight", S_D, W_MLM, M(mlm_ln_w), B_NONE},
+    {"mlm.norm.bias", S_D, W_MLM, M(mlm_ln_b), B_NORM},
+    {"mlm.bias", S_V, W_MLM, M(mlm_bias), B_NONE},
+    {"pooler.weight", S_DD, W_POOLER, M(pool_w), B_NONE},
+    {"pooler.bias", S_D, W_POOLER, M(pool_b), B_NONE},
+    {"classifier.weight", S_LD, W_CLASSIFIER, M(cls_w), B_NONE},
+    {"classifier.bias", S_L, W_CLASSIFIER, M(cls_b), B_NONE}};
 #undef L
 #undef M
 #define N_LAYER_ROWS (int)(sizeof layer_rows / sizeof layer_rows[0])
@@ -95,7 +109,9 @@ static int has_when(const relattn_config *c, int when) {
     case W_SHAW_VALUES:
       return c->pos.type == RELATTN_POS_SHAW && c->rel_values;
     case W_PRE: return c->norm == RELATTN_NORM_PRE;
-    case W_UNTIED: return !c->tie_embeddings;
+    case W_UNTIED: /* the LM and masked-LM heads' output embedding */
+      return !c->tie_embeddings &&
+             (c->head == RELATTN_HEAD_LM || c->head == RELATTN_HEAD_MLM);
     case W_T5: return c->pos.type == RELATTN_POS_T5;
     case W_ABSOLUTE: return c->pos.type == RELATTN_POS_ABSOLUTE;
     case W_XL: return c->pos.type == RELATTN_POS_XL;
@@ -105,6 +121,9 @@ static int has_when(const relattn_config *c, int when) {
     case W_GATED: return c->ffn_gated;
     case W_TYPES: return c->token_types > 0;
     case W_EMB_NORM: return c->emb_norm;
+    case W_MLM: return c->head == RELATTN_HEAD_MLM;
+    case W_POOLER: return c->pooler;
+    case W_CLASSIFIER: return c->head == RELATTN_HEAD_CLASSIFIER;
     default: return 1;
   }
 }
@@ -143,6 +162,9 @@ static void shape_of(const relattn_config *c, int rule,
     case S_HD: a = c->n_heads, b = dh; break;
     case S_RELEMB: a = 2 * (int64_t)deberta_span(c), b = d; break;
     case S_TYPES: a = c->token_types, b = d; break;
+    case S_V: a = v; break;
+    case S_LD: a = c->n_labels, b = d; break;
+    case S_L: a = c->n_labels; break;
     default: break; /* (d_model) */
   }
   s->ndim = e ? 3 : (b ? 2 : 1);
@@ -153,6 +175,50 @@ static void shape_of(const relattn_config *c, int rule,
 ** number of tensors (at most 23 per layer) small enough to list. */
 #define MAX_DIM (1 << 24)
 #define MAX_LAYERS (1 << 16)
+
+const char *relattn_head_name(int head) {
+  static const char *const names[] = {"lm", "mlm", "classifier", "none"};
+  return head >= 0 && head <= RELATTN_HEAD_NONE ? names[head] : "?";
+}
+
+static int known_activation(int a) {
+  return a == RELATTN_GELU || a == RELATTN_RELU || a == RELATTN_GELU_TANH ||
+         a == RELATTN_TANH;
+}
+
+/* The head's keys: labels only (and always) with a classifier; masked-LM and
+** classifier heads read every row, so they need an encoder. */
+static int heads_check(const relattn_config *c, const char *what, char *err,
+                       size_t errlen) {
+  if (c->head < RELATTN_HEAD_LM || c->head > RELATTN_HEAD_NONE ||
+      !known_activation(c->head_activation) ||
+      !known_activation(c->pooler_activation) ||
+      c->problem_type < RELATTN_PROBLEM_SINGLE ||
+      c->problem_type > RELATTN_PROBLEM_REGRESSION)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: unknown head, activation or problem_type",
+                          what);
+  if ((c->head == RELATTN_HEAD_MLM || c->head == RELATTN_HEAD_CLASSIFIER) &&
+      c->arch != RELATTN_ENCODER)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: head '%s' needs arch 'encoder'", what,
+                          relattn_head_name(c->head));
+  if (c->head == RELATTN_HEAD_CLASSIFIER && c->n_labels < 1)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: head 'classifier' needs 'labels' (an array of "
+                          "names, one per class)",
+                          what);
+  if (c->n_labels > MAX_DIM)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: 'labels' must have 1 to %d names, not %d", what,
+                          MAX_DIM, c->n_labels);
+  if (c->head != RELATTN_HEAD_CLASSIFIER && c->n_labels)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: 'labels' is a key of head 'classifier', not "
+                          "'%s'",
+                          what, relattn_head_name(c->head));
+  return RELATTN_OK;
+}
 
 int relattn_config_check(const relattn_config *c, const char *what, char *err,
                          size_t errlen) {
@@ -166,6 +232,8 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
       {"tokenizer.sep", c->sep},       {"tokenizer.mask", c->mask},
       {"tokenizer.unk", c->unk}};
   size_t i;
+  int rc = heads_check(c, what, err, errlen);
+  if (rc != RELATTN_OK) return rc;
   for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
     if (sizes[i].v < 1 || sizes[i].v > MAX_DIM)
       return relattn_errorf(err, errlen, RELATTN_ERR_ARG,

@@ -325,6 +325,14 @@ enum { RELATTN_DECODER = 0, RELATTN_ENCODER = 1 };
 enum { RELATTN_NORM_PRE = 0, RELATTN_NORM_POST = 1 };
 enum { RELATTN_GELU = 0, RELATTN_RELU = 1, RELATTN_GELU_TANH = 2 };
 enum { RELATTN_LAYERNORM = 0, RELATTN_RMSNORM = 1 };
+/* An activation only the heads take (head_activation, pooler.activation). */
+enum { RELATTN_TANH = 3 };
+/* What sits on top of the layers (config "head"). */
+enum { RELATTN_HEAD_LM = 0, RELATTN_HEAD_MLM = 1, RELATTN_HEAD_CLASSIFIER = 2,
+       RELATTN_HEAD_NONE = 3 };
+/* A classifier's problem_type: softmax, sigmoid per label, or a value. */
+enum { RELATTN_PROBLEM_SINGLE = 0, RELATTN_PROBLEM_MULTI = 1,
+       RELATTN_PROBLEM_REGRESSION = 2 };
 
 /* The model config (docs/reference.md), decoded from JSON by ext/ (JSON goes through SQLite). */
 typedef struct relattn_config {
@@ -359,6 +367,13 @@ typedef struct relattn_config {
   int ffn_gated;          /* ffn gated: act(x W1^T + b1) * (x W3^T + b3) */
   int emb_norm;           /* embedding.norm: emb_norm of the input rows */
   int token_types;        /* embedding.token_types: rows of type_emb, or 0 */
+  /* heads (docs/reference.md, Heads) */
+  int head;               /* RELATTN_HEAD_*: lm unless set */
+  int head_activation;    /* mlm: of mlm.dense (RELATTN_GELU ... RELATTN_TANH) */
+  int pooler;             /* 1: pooler.weight/.bias on final row 0 */
+  int pooler_activation;  /* its activation (RELATTN_TANH, RELATTN_GELU, ...) */
+  int n_labels;           /* classifier: rows of classifier.weight (labels) */
+  int problem_type;       /* classifier: RELATTN_PROBLEM_* */
 } relattn_config;
 
 typedef struct relattn_tokenizer relattn_tokenizer; /* src/tokenizer.c */
@@ -392,6 +407,11 @@ typedef struct relattn_model {
   const float *rel_ln_w, *rel_ln_b;   /* deberta with norm_rel_ebd: (d_model) */
   const float *type_emb;              /* (token_types, d_model), or NULL */
   const float *emb_ln_w, *emb_ln_b;   /* embedding.norm: (d_model), or NULL */
+  const float *mlm_w, *mlm_b;         /* mlm: dense (d_model, d_model), (d_model) */
+  const float *mlm_ln_w, *mlm_ln_b;   /* mlm: its norm (d_model) */
+  const float *mlm_bias;              /* mlm: (vocab_size) added to the logits */
+  const float *pool_w, *pool_b;       /* pooler: (d_model, d_model), (d_model) */
+  const float *cls_w, *cls_b;         /* classifier: (n_labels, d_model), (n_labels) */
   float *rel_proj;                    /* deberta: each layer's c2p, p2c tables, owned */
   relattn_scheme *terms;              /* (n_layers) rel_key*, xl: each layer's terms,
                                       ** built from its weights once
@@ -472,6 +492,8 @@ void relattn_sha256_set_portable(int on);
 ** with what. */
 int relattn_config_check(const relattn_config *c, const char *what, char *err,
                          size_t errlen);
+/* "lm", "mlm", "classifier", "none" (RELATTN_HEAD_*), for messages. */
+const char *relattn_head_name(int head);
 
 /* The tensors a config needs (docs/reference.md), in a fixed order: tok_emb,
 ** then each layer's (rel_k, rel_v with shaw), then ln_f (pre-norm), lm_head
@@ -569,6 +591,15 @@ typedef struct relattn_fwd {
   int mean_from;           /* 1 to leave BOS out of the mean, else 0 */
   float *map;              /* (n, n): weights of (map_layer, map_head), or NULL */
   int map_layer, map_head;
+  /* heads: each needs the model to have it (relattn_forward says so) */
+  float *cls;              /* (d_model): final hidden row 0 */
+  float *pooled;           /* (d_model): the pooler on row 0 (a pooler) */
+  float *logits;           /* (n_labels): the classifier's (head classifier) */
+  const int32_t *fill;     /* (n_fill) input rows for the masked-LM head */
+  int n_fill;
+  int fill_k;              /* best tokens per row, >= 1 when fill is set */
+  int32_t *fill_token;     /* (n_fill, fill_k): best first */
+  float *fill_logprob;     /* (n_fill, fill_k): their log-softmax */
 } relattn_fwd;
 
 /* The activations live in pool's scratch (worker 0, slots 1-2) and stay for
@@ -584,16 +615,24 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
 /* After a pass: every output of request f finite? Weights that are finite
 ** but so large that float32 overflows give NaN or Inf, which SQL shows as
 ** NULL; this names the first such output instead (RELATTN_ERR_FORMAT:
-** "the model's log-probability at position 3 is not finite ..."). d_model
-** sizes the embedding. Per request, so a packed batch can tell whose. */
-int relattn_forward_check_finite(const relattn_fwd *f, int d_model, char *err,
-                                 size_t errlen);
+** "the model's log-probability at position 3 is not finite ..."). The
+** config sizes the vectors. Per request, so a packed batch can tell whose. */
+int relattn_forward_check_finite(const relattn_fwd *f, const relattn_config *c,
+                                 char *err, size_t errlen);
+/* A classifier's logits as its problem_type reads them: out (n) gets the
+** softmax (single_label_classification) or each one's sigmoid
+** (multi_label_classification); regression has none (returns 0, else 1).
+** relattn_label_best: the index of the largest logit, the first on a tie. */
+int relattn_label_probs(double *out, const float *logits, int n,
+                        int problem_type);
+int relattn_label_best(const float *logits, int n);
 /* Bytes of scratch relattn_forward_batch may hold for count sequences of n
 ** tokens in all on a pool of workers workers (0 with an overflow): the one
 ** estimate callers check a memory bound against before anything is
 ** allocated. Activations (n, 5 d_model) once; on every worker a block
-** buffer of min(n, 256) x max(d_ff (2 d_ff gated), vocab_size) floats and
-** the attention kernel's scratch, which grows with min(clip, n). */
+** buffer of min(n, 256) x max(d_ff (2 d_ff gated), vocab_size) floats (a
+** masked-LM head's rows: 2 d_model + vocab_size, when more) and the
+** attention kernel's scratch, which grows with min(clip, n). */
 size_t relattn_forward_memory(const relattn_model *m, int n, int count,
                               int workers);
 

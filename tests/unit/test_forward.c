@@ -336,7 +336,8 @@ static void check_errors(relattn_pool *pool) {
   relattn_config cfg = {RELATTN_ENCODER, 11, 8, 1, 2, 16, RELATTN_NORM_PRE,
                         1e-5f, RELATTN_GELU, 1, 2, 1, 0, -1, -1, -1, 0, 1, -1, 1,
                         {RELATTN_POS_SHAW, 32, 128, 256, 512, 1, 0, 10000.0}, 0, 0,
-                        -1, -1, -1, -1, 0, 0, 0, 0, 0};
+                        -1, -1, -1, -1, 0, 0, 0, 0, 0, RELATTN_HEAD_LM, 0, 0, 0,
+                        0, 0};
   int32_t tok[3] = {1, 11, 2};
   float lp[3], emb[8];
   relattn_fwd f;
@@ -369,6 +370,78 @@ static void check_errors(relattn_pool *pool) {
   free(t.arena), free(t.m.layers);
 }
 
+/* The masked-LM head's best-k list: with k = vocab_size it is every token
+** once, by log-prob, the log-probs a distribution; any k is its first k,
+** bit for bit, and a sequence in a batch gets what it gets alone. The head's
+** values against a float64 reference: tests/sql/test_heads.py. */
+static void check_fill(relattn_pool *pool) {
+  test_model t;
+  relattn_config cfg;
+  int32_t tok[40], rows[5] = {0, 7, 8, 20, 39}, *all_t, *few_t, other_t[6];
+  float *all_lp, *few_lp, other_lp[6];
+  relattn_fwd f[2];
+  char err[256];
+  int V = 23, d = 16, i, j, k;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.arch = RELATTN_ENCODER, cfg.vocab_size = V, cfg.d_model = d;
+  cfg.n_layers = 1, cfg.n_heads = 2, cfg.d_ff = 24, cfg.norm = RELATTN_NORM_POST;
+  cfg.norm_eps = 1e-5f, cfg.tie_embeddings = 1, cfg.clip = 3;
+  cfg.bos = cfg.eos = cfg.pad = cfg.mask = -1;
+  cfg.head = RELATTN_HEAD_MLM, cfg.head_activation = RELATTN_GELU_TANH;
+  relattn_position_defaults(&cfg.pos, RELATTN_POS_SHAW);
+  make_model(&t, cfg);
+  t.m.mlm_w = t.m.layers[0].wq, t.m.mlm_b = t.m.layers[0].bq;
+  t.m.mlm_ln_w = t.m.layers[0].ln1_w, t.m.mlm_ln_b = t.m.layers[0].ln1_b;
+  t.m.mlm_bias = t.m.tok_emb + 5;
+  for (i = 0; i < 40; i++) tok[i] = (int32_t)(unit_next() % (unsigned)V);
+  all_t = malloc(sizeof(int32_t) * 5 * V), few_t = malloc(sizeof(int32_t) * 5 * 3);
+  all_lp = malloc(sizeof(float) * 5 * V), few_lp = malloc(sizeof(float) * 5 * 3);
+  memset(f, 0, sizeof f);
+  f[0].tokens = tok, f[0].n = 40, f[0].fill = rows, f[0].n_fill = 5;
+  f[0].fill_k = V, f[0].fill_token = all_t, f[0].fill_logprob = all_lp;
+  CHECK(relattn_forward(&t.m, &f[0], pool, err, sizeof err) == RELATTN_OK, "%s",
+        err);
+  for (i = 0; i < 5; i++) {
+    double sum = 0;
+    int seen[64] = {0};
+    for (j = 0; j < V; j++) {
+      sum += exp(all_lp[i * V + j]);
+      seen[all_t[i * V + j]]++;
+      if (j) CHECK(all_lp[i * V + j] <= all_lp[i * V + j - 1], "sorted");
+    }
+    for (j = 0; j < V; j++) CHECK(seen[j] == 1, "token %d once", j);
+    CHECK(fabs(sum - 1) < 1e-5, "sums to %g", sum);
+  }
+  /* k = 3 alone, and the same as the second of a batch of two */
+  f[1] = f[0];
+  f[1].fill_k = 3, f[1].fill_token = few_t, f[1].fill_logprob = few_lp;
+  f[0].tokens = tok + 1, f[0].n = 30, f[0].fill = rows + 1, f[0].n_fill = 3;
+  f[0].fill_k = 2, f[0].fill_token = other_t, f[0].fill_logprob = other_lp;
+  CHECK(relattn_forward_batch(&t.m, f, 2, pool, err, sizeof err) == RELATTN_OK,
+        "%s", err);
+  for (i = 0; i < 5; i++)
+    for (k = 0; k < 3; k++)
+      CHECK(few_t[i * 3 + k] == all_t[i * V + k] &&
+                few_lp[i * 3 + k] == all_lp[i * V + k],
+            "row %d best %d", i, k);
+  /* outputs the model has no head for */
+  f[1].fill_k = V + 1;
+  CHECK(relattn_forward(&t.m, &f[1], pool, err, sizeof err) == RELATTN_ERR_ARG,
+        "k over vocab: %s", err);
+  memset(&f[0], 0, sizeof f[0]);
+  f[0].tokens = tok, f[0].n = 40, f[0].logits = all_lp;
+  CHECK(relattn_forward(&t.m, &f[0], pool, err, sizeof err) == RELATTN_ERR_ARG &&
+            !strcmp(err, "relattn_forward: the model's head is 'mlm', not "
+                         "'classifier'"),
+        "%s", err);
+  f[0].logits = NULL, f[0].pooled = all_lp;
+  CHECK(relattn_forward(&t.m, &f[0], pool, err, sizeof err) == RELATTN_ERR_ARG &&
+            !strcmp(err, "relattn_forward: the model has no pooler"),
+        "%s", err);
+  free(all_t), free(few_t), free(all_lp), free(few_lp);
+  free(t.arena), free(t.m.layers);
+}
+
 int main(void) {
   static const int lens[] = {1, 2, 3, 17, 64, 65, 130};
   static const int clips[] = {0, 1, 16};
@@ -398,6 +471,7 @@ int main(void) {
       run_batch(pool, cfg);
     }
     check_errors(pool);
+    check_fill(pool);
     relattn_pool_free(pool);
   }
   UNIT_DONE();

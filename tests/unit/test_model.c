@@ -92,6 +92,54 @@ int main(void) {
     }
   }
   {
+    /* the heads' tensors: lm_head only for the LM and masked-LM heads */
+    static const struct { int head, pooler, labels, untied, extra; } h[] = {
+        {RELATTN_HEAD_MLM, 0, 0, 1, 6}, {RELATTN_HEAD_MLM, 1, 0, 0, 7},
+        {RELATTN_HEAD_CLASSIFIER, 1, 3, 1, 4},
+        {RELATTN_HEAD_CLASSIFIER, 0, 1, 0, 2}, {RELATTN_HEAD_NONE, 1, 0, 1, 2},
+        {RELATTN_HEAD_NONE, 0, 0, 1, 0}};
+    size_t k;
+    for (k = 0; k < sizeof h / sizeof h[0]; k++) {
+      relattn_config c = base();
+      relattn_tensor_spec s;
+      int i;
+      c.arch = RELATTN_ENCODER, c.head = h[k].head, c.pooler = h[k].pooler;
+      c.n_labels = h[k].labels, c.tie_embeddings = !h[k].untied;
+      CHECK(relattn_config_check(&c, "cfg", err, sizeof err) == RELATTN_OK,
+            "%s", err);
+      CHECK(relattn_model_n_tensors(&c) == 1 + 3 * 18 + 2 + h[k].extra,
+            "head %zu: %d tensors", k, relattn_model_n_tensors(&c));
+      i = relattn_model_index(&c, "classifier.weight");
+      CHECK((i >= 0) == (h[k].head == RELATTN_HEAD_CLASSIFIER), "classifier");
+      if (i >= 0) {
+        relattn_model_spec(&c, i, &s);
+        CHECK(s.ndim == 2 && s.shape[0] == h[k].labels && s.shape[1] == 12,
+              "classifier shape");
+      }
+      i = relattn_model_index(&c, "mlm.bias");
+      if (i >= 0) relattn_model_spec(&c, i, &s);
+      CHECK((i >= 0) == (h[k].head == RELATTN_HEAD_MLM) &&
+                (i < 0 || (s.ndim == 1 && s.shape[0] == 259)),
+            "mlm.bias");
+      CHECK((relattn_model_index(&c, "lm_head") >= 0) ==
+                (h[k].head == RELATTN_HEAD_MLM && h[k].untied),
+            "lm_head");
+    }
+    {
+      relattn_config c = base();
+      c.head = RELATTN_HEAD_CLASSIFIER, c.arch = RELATTN_ENCODER;
+      CHECK(relattn_config_check(&c, "cfg", err, sizeof err) == RELATTN_ERR_ARG &&
+                !strcmp(err, "cfg: head 'classifier' needs 'labels' (an array "
+                             "of names, one per class)"),
+            "%s", err);
+      c.head = RELATTN_HEAD_NONE, c.n_labels = 2;
+      CHECK(relattn_config_check(&c, "cfg", err, sizeof err) == RELATTN_ERR_ARG &&
+                !strcmp(err, "cfg: 'labels' is a key of head 'classifier', "
+                             "not 'none'"),
+            "%s", err);
+    }
+  }
+  {
     /* tokenizer */
     relattn_config c = base();
     int32_t ids[6];
