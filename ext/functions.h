@@ -28,6 +28,9 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
                                               const char *name, const char *fn,
                                               char **pzErr);
 void relattn_store_release(relattn_conn *conn, const relattn_model *m);
+/* ext/store.c: label i of a classifier model held from acquire (its
+** config's labels[i]), NULL for another head or i out of range. */
+const char *relattn_store_label(const relattn_model *m, int i);
 /* ext/store.c: the number of models in the connection's cache and their
 ** bytes of float32 weights (relattn_debug). */
 void relattn_store_stats(relattn_conn *conn, int *n_models,
@@ -96,7 +99,22 @@ void relattn_score_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void relattn_perplexity_func(sqlite3_context *ctx, int argc,
                              sqlite3_value **argv);
 void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+void relattn_classify_func(sqlite3_context *ctx, int argc,
+                           sqlite3_value **argv);
 extern sqlite3_module relattn_logprobs_module;
+extern sqlite3_module relattn_labels_module;
+
+/* ext/model_fn.c: the pooling of an embedding (relattn_embed's third
+** argument, relattn_scan's pooling=): "mean" over the sequence's own rows,
+** "cls" the final row 0, "pooler" the model's pooler on it. parse gives
+** RELATTN_POOL_* or -1; check gives the message when model m (named name)
+** cannot (sqlite3_malloc'd), else NULL; request sets f's output to out. */
+enum { RELATTN_POOL_MEAN = 0, RELATTN_POOL_CLS = 1, RELATTN_POOL_POOLER = 2 };
+int relattn_pooling_parse(const char *name);
+char *relattn_pooling_check(const relattn_model *m, const char *fn,
+                            const char *name, int pooling);
+void relattn_pooling_request(relattn_fwd *f, const relattn_model *m,
+                             int pooling, float *out, int bos);
 extern sqlite3_module relattn_attention_weights_module;
 
 /* ext/model_fn.c: one model call as the functions there make it, for the

@@ -51,6 +51,37 @@ static void callEnd(model_call *mc) {
   memset(mc, 0, sizeof *mc);
 }
 
+/* What a call needs of the model (callBegin's need). */
+enum { NEED_ANY = 0, NEED_LM = 1, NEED_FILL = 2, NEED_CLASSIFIER = 3 };
+
+/* The message when model m (named name) cannot serve need, else NULL. */
+static char *needMsg(const relattn_model *m, const char *fn,
+                     const unsigned char *name, int need) {
+  const relattn_config *c = &m->cfg;
+  char e[RELATTN_ECHO_BUF];
+  const char *head = relattn_head_name(c->head);
+  relattn_echo(e, name, -1);
+  if (need == NEED_CLASSIFIER && c->head != RELATTN_HEAD_CLASSIFIER)
+    return sqlite3_mprintf("%s: model '%s' has no classifier head (its head "
+                           "is '%s')",
+                           fn, e, head);
+  if (need == NEED_FILL && c->head == RELATTN_HEAD_MLM) {
+    if (c->mask < 0)
+      return sqlite3_mprintf("%s: model '%s' has no tokenizer.mask: no "
+                             "[MASK] positions to fill",
+                             fn, e);
+    return NULL;
+  }
+  if ((need == NEED_LM || need == NEED_FILL) && c->arch != RELATTN_DECODER)
+    return sqlite3_mprintf("%s: model '%s' is an encoder; only decoder "
+                           "models give next-token probabilities",
+                           fn, e);
+  if ((need == NEED_LM || need == NEED_FILL) && c->head != RELATTN_HEAD_LM)
+    return sqlite3_mprintf("%s: model '%s' has no LM head (its head is '%s')",
+                           fn, e, head);
+  return NULL;
+}
+
 /* Loads the model and decodes tokens into mc (relattn_model_input: the
 ** rules every model function shares). Returns SQLITE_OK, or an error code
 ** with *pzErr set (sqlite3_malloc'd). A NULL tokens argument gives
@@ -74,12 +105,8 @@ static int callBegin(relattn_conn *conn, const char *fn, sqlite3_value *model,
     if (!*pzErr) *pzErr = sqlite3_mprintf("%s: out of memory", fn);
     return SQLITE_ERROR;
   }
-  if (scores && mc->m->cfg.arch != RELATTN_DECODER) {
-    char e[RELATTN_ECHO_BUF];
-    *pzErr = sqlite3_mprintf(
-        "%s: model '%s' is an encoder; only decoder models give "
-        "next-token probabilities",
-        fn, relattn_echo(e, sqlite3_value_text(model), -1));
+  *pzErr = needMsg(mc->m, fn, sqlite3_value_text(model), scores);
+  if (*pzErr) {
     callEnd(mc);
     return SQLITE_ERROR;
   }
@@ -218,6 +245,35 @@ void relattn_perplexity_func(sqlite3_context *ctx, int argc,
 
 /* ---- relattn_embed -------------------------------------------------------- */
 
+/* relattn_embed's and relattn_scan's pooling argument: RELATTN_POOL_* from
+** "mean", "cls", "pooler", or -1. */
+int relattn_pooling_parse(const char *name) {
+  static const char *const names[] = {"mean", "cls", "pooler"};
+  int i;
+  for (i = 0; name && i < 3; i++)
+    if (strcmp(name, names[i]) == 0) return i;
+  return -1;
+}
+
+char *relattn_pooling_check(const relattn_model *m, const char *fn,
+                            const char *name, int pooling) {
+  char e[RELATTN_ECHO_BUF];
+  if (pooling != RELATTN_POOL_POOLER || m->cfg.pooler) return NULL;
+  return sqlite3_mprintf("%s: model '%s' has no pooler (pooling 'pooler')",
+                         fn, relattn_echo(e, name, -1));
+}
+
+void relattn_pooling_request(relattn_fwd *f, const relattn_model *m,
+                             int pooling, float *out, int bos) {
+  if (pooling == RELATTN_POOL_CLS) f->cls = out;
+  else if (pooling == RELATTN_POOL_POOLER) f->pooled = out;
+  else {
+    f->embedding = out;
+    f->mean_from = bos;
+  }
+  (void)m;
+}
+
 void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   static const char fn[] = "relattn_embed";
   relattn_conn *conn = sqlite3_user_data(ctx);
@@ -225,10 +281,31 @@ void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   relattn_fwd f;
   float *emb;
   char *zErr = NULL;
-  int rc;
+  int rc, pooling = RELATTN_POOL_MEAN;
   sqlite3_uint64 bytes;
-  (void)argc;
-  rc = callBegin(conn, fn, argv[0], argv[1], 0, &mc, &zErr);
+  if (argc > 2) {
+    char e[RELATTN_ECHO_BUF];
+    if (sqlite3_value_type(argv[2]) != SQLITE_TEXT) {
+      relattn_result_errorf(ctx, "%s: pooling must be 'mean', 'cls' or "
+                            "'pooler' (TEXT)", fn);
+      return;
+    }
+    pooling = relattn_pooling_parse((const char *)sqlite3_value_text(argv[2]));
+    if (pooling < 0) {
+      relattn_result_errorf(ctx, "%s: pooling must be 'mean', 'cls' or "
+                            "'pooler', not '%s'", fn,
+                            relattn_echo(e, sqlite3_value_text(argv[2]), -1));
+      return;
+    }
+  }
+  rc = callBegin(conn, fn, argv[0], argv[1], NEED_ANY, &mc, &zErr);
+  if (rc == SQLITE_OK && mc.n > 0 &&
+      (zErr = relattn_pooling_check(mc.m, fn,
+                                    (const char *)sqlite3_value_text(argv[0]),
+                                    pooling)) != NULL) {
+    callEnd(&mc);
+    rc = SQLITE_ERROR;
+  }
   if (rc != SQLITE_OK) {
     resultError(ctx, rc, zErr);
     return;
@@ -252,8 +329,7 @@ void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     return;
   }
   memset(&f, 0, sizeof f);
-  f.embedding = emb;
-  f.mean_from = mc.bos;
+  relattn_pooling_request(&f, mc.m, pooling, emb, mc.bos);
   rc = callRun(&mc, fn, &f, &zErr);
   callEnd(&mc);
   if (rc != SQLITE_OK) {
@@ -263,6 +339,70 @@ void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
   sqlite3_result_blob64(ctx, emb, bytes, sqlite3_free);
   sqlite3_result_subtype(ctx, RELATTN_SUBTYPE_VECTOR);
+}
+
+/* ---- relattn_classify ------------------------------------------------------ */
+
+/* The classifier's logits of tokens into *logits (sqlite3_malloc'd,
+** n_labels), mc left holding the model; NULL tokens give SQLITE_OK with
+** mc->n == 0 and no logits. On an error mc is ended. */
+static int classRun(relattn_conn *conn, const char *fn, sqlite3_value *model,
+                    sqlite3_value *tokens, model_call *mc, float **logits,
+                    char **pzErr) {
+  relattn_fwd f;
+  sqlite3_uint64 bytes;
+  int rc = callBegin(conn, fn, model, tokens, NEED_CLASSIFIER, mc, pzErr);
+  *logits = NULL;
+  if (rc != SQLITE_OK || mc->n == 0) return rc;
+  bytes = sizeof(float) * (sqlite3_uint64)mc->m->cfg.n_labels;
+  rc = callMemory(mc, fn, bytes, pzErr);
+  if (rc == SQLITE_OK && !(*logits = sqlite3_malloc64(bytes))) rc = SQLITE_NOMEM;
+  if (rc == SQLITE_OK) {
+    memset(&f, 0, sizeof f);
+    f.logits = *logits;
+    rc = callRun(mc, fn, &f, pzErr);
+  }
+  if (rc != SQLITE_OK) {
+    sqlite3_free(*logits);
+    *logits = NULL;
+    callEnd(mc);
+  }
+  return rc;
+}
+
+void relattn_classify_func(sqlite3_context *ctx, int argc,
+                           sqlite3_value **argv) {
+  static const char fn[] = "relattn_classify";
+  model_call mc;
+  float *logits;
+  char *zErr = NULL;
+  int rc;
+  (void)argc;
+  rc = classRun(sqlite3_user_data(ctx), fn, argv[0], argv[1], &mc, &logits,
+                &zErr);
+  if (rc != SQLITE_OK) {
+    resultError(ctx, rc, zErr);
+    return;
+  }
+  if (mc.n == 0) {
+    callEnd(&mc);
+    sqlite3_result_null(ctx);
+    return;
+  }
+  if (mc.m->cfg.problem_type == RELATTN_PROBLEM_REGRESSION) {
+    char e[RELATTN_ECHO_BUF];
+    relattn_result_errorf(ctx, "%s: model '%s' is a regression model "
+                          "(problem_type regression): its value is the logit "
+                          "of relattn_labels", fn,
+                          relattn_echo(e, sqlite3_value_text(argv[0]), -1));
+  } else {
+    sqlite3_result_text(
+        ctx, relattn_store_label(mc.m, relattn_label_best(logits,
+                                                          mc.m->cfg.n_labels)),
+        -1, SQLITE_TRANSIENT);
+  }
+  sqlite3_free(logits);
+  callEnd(&mc);
 }
 
 /* ---- shared by the two table-valued functions ------------------------------ */
@@ -349,7 +489,9 @@ typedef struct lpCursor {
   float *logprob;           /* (n - 1) */
   float *top_logprob;       /* (n - 1) */
   int32_t *top_token;       /* (n - 1) */
+  int32_t *fill;            /* masked LM: (rows) input rows of [MASK], or NULL */
   int n, bos, row;
+  int rows;                 /* rows of the answer */
 } lpCursor;
 
 static int lpOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCursor) {
@@ -368,12 +510,62 @@ static void lpReset(lpCursor *c) {
   c->logprob = NULL;
   c->top_logprob = NULL;
   c->top_token = NULL;
-  c->n = c->row = 0;
+  c->fill = NULL;
+  c->n = c->row = c->rows = 0;
 }
 
 static int lpClose(sqlite3_vtab_cursor *cur) {
   lpReset((lpCursor *)cur);
   sqlite3_free(cur);
+  return SQLITE_OK;
+}
+
+/* A masked-LM model: one row per [MASK] of the input (tokenizer.mask),
+** with the head's best fill; none when the input has no [MASK]. Takes mc. */
+static int lpFill(lpCursor *c, model_call *mc) {
+  static const char fn[] = "relattn_logprobs";
+  relattn_fwd f;
+  char *zErr = NULL;
+  int rc, i, rows = 0;
+  for (i = 0; i < mc->n; i++) rows += mc->input[i] == mc->m->cfg.mask;
+  if (rows == 0) {
+    callEnd(mc);
+    return SQLITE_OK;
+  }
+  /* one allocation: fill rows, top_token, top_logprob, each (rows) */
+  rc = callMemory(mc, fn, 3 * sizeof(float) * (sqlite3_uint64)rows, &zErr);
+  if (rc != SQLITE_OK) {
+    callEnd(mc);
+    return vtabError(c->base.pVtab, rc, zErr);
+  }
+  c->logprob = sqlite3_malloc64(3 * sizeof(float) * (sqlite3_uint64)rows);
+  if (!c->logprob) {
+    callEnd(mc);
+    return SQLITE_NOMEM;
+  }
+  c->top_logprob = c->logprob;
+  c->top_token = (int32_t *)(c->top_logprob + rows);
+  c->fill = c->top_token + rows;
+  for (i = 0, rows = 0; i < mc->n; i++)
+    if (mc->input[i] == mc->m->cfg.mask) c->fill[rows++] = i;
+  memset(&f, 0, sizeof f);
+  f.fill = c->fill;
+  f.n_fill = rows;
+  f.fill_k = 1;
+  f.fill_token = c->top_token;
+  f.fill_logprob = c->top_logprob;
+  rc = callRun(mc, fn, &f, &zErr);
+  if (rc != SQLITE_OK) {
+    callEnd(mc);
+    lpReset(c);
+    return zErr ? vtabError(c->base.pVtab, rc, zErr) : rc;
+  }
+  c->input = mc->input;
+  mc->input = NULL;
+  c->n = mc->n;
+  c->bos = mc->bos;
+  c->rows = rows;
+  callEnd(mc);
   return SQLITE_OK;
 }
 
@@ -399,8 +591,10 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
     return vtabError(cur->pVtab, SQLITE_ERROR,
                      sqlite3_mprintf("%s: model and tokens arguments are "
                                      "required", fn));
-  rc = callBegin(v->conn, fn, argv[0], argv[1], 1, &mc, &zErr);
+  rc = callBegin(v->conn, fn, argv[0], argv[1], NEED_FILL, &mc, &zErr);
   if (rc != SQLITE_OK) return vtabError(cur->pVtab, rc, zErr);
+  if (mc.n > 0 && mc.m->cfg.head == RELATTN_HEAD_MLM)
+    return lpFill(c, &mc);
   if (mc.n < 2) { /* NULL tokens, or nothing scored */
     callEnd(&mc);
     return SQLITE_OK;
@@ -432,6 +626,7 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   mc.input = NULL;
   c->n = mc.n;
   c->bos = mc.bos;
+  c->rows = mc.n - 1;
   callEnd(&mc);
   return SQLITE_OK;
 }
@@ -443,12 +638,24 @@ static int lpNext(sqlite3_vtab_cursor *cur) {
 
 static int lpEof(sqlite3_vtab_cursor *cur) {
   lpCursor *c = (lpCursor *)cur;
-  return c->row >= c->n - 1;
+  return c->row >= c->rows;
 }
 
 static int lpColumn(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
   lpCursor *c = (lpCursor *)cur;
   int r = c->row;
+  if (c->fill) { /* masked LM: row r fills input row fill[r]; no logprob */
+    switch (col) {
+      case LP_POS: sqlite3_result_int(ctx, c->fill[r] - c->bos); break;
+      case LP_TOKEN: sqlite3_result_int(ctx, c->input[c->fill[r]]); break;
+      case LP_TOP_TOKEN: sqlite3_result_int(ctx, c->top_token[r]); break;
+      case LP_TOP_LOGPROB:
+        sqlite3_result_double(ctx, c->top_logprob[r]);
+        break;
+      default: break;
+    }
+    return SQLITE_OK;
+  }
   switch (col) {
     /* row r predicts input[r + 1]: sequence position r with bos, r + 1 without */
     case LP_POS: sqlite3_result_int(ctx, c->bos ? r : r + 1); break;
@@ -713,6 +920,136 @@ sqlite3_module relattn_attention_weights_module = {
     awEof,        /* xEof */
     awColumn,     /* xColumn */
     awRowid,      /* xRowid */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 /* xUpdate .. xShadowName */
+};
+
+/* ---- relattn_labels(model, tokens) ------------------------------------------ */
+
+enum { LB_LABEL, LB_LOGIT, LB_PROB, LB_MODEL, LB_TOKENS };
+
+typedef struct lbCursor {
+  sqlite3_vtab_cursor base; /* must be first */
+  model_call mc;            /* holds the model (its labels) */
+  float *logits;            /* (rows) */
+  double *prob;             /* (rows), or NULL (regression) */
+  int rows, row;
+} lbCursor;
+
+static int lbOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCursor) {
+  lbCursor *c = sqlite3_malloc64(sizeof *c);
+  (void)pVtab;
+  if (!c) return SQLITE_NOMEM;
+  memset(c, 0, sizeof *c);
+  *ppCursor = &c->base;
+  return SQLITE_OK;
+}
+
+static void lbReset(lbCursor *c) {
+  callEnd(&c->mc);
+  sqlite3_free(c->logits);
+  sqlite3_free(c->prob);
+  c->logits = NULL;
+  c->prob = NULL;
+  c->rows = c->row = 0;
+}
+
+static int lbClose(sqlite3_vtab_cursor *cur) {
+  lbReset((lbCursor *)cur);
+  sqlite3_free(cur);
+  return SQLITE_OK;
+}
+
+static int lbBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *info) {
+  static const int cols[] = {LB_MODEL, LB_TOKENS};
+  (void)pVtab;
+  return bestIndexEq(info, cols, 2, 3);
+}
+
+static int lbFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
+                    int argc, sqlite3_value **argv) {
+  static const char fn[] = "relattn_labels";
+  lbCursor *c = (lbCursor *)cur;
+  fnVtab *v = (fnVtab *)cur->pVtab;
+  char *zErr = NULL;
+  int rc, n;
+  (void)idxStr;
+  (void)argc;
+  lbReset(c);
+  if (idxNum != 3)
+    return vtabError(cur->pVtab, SQLITE_ERROR,
+                     sqlite3_mprintf("%s: model and tokens arguments are "
+                                     "required", fn));
+  rc = classRun(v->conn, fn, argv[0], argv[1], &c->mc, &c->logits, &zErr);
+  if (rc != SQLITE_OK) return zErr ? vtabError(cur->pVtab, rc, zErr) : rc;
+  if (c->mc.n == 0) return SQLITE_OK; /* NULL tokens: no rows */
+  n = c->mc.m->cfg.n_labels;
+  if (c->mc.m->cfg.problem_type != RELATTN_PROBLEM_REGRESSION) {
+    c->prob = sqlite3_malloc64(sizeof(double) * (sqlite3_uint64)n);
+    if (!c->prob) {
+      lbReset(c);
+      return SQLITE_NOMEM;
+    }
+    relattn_label_probs(c->prob, c->logits, n, c->mc.m->cfg.problem_type);
+  }
+  c->rows = n;
+  return SQLITE_OK;
+}
+
+static int lbNext(sqlite3_vtab_cursor *cur) {
+  ((lbCursor *)cur)->row++;
+  return SQLITE_OK;
+}
+
+static int lbEof(sqlite3_vtab_cursor *cur) {
+  lbCursor *c = (lbCursor *)cur;
+  return c->row >= c->rows;
+}
+
+static int lbColumn(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  lbCursor *c = (lbCursor *)cur;
+  switch (col) {
+    case LB_LABEL:
+      sqlite3_result_text(ctx, relattn_store_label(c->mc.m, c->row), -1,
+                          SQLITE_TRANSIENT);
+      break;
+    case LB_LOGIT: sqlite3_result_double(ctx, c->logits[c->row]); break;
+    case LB_PROB:
+      if (c->prob) sqlite3_result_double(ctx, c->prob[c->row]);
+      break;
+    default: break;
+  }
+  return SQLITE_OK;
+}
+
+static int lbRowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *pRowid) {
+  *pRowid = ((lbCursor *)cur)->row;
+  return SQLITE_OK;
+}
+
+static int lbConnect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                     sqlite3_vtab **ppVtab, char **pzErr) {
+  (void)argc;
+  (void)argv;
+  return fnConnect(db, aux,
+                   "CREATE TABLE x(label TEXT, logit REAL, prob REAL, "
+                   "model HIDDEN, tokens HIDDEN)",
+                   0, NULL, ppVtab, pzErr);
+}
+
+sqlite3_module relattn_labels_module = {
+    0,            /* iVersion */
+    0,            /* xCreate: eponymous only */
+    lbConnect,    /* xConnect */
+    lbBestIndex,  /* xBestIndex */
+    fnDisconnect, /* xDisconnect */
+    0,            /* xDestroy */
+    lbOpen,       /* xOpen */
+    lbClose,      /* xClose */
+    lbFilter,     /* xFilter */
+    lbNext,       /* xNext */
+    lbEof,        /* xEof */
+    lbColumn,     /* xColumn */
+    lbRowid,      /* xRowid */
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 /* xUpdate .. xShadowName */
 };
 

@@ -225,6 +225,8 @@ static const struct {
     {"relattn_score", 2, READS, relattn_score_func, 0, 0},
     {"relattn_perplexity", 2, READS, relattn_perplexity_func, 0, 0},
     {"relattn_embed", 2, READS, relattn_embed_func, 0, 0},
+    {"relattn_embed", 3, READS, relattn_embed_func, 0, 0},
+    {"relattn_classify", 2, READS, relattn_classify_func, 0, 0},
 
     /* ext/svg_fn.c */
     {"relattn_svg_attention", 4, READS, relattn_svg_attention_func, 0, 0},
@@ -245,6 +247,7 @@ static const struct {
     /* ext/tokens.c, ext/model_fn.c, ext/scan.c */
     {"relattn_tokens_each", &relattn_tokens_each_module},
     {"relattn_logprobs", &relattn_logprobs_module},
+    {"relattn_labels", &relattn_labels_module},
     {"relattn_attention_weights", &relattn_attention_weights_module},
     {"relattn_scan", &relattn_scan_module},
     {0, 0},

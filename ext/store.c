@@ -84,7 +84,8 @@ static int sqlCode(sqlite3 *db) {
 
 /* ---- config -------------------------------------------------------------- */
 
-enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_OBJ, K_ID, K_OPTBOOL, K_DBL };
+enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_OBJ, K_ID, K_OPTBOOL, K_DBL, K_OPTOBJ,
+       K_LABELS };
 
 /* position.type's choices and what each decodes to */
 static const int position_types[] = {RELATTN_POS_SHAW, RELATTN_POS_NONE,
@@ -97,9 +98,14 @@ static const int rotary_styles[] = {1, 0}; /* half, interleaved */
 static const int activations[] = {RELATTN_GELU, RELATTN_GELU_TANH,
                                   RELATTN_RELU};
 static const int negated[] = {1, 0}; /* a K_BOOL into a "no_" field */
+/* head_activation's and pooler.activation's choices */
+static const int head_activations[] = {RELATTN_GELU, RELATTN_GELU_TANH,
+                                       RELATTN_RELU, RELATTN_TANH};
 
 #define NO_FIELD ((size_t)-1)
 #define POS(t) (1u << (t))
+#define HEAD(h) (1u << (16 + (h))) /* in only, above the POS bits */
+#define POS_BITS 0xffffu
 #define F(f) offsetof(relattn_config, f)
 /* Each key: its JSON path, the name errors use, its kind, the choices of an
 ** enum ("a|b", decoded to their index, or to values[index]; a K_BOOL with
@@ -107,7 +113,8 @@ static const int negated[] = {1, 0}; /* a K_BOOL into a "no_" field */
 ** sets (an int, float for K_NUM, double for K_DBL), and for position keys
 ** the types they belong to (0: any): such a key is refused with another
 ** type, and optional with its own unless required. Keys absent and not
-** required keep the defaults configDecode sets. */
+** required keep the defaults configDecode sets. HEAD bits in only do the
+** same for the keys of some heads (head comes before them). */
 static const struct config_key {
   const char *path, *key;
   int kind;
@@ -186,6 +193,18 @@ static const struct config_key {
      F(strip_accents), 0, 0},
     {"$.tokenizer.tokenize_chinese_chars", "tokenizer.tokenize_chinese_chars",
      K_OPTBOOL, 0, 0, F(chinese_chars), 0, 0},
+    /* the head (absent: lm) and its keys */
+    {"$.head", "head", K_ENUM, "lm|mlm|classifier|none", 0, F(head), 0, 0},
+    {"$.head_activation", "head_activation", K_ENUM, "gelu|gelu_tanh|relu|tanh",
+     head_activations, F(head_activation), HEAD(RELATTN_HEAD_MLM), 0},
+    {"$.pooler", "pooler", K_OPTOBJ, 0, 0, F(pooler), 0, 0},
+    {"$.pooler.activation", "pooler.activation", K_ENUM,
+     "gelu|gelu_tanh|relu|tanh", head_activations, F(pooler_activation), 0, 0},
+    {"$.labels", "labels", K_LABELS, 0, 0, F(n_labels),
+     HEAD(RELATTN_HEAD_CLASSIFIER), 0},
+    {"$.problem_type", "problem_type", K_ENUM,
+     "single_label_classification|multi_label_classification|regression", 0,
+     F(problem_type), HEAD(RELATTN_HEAD_CLASSIFIER), 0},
 };
 #undef F
 
@@ -198,6 +217,8 @@ static const char *kind_name(int kind) {
     case K_OBJ: return "an object";
     case K_OPTBOOL: return "true, false or null";
     case K_DBL: return "a number";
+    case K_OPTOBJ: return "an object or null";
+    case K_LABELS: return "an array of strings";
     default: return "an integer or null";
   }
 }
@@ -217,6 +238,39 @@ static int choice_index(const char *choices, const char *s) {
   return -1;
 }
 
+/* The number of labels of an array of strings at $.labels into *n; an
+** element of another type is refused, naming it. */
+static int labelsCount(sqlite3 *db, const char *json, const char *key,
+                       const char *what, sqlite3_int64 *n, char **pzErr) {
+  sqlite3_stmt *st = prepare(
+      db,
+      "SELECT count(*), min(CASE WHEN type != 'text' THEN key END), "
+      "min(CASE WHEN type != 'text' THEN key END) IS NOT NULL, "
+      "(SELECT type FROM json_each(?1, '$.labels') WHERE type != 'text' "
+      "ORDER BY key LIMIT 1) FROM json_each(?1, '$.labels')",
+      what, pzErr);
+  int rc;
+  if (!st) return sqlCode(db);
+  sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) != SQLITE_ROW) {
+    rc = sqlCode(db);
+    *pzErr = relattn_sql_errmsg(db, what, rc);
+    sqlite3_finalize(st);
+    return rc;
+  }
+  *n = sqlite3_column_int64(st, 0);
+  rc = SQLITE_OK;
+  if (sqlite3_column_int(st, 2)) {
+    *pzErr = sqlite3_mprintf("%s: '%s' must be an array of strings, not "
+                             "with %s at %lld",
+                             what, key, sqlite3_column_text(st, 3),
+                             sqlite3_column_int64(st, 1));
+    rc = SQLITE_ERROR;
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
 /* Decodes a config (the README's config keys) and checks it. Errors start with what,
 ** e.g. "relattn_import: config". Returns an SQLite code. */
 static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
@@ -228,6 +282,7 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
   memset(cfg, 0, sizeof *cfg);
   cfg->bos = cfg->eos = cfg->pad = -1;
   cfg->append = cfg->sep = cfg->mask = cfg->unk = -1;
+  cfg->pooler_activation = RELATTN_TANH; /* BERT's pooler */
   cfg->do_lower_case = cfg->chinese_chars = 1;
   cfg->strip_accents = -1;
   relattn_position_defaults(&cfg->pos, RELATTN_POS_SHAW);
@@ -263,7 +318,7 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
     }
     if (sqlite3_step(st) != SQLITE_ROW) goto sqlerr;
     type = (const char *)sqlite3_column_text(st, 2);
-    if (k->only && !(k->only & POS(cfg->pos.type))) {
+    if ((k->only & POS_BITS) && !(k->only & POS(cfg->pos.type))) {
       /* the key of another position type (position.type came before) */
       if (type) {
         *pzErr = sqlite3_mprintf("%s: '%s' is not a key of position type "
@@ -275,6 +330,12 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
       }
       sqlite3_reset(st);
       continue;
+    }
+    if ((k->only & ~POS_BITS) && !(k->only & HEAD(cfg->head)) && type) {
+      *pzErr = sqlite3_mprintf("%s: '%s' is not a key of head '%s'", what,
+                               k->key, relattn_head_name(cfg->head));
+      rc = SQLITE_ERROR;
+      goto done;
     }
     if (!type) {
       if (k->required) {
@@ -319,6 +380,16 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
         break;
       case K_OBJ:
         if (strcmp(type, "object") != 0) goto badtype;
+        break;
+      case K_OPTOBJ: /* null: as absent */
+        if (strcmp(type, "null") != 0 && strcmp(type, "object") != 0)
+          goto badtype;
+        iv = strcmp(type, "object") == 0;
+        break;
+      case K_LABELS:
+        if (strcmp(type, "array") != 0) goto badtype;
+        rc = labelsCount(db, json, k->key, what, &iv, pzErr);
+        if (rc != SQLITE_OK) goto done;
         break;
       case K_OPTBOOL: /* absent or null: -1 */
         if (strcmp(type, "null") == 0) {
@@ -406,6 +477,7 @@ struct relattn_cache_entry {
   sqlite3_int64 rowid;        /* of the model row: new for each fresh import */
   char *sha256;               /* NULL when the row has none */
   char *config;
+  char **labels;              /* classifier: n_labels names, one block */
   sqlite3_int64 bytes;        /* of float32 weights (relattn_model_bytes) */
 };
 
@@ -416,7 +488,54 @@ static void entryUnref(relattn_cache_entry *e) {
   sqlite3_free(e->name);
   sqlite3_free(e->sha256);
   sqlite3_free(e->config);
+  sqlite3_free(e->labels);
   sqlite3_free(e);
+}
+
+const char *relattn_store_label(const relattn_model *m, int i) {
+  const relattn_cache_entry *e = (const relattn_cache_entry *)m;
+  if (!e->labels || i < 0 || i >= m->cfg.n_labels) return NULL;
+  return e->labels[i];
+}
+
+/* A classifier's labels from its config (checked by configDecode: an array
+** of n strings) into one block: the pointers, then the strings. */
+static int labelsLoad(sqlite3 *db, relattn_cache_entry *e, const char *what,
+                      char **pzErr) {
+  const int n = e->model.cfg.n_labels;
+  sqlite3_stmt *st;
+  sqlite3_uint64 bytes = sizeof(char *) * (sqlite3_uint64)n;
+  char *p = NULL;
+  int i = 0, rc;
+  if (e->model.cfg.head != RELATTN_HEAD_CLASSIFIER) return SQLITE_OK;
+  st = prepare(db,
+               "SELECT value, sum(length(CAST(value AS BLOB)) + 1) OVER () "
+               "FROM json_each(?1, '$.labels') ORDER BY key",
+               what, pzErr);
+  if (!st) return sqlCode(db);
+  sqlite3_bind_text(st, 1, e->config, -1, SQLITE_STATIC);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW && i < n) {
+    const char *v = (const char *)sqlite3_column_text(st, 0);
+    int len = sqlite3_column_bytes(st, 0);
+    if (!e->labels) {
+      e->labels = sqlite3_malloc64(bytes + (sqlite3_uint64)
+                                               sqlite3_column_int64(st, 1));
+      if (!e->labels) break;
+      p = (char *)(e->labels + n);
+    }
+    memcpy(p, v ? v : "", (size_t)len);
+    p[len] = 0;
+    e->labels[i++] = p;
+    p += len + 1;
+  }
+  sqlite3_finalize(st);
+  if (i == n) return SQLITE_OK;
+  if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
+    *pzErr = sqlite3_mprintf("%s: out of memory for its labels", what);
+    return SQLITE_NOMEM;
+  }
+  *pzErr = relattn_sql_errmsg(db, what, rc);
+  return rc;
 }
 
 /* Takes entry e out of the connection's list and drops the cache's ref. */
@@ -770,6 +889,7 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
     goto fail;
   what[strlen(what) - strlen(": config")] = 0;
   if (checkSize(conn, e, what, pzErr) != SQLITE_OK) goto fail;
+  if (labelsLoad(db, e, what, pzErr) != SQLITE_OK) goto fail;
   rc = relattn_model_init(&e->model, &e->model.cfg, what, err, sizeof err);
   if (rc != RELATTN_OK) {
     *pzErr = sqlite3_mprintf("%s", err);

@@ -76,7 +76,8 @@ def shapes(cfg):
         out += [(p + "ffn.w2", [d, f]), (p + "ffn.b2", [d])]
     if cfg["norm"] == "pre":
         out += [("ln_f.weight", [d]), ("ln_f.bias", [d])]
-    if not cfg["tie_embeddings"]:
+    head = cfg.get("head", "lm")
+    if not cfg["tie_embeddings"] and head in ("lm", "mlm"):
         out += [("lm_head", [v, d])]
     if pos.get("type") == "t5":
         out += [("rel_bias", [h, pos.get("num_buckets", 32)])]
@@ -87,14 +88,25 @@ def shapes(cfg):
         out += [("rel_emb", [2 * (b if b > 0 else pos.get("max_relative_positions", 512)), d])]
         if pos.get("norm_rel_ebd", "none") == "layer_norm":
             out += [("rel_emb_norm.weight", [d]), ("rel_emb_norm.bias", [d])]
+    if head == "mlm":
+        out += [("mlm.dense.weight", [d, d]), ("mlm.dense.bias", [d]),
+                ("mlm.norm.weight", [d]), ("mlm.norm.bias", [d]),
+                ("mlm.bias", [v])]
+    if cfg.get("pooler"):
+        out += [("pooler.weight", [d, d]), ("pooler.bias", [d])]
+    if head == "classifier":
+        n = len(cfg["labels"])
+        out += [("classifier.weight", [n, d]), ("classifier.bias", [n])]
     if emb.get("token_types", 0):
         out += [("type_emb", [emb["token_types"], d])]
     if emb.get("norm", False):
         out += [("emb_norm.weight", [d]), ("emb_norm.bias", [d])]
     # the norms' biases go with rmsnorm, the linear layers' with biases false
+    # (the heads' linear biases stay)
     linear = ("bq", "bk", "bv", "bo", "b1", "b2", "b3")
+    heads = ("mlm.dense.bias", "mlm.bias", "pooler.bias", "classifier.bias")
     return [(n, s) for n, s in out
-            if not (rms and n.endswith(".bias"))
+            if not (rms and n.endswith(".bias") and n not in heads)
             and not (not biases and n.rsplit(".", 1)[-1] in linear)]
 
 
@@ -105,7 +117,7 @@ def tensors(cfg, rng):
     for name, shape in shapes(cfg):
         leaf = name.rsplit(".", 1)[-1]
         if name.endswith("ln1.weight") or name.endswith("ln2.weight") or name in (
-                "ln_f.weight", "rel_emb_norm.weight", "emb_norm.weight"):
+                "ln_f.weight", "rel_emb_norm.weight", "emb_norm.weight", "mlm.norm.weight"):
             a = 1.0 + 0.1 * rng.standard_normal(shape)
         elif len(shape) == 1:
             a = 0.1 * rng.standard_normal(shape)

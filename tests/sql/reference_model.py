@@ -99,7 +99,8 @@ def random_params(rng, cfg):
     if cfg["norm"] == "pre":
         p["ln_f.weight"] = u(d, scale=0.3, offset=1.0)
         p["ln_f.bias"] = u(d, scale=0.1)
-    if not cfg["tie_embeddings"]:
+    head = cfg.get("head", "lm")
+    if not cfg["tie_embeddings"] and head in ("lm", "mlm"):
         p["lm_head"] = u(v, d)
     if pos["type"] == "t5":
         p["rel_bias"] = u(h, pos.get("num_buckets", 32), scale=2.0)
@@ -115,14 +116,48 @@ def random_params(rng, cfg):
     if emb_norm:
         p["emb_norm.weight"] = u(d, scale=0.3, offset=1.0)
         p["emb_norm.bias"] = u(d, scale=0.1)
+    if head == "mlm":
+        p["mlm.dense.weight"] = u(d, d, scale=2 / math.sqrt(d))
+        p["mlm.dense.bias"] = u(d, scale=0.3)
+        p["mlm.norm.weight"] = u(d, scale=0.3, offset=1.0)
+        p["mlm.norm.bias"] = u(d, scale=0.1)
+        p["mlm.bias"] = u(v, scale=0.5)
+    if cfg.get("pooler"):
+        p["pooler.weight"] = u(d, d, scale=2 / math.sqrt(d))
+        p["pooler.bias"] = u(d, scale=0.3)
+    if head == "classifier":
+        n = len(cfg["labels"])
+        p["classifier.weight"] = u(n, d, scale=3 / math.sqrt(d))
+        p["classifier.bias"] = u(n, scale=0.3)
     # what the options leave out: the norms' biases with rmsnorm, the
-    # linear layers' with biases false
+    # linear layers' with biases false (the heads' linear biases stay)
     for name in list(p):
         leaf = name.rsplit(".", 1)[-1]
-        if (rms and leaf == "bias") or (not biases and leaf in (
+        if (rms and leaf == "bias" and name not in (
+                "mlm.dense.bias", "mlm.bias", "pooler.bias", "classifier.bias")) or (not biases and leaf in (
                 "bq", "bk", "bv", "bo", "b1", "b2", "b3")):
             del p[name]
     return p
+
+
+def with_head(cfg, head, pooler=None, labels=None, problem_type=None,
+              head_activation=None, mask=None):
+    """cfg with a head (an encoder's): mlm, classifier (labels), none;
+    pooler: its activation or None; mask: tokenizer.mask."""
+    c = json.loads(json.dumps(cfg))
+    c["arch"] = "encoder"
+    c["head"] = head
+    if pooler:
+        c["pooler"] = {"activation": pooler}
+    if labels is not None:
+        c["labels"] = list(labels)
+    if problem_type:
+        c["problem_type"] = problem_type
+    if head_activation:
+        c["head_activation"] = head_activation
+    if mask is not None:
+        c["tokenizer"]["mask"] = mask
+    return c
 
 
 def deberta_span(pos):
@@ -349,6 +384,61 @@ def forward(cfg, params, ids, maps=False):
         out["logprobs"] = logits - m - np.log(np.exp(logits - m).sum(-1, keepdims=True))
     if maps:
         out["maps"] = all_maps
+    return out
+
+
+# ---- heads -------------------------------------------------------------------
+# Written from Hugging Face transformers' models/bert/modeling_bert.py
+# (BertPredictionHeadTransform: dense, act, LayerNorm; BertLMPredictionHead:
+# decoder tied to the word embeddings, plus its own bias; BertPooler: dense
+# and tanh on the first token; BertForSequenceClassification: classifier on
+# the pooled output) and models/deberta_v2/modeling_deberta_v2.py
+# (ContextPooler: dense then pooler_hidden_act on token 0).
+
+def activation(name):
+    if name == "gelu":
+        return gelu
+    if name == "gelu_tanh":   # HF gelu_new / gelu_pytorch_tanh
+        return gelu_tanh
+    if name == "relu":
+        return lambda t: np.maximum(t, 0)
+    return np.tanh
+
+
+def heads(cfg, params, ids):
+    """The heads on the final hidden rows of ids: cls (d), pooled (d, or
+    None), logits (labels, or None), probs (softmax / sigmoid / None),
+    mlm (n, V) log-probs at every row (mlm head, else None)."""
+    p = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
+    x = forward(cfg, params, ids)["hidden"]
+    out = {"hidden": x, "cls": x[0], "pooled": None, "logits": None,
+           "probs": None, "mlm": None}
+    head = cfg.get("head", "lm")
+    if cfg.get("pooler"):
+        act = activation(cfg["pooler"].get("activation", "tanh"))
+        out["pooled"] = act(x[0] @ p["pooler.weight"].T + p["pooler.bias"])
+    if head == "classifier":
+        inp = out["pooled"] if out["pooled"] is not None else x[0]
+        z = inp @ p["classifier.weight"].T + p["classifier.bias"]
+        out["logits"] = z
+        kind = cfg.get("problem_type", "single_label_classification")
+        if kind == "single_label_classification":
+            e = np.exp(z - z.max())
+            out["probs"] = e / e.sum()
+        elif kind == "multi_label_classification":
+            out["probs"] = 1 / (1 + np.exp(-z))
+    if head == "mlm":
+        act = activation(cfg.get("head_activation", "gelu"))
+        h = act(x @ p["mlm.dense.weight"].T + p["mlm.dense.bias"])
+        if options_of(cfg)[0]:     # rmsnorm: the head's norm too
+            h = rms_norm(h, p["mlm.norm.weight"], cfg["norm_eps"])
+        else:
+            h = layer_norm(h, p["mlm.norm.weight"], p["mlm.norm.bias"],
+                           cfg["norm_eps"])
+        E = p["tok_emb"] if cfg["tie_embeddings"] else p["lm_head"]
+        z = h @ E.T + p["mlm.bias"]
+        m = z.max(-1, keepdims=True)
+        out["mlm"] = z - m - np.log(np.exp(z - m).sum(-1, keepdims=True))
     return out
 
 
