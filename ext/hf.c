@@ -996,7 +996,7 @@ static char *nativeConfig(sqlite3 *db, const hf_model *m, const hf_tok *k) {
   sqlite3_str_appendf(o,
                       "{\"arch\": \"encoder\", \"vocab_size\": %d, "
                       "\"d_model\": %d, \"n_layers\": %d, \"n_heads\": %d, "
-                      "\"d_ff\": %d, \"norm\": \"%s\", \"norm_eps\": %!.17g, ",
+                      "\"d_ff\": %d, \"norm\": \"%s\", \"norm_eps\": %.15g, ",
                       m->vocab, m->d, m->layers, m->heads, m->ff,
                       t5 ? "pre" : "post", m->eps);
   if (t5) {

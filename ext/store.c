@@ -927,6 +927,7 @@ typedef struct import_state {
   relattn_st_tensor *t;
   int n, cap;
   char *config;          /* from the argument or the metadata */
+  char *tok_config;      /* tokenizer_config_json, or NULL */
   /* a Hugging Face checkpoint (ext/hf.c), each NULL otherwise: */
   const char **raw;      /* (cap) the dtype of a tensor that is no float
                          ** ("I64": a position_ids buffer), kept as U8 bytes */
@@ -942,6 +943,7 @@ static void importFree(import_state *s) {
   }
   sqlite3_free(s->t);
   sqlite3_free(s->config);
+  sqlite3_free(s->tok_config);
   sqlite3_free(s->raw);
   sqlite3_free(s->skip);
   sqlite3_free(s->own);
@@ -1364,6 +1366,19 @@ static void undoFree(import_undo *u) {
   sqlite3_finalize(u->guard);
 }
 
+/* A TEXT or BLOB argument as a NUL-terminated string (sqlite3_malloc'd). */
+static char *textOf(sqlite3_value *v) {
+  int n = sqlite3_value_bytes(v);
+  const void *p = sqlite3_value_type(v) == SQLITE_BLOB
+                      ? sqlite3_value_blob(v)
+                      : (const void *)sqlite3_value_text(v);
+  char *s = sqlite3_malloc64((sqlite3_uint64)n + 1);
+  if (!s) return NULL;
+  if (n && p) memcpy(s, p, (size_t)n);
+  s[n] = 0;
+  return s;
+}
+
 void relattn_import_func(sqlite3_context *ctx, int argc,
                         sqlite3_value **argv) {
   static const char fn[] = "relattn_import";
@@ -1403,12 +1418,14 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     return;
   }
   if (argc > 2 && sqlite3_value_type(argv[2]) != SQLITE_NULL) {
-    if (sqlite3_value_type(argv[2]) != SQLITE_TEXT) {
+    if (sqlite3_value_type(argv[2]) != SQLITE_TEXT &&
+        sqlite3_value_type(argv[2]) != SQLITE_BLOB) {
       relattn_result_errorf(ctx, "%s: config_json must be TEXT (JSON) or NULL",
                             fn);
       return;
     }
-    s.config = sqlite3_mprintf("%s", sqlite3_value_text(argv[2]));
+    /* TEXT, or its bytes as readfile('config.json') gives them */
+    s.config = textOf(argv[2]);
     if (!s.config) goto nomem;
   }
   if (argc > 3 && sqlite3_value_type(argv[3]) != SQLITE_NULL) {
@@ -1424,7 +1441,8 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   }
   hf = s.config && relattn_hf_is_config(db, s.config);
   if (argc > 4 && sqlite3_value_type(argv[4]) != SQLITE_NULL) {
-    if (sqlite3_value_type(argv[4]) != SQLITE_TEXT) {
+    if (sqlite3_value_type(argv[4]) != SQLITE_TEXT &&
+        sqlite3_value_type(argv[4]) != SQLITE_BLOB) {
       relattn_result_errorf(ctx, "%s: tokenizer_config_json must be TEXT "
                             "(JSON) or NULL", fn);
       importFree(&s);
@@ -1437,7 +1455,8 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
       importFree(&s);
       return;
     }
-    tok_config = (const char *)sqlite3_value_text(argv[4]);
+    tok_config = s.tok_config = textOf(argv[4]);
+    if (!tok_config) goto nomem;
   }
   file = sqlite3_value_blob(argv[1]);
   size = (size_t)sqlite3_value_bytes(argv[1]);

@@ -214,3 +214,39 @@ def test_tokenizer_config_needs_an_hf_config(db):
         db.execute("SELECT relattn_import('m', ?, NULL, NULL, 3)", (blob,))
     assert str(e.value) == ("relattn_import: tokenizer_config_json must be "
                             "TEXT (JSON) or NULL")
+
+
+@pytest.mark.parametrize("cls", ["T5EncoderModel", "T5ForConditionalGeneration"])
+def test_t5_mapping(db, tmp_path, rng, cls):
+    """What the T5 mapping stores: the bias table transposed, the decoder
+    and the tied embed_tokens copy left out, the native config with its
+    source, the files passed as readfile gives them (BLOBs); and the
+    export imports again to the same tensors."""
+    ck = checkpoints.t5(tmp_path / "t5", rng, cls, ffn="gated-gelu",
+                        embed_copy=True)
+    n = db.execute("SELECT relattn_import('m', ?, ?, ?, ?)",
+                   (ck.read("weights"), ck.read("config"), ck.tok_bytes,
+                    ck.read("tokenizer_config"))).fetchone()[0]
+    # tok_emb, ln_f, rel_bias; ln1, wq wk wv wo, ln2, w1 w3 w2 a layer; the
+    # tokenizer's file
+    assert n == 3 + 9 * 2 + 1
+    got = np.frombuffer(db.execute("SELECT relattn_weights('m', 'rel_bias')"
+                                   ).fetchone()[0], "<f4").reshape(4, 8)
+    want = ck.params["encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"]
+    assert np.array_equal(got, want.T)
+    w3 = np.frombuffer(db.execute("SELECT data FROM relattn_tensor WHERE "
+                                  "model = 'm' AND name = 'layers.1.ffn.w3'"
+                                  ).fetchone()[0], "<f4").reshape(48, 32)
+    assert np.array_equal(w3, ck.params["encoder.block.1.layer.1.DenseReluDense.wi_1.weight"])
+    cfg = json.loads(db.execute("SELECT config FROM relattn_model").fetchone()[0])
+    assert cfg["source"] == {"family": "t5", "class": cls, "model_type": "t5"}
+    assert (cfg["norm"], cfg["norm_kind"], cfg["biases"], cfg["ffn"],
+            cfg["activation"]) == ("pre", "rmsnorm", False, "gated", "gelu_tanh")
+    assert cfg["position"] == {"type": "t5", "num_buckets": 8, "max_distance": 20}
+    assert cfg["tokenizer"] == {"type": "sentencepiece", "bos": None, "eos": 1,
+                                "pad": 0, "append": 1, "sep": None,
+                                "mask": None, "unk": 2}
+    assert db.execute("SELECT relattn_import('m2', relattn_export('m'))"
+                      ).fetchone()[0] == n
+    assert db.execute("SELECT count(DISTINCT sha256), count(DISTINCT config) "
+                      "FROM relattn_model").fetchone() == (1, 1)
