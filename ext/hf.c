@@ -299,6 +299,14 @@ static const name_rule deberta_rules[] = {
     {"lm_predictions.lm_head.LayerNorm.weight", "mlm.norm.weight"},
     {"lm_predictions.lm_head.LayerNorm.bias", "mlm.norm.bias"},
     {"lm_predictions.lm_head.bias", "mlm.bias"},
+    /* the replaced-token detector of Microsoft's pre-training files
+    ** (deberta-v3-base): no Hugging Face class loads it */
+    {"mask_predictions.dense.weight", NULL},
+    {"mask_predictions.dense.bias", NULL},
+    {"mask_predictions.LayerNorm.weight", NULL},
+    {"mask_predictions.LayerNorm.bias", NULL},
+    {"mask_predictions.classifier.weight", NULL},
+    {"mask_predictions.classifier.bias", NULL},
     {NULL, NULL}};
 
 static const name_rule t5_rules[] = {

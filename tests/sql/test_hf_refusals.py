@@ -250,3 +250,28 @@ def test_t5_mapping(db, tmp_path, rng, cls):
                       ).fetchone()[0] == n
     assert db.execute("SELECT count(DISTINCT sha256), count(DISTINCT config) "
                       "FROM relattn_model").fetchone() == (1, 1)
+
+
+def test_deberta_model_leaves_out_what_hf_leaves_out(db, tmp_path, rng):
+    """DebertaV2Model from a file that also holds Microsoft's replaced-token
+    detector (mask_predictions.*) and an int64 position_ids buffer: both
+    left out, the rest stored under native names."""
+    ck = checkpoints.deberta(tmp_path / "d", rng, "DebertaV2Model")
+    p = dict(ck.params)
+    for name, shape in (("dense.weight", (32, 32)), ("dense.bias", (32,)),
+                        ("LayerNorm.weight", (32,)), ("LayerNorm.bias", (32,)),
+                        ("classifier.weight", (1, 32)), ("classifier.bias", (1,))):
+        p["mask_predictions." + name] = np.full(shape, 0.5, np.float32)
+    n = run(db, ck, params=p,
+            buffers={"embeddings.position_ids": np.arange(64)[None, :]})
+    names = [r[0] for r in db.execute("SELECT name FROM relattn_tensor WHERE "
+                                      "model = 'm' ORDER BY rowid")]
+    assert n == len(names) == len(ck.params) + 1
+    assert names[0] == "tok_emb" and "rel_emb" in names and \
+        "rel_emb_norm.weight" in names and names[-1] == "tokenizer.sentencepiece"
+    cfg = json.loads(db.execute("SELECT config FROM relattn_model").fetchone()[0])
+    assert cfg["position"] == {"type": "deberta", "position_buckets": 16,
+                               "max_relative_positions": 64,
+                               "norm_rel_ebd": "layer_norm"}
+    assert cfg["tokenizer"]["mask"] == ck.special["mask"]  # an added token
+    assert (cfg["tokenizer"]["bos"], cfg["tokenizer"]["append"]) == (1, 2)
