@@ -9,7 +9,7 @@ exported file imports to the same results; errors for bad values and for
 tensors the options leave out or need, exact text.
 
 Tolerances (as tests/sql/test_model_schemes.py): per-token log-probs 1e-4
-absolute; embeddings 1e-5 relative (L2)."""
+absolute; embeddings 1e-5 relative (L2); attention maps 1e-5 absolute."""
 import json
 import os
 import sys
@@ -133,6 +133,18 @@ def test_encoder_embed(db, rng, case):
         if case != "no-biases" and (n > 1 or case not in ("types", "bert-like")):
             plain = ref.embedding(without_options(cfg), params, tokens)
             assert rel_err(got, plain) > 10 * rel_err(got, want)
+    # the attention maps see the embedding's extras (last layer's: after
+    # every norm, gate and activation before it)
+    tokens = random_tokens(rng, 30, cfg)
+    maps = np.array(ref.forward(cfg, params, ref.model_input(cfg, tokens),
+                                maps=True)["maps"])
+    rows = db.execute("SELECT layer, head, qpos, kpos, weight FROM "
+                      "relattn_attention_weights('m', ?)", (toks(tokens),)).fetchall()
+    assert len(rows) == maps.size
+    got = np.zeros_like(maps)
+    for layer, head, q, k, w in rows:
+        got[layer, head, q, k] = w
+    assert np.abs(got - maps).max() < 1e-5
 
 
 def test_token_type_switches_after_the_first_sep_only(db, rng):

@@ -1,8 +1,10 @@
 /*
 ** test_forward.c: src/forward.c against a naive float64 forward pass written
 ** here from DESIGN §4-5, on random models of every shape the config allows
-** (decoder/encoder, pre/post norm, GELU/ReLU, shared/per-head tables, value
-** term on/off, tied/untied, clip 0/1/16), with 1 to 3 threads.
+** (decoder/encoder, pre/post norm, GELU/GELU-tanh/ReLU, shared/per-head
+** tables, value term on/off, tied/untied, clip 0/1/16; the forward pass's
+** options: layernorm/rmsnorm, biases or none, plain/gated FFN, embedding
+** norm, token types split at a sep), with 1 to 3 threads.
 ** Tolerances: log-probs 1e-4 absolute, embeddings 1e-5 relative (L2),
 ** attention maps 1e-5 absolute with rows summing to 1. Batches of several
 ** sequences match each sequence run alone.
@@ -37,7 +39,8 @@ static void make_model(test_model *t, relattn_config cfg) {
   memset(t, 0, sizeof *t);
   t->cap = 2 * (size_t)cfg.vocab_size * d +
            (size_t)cfg.n_layers * (4 * d * d + 9 * d + 2 * tab +
-                                   2 * (size_t)cfg.d_ff * d + cfg.d_ff + 16) + 2 * d;
+                                   3 * (size_t)cfg.d_ff * d + 2 * cfg.d_ff + 16) +
+           (4 + (size_t)cfg.token_types) * d;
   t->arena = malloc(t->cap * sizeof(float));
   t->m.cfg = cfg;
   t->m.tok_emb = take(t, (size_t)cfg.vocab_size * d, 1.0, 0);
@@ -45,28 +48,40 @@ static void make_model(test_model *t, relattn_config cfg) {
   for (l = 0; l < cfg.n_layers; l++) {
     relattn_layer *L = &t->m.layers[l];
     L->ln1_w = take(t, d, 0.3, 1.0);
-    L->ln1_b = take(t, d, 0.1, 0);
+    L->ln1_b = cfg.norm_kind == RELATTN_RMSNORM ? NULL : take(t, d, 0.1, 0);
     L->wq = take(t, (size_t)d * d, 2 * ws, 0);
     L->wk = take(t, (size_t)d * d, 2 * ws, 0);
     if (unit_next() % 2) take(t, 16, 0, 0); /* not back to back: 3 products */
     L->wv = take(t, (size_t)d * d, ws, 0);
     L->wo = take(t, (size_t)d * d, ws, 0);
-    L->bq = take(t, d, 0.1, 0);
-    L->bk = take(t, d, 0.1, 0);
-    L->bv = take(t, d, 0.1, 0);
-    L->bo = take(t, d, 0.1, 0);
+    if (!cfg.no_biases) {
+      L->bq = take(t, d, 0.1, 0);
+      L->bk = take(t, d, 0.1, 0);
+      L->bv = take(t, d, 0.1, 0);
+      L->bo = take(t, d, 0.1, 0);
+    }
     L->rel_k = take(t, tab, 1.0, 0);
     L->rel_v = cfg.rel_values ? take(t, tab, 1.0, 0) : NULL;
     L->ln2_w = take(t, d, 0.3, 1.0);
-    L->ln2_b = take(t, d, 0.1, 0);
+    L->ln2_b = cfg.norm_kind == RELATTN_RMSNORM ? NULL : take(t, d, 0.1, 0);
     L->w1 = take(t, (size_t)cfg.d_ff * d, ws, 0);
-    L->b1 = take(t, cfg.d_ff, 0.1, 0);
+    L->b1 = cfg.no_biases ? NULL : take(t, cfg.d_ff, 0.1, 0);
+    if (cfg.ffn_gated) {
+      L->w3 = take(t, (size_t)cfg.d_ff * d, 2 * ws, 0);
+      L->b3 = cfg.no_biases ? NULL : take(t, cfg.d_ff, 0.1, 0);
+    }
     L->w2 = take(t, (size_t)d * cfg.d_ff, 1.0 / sqrt((double)cfg.d_ff), 0);
-    L->b2 = take(t, d, 0.1, 0);
+    L->b2 = cfg.no_biases ? NULL : take(t, d, 0.1, 0);
   }
   if (cfg.norm == RELATTN_NORM_PRE) {
     t->m.lnf_w = take(t, d, 0.3, 1.0);
-    t->m.lnf_b = take(t, d, 0.1, 0);
+    t->m.lnf_b = cfg.norm_kind == RELATTN_RMSNORM ? NULL : take(t, d, 0.1, 0);
+  }
+  if (cfg.token_types)
+    t->m.type_emb = take(t, (size_t)cfg.token_types * d, 1.0, 0);
+  if (cfg.emb_norm) {
+    t->m.emb_ln_w = take(t, d, 0.3, 1.0);
+    t->m.emb_ln_b = cfg.norm_kind == RELATTN_RMSNORM ? NULL : take(t, d, 0.1, 0);
   }
   t->m.lm_head = cfg.tie_embeddings ? t->m.tok_emb
                                     : take(t, (size_t)cfg.vocab_size * d, 1.0, 0);
@@ -74,16 +89,24 @@ static void make_model(test_model *t, relattn_config cfg) {
 
 /* ---- the float64 reference --------------------------------------------- */
 
+/* LayerNorm, or RMSNorm (T5LayerNorm: x / sqrt(mean(x^2) + eps) * w) when
+** rms; b NULL: no bias */
 static void ref_ln(double *x, int n, int d, const float *w, const float *b,
-                   double eps) {
+                   double eps, int rms) {
   int i, c;
   for (i = 0; i < n; i++) {
     double *r = x + (size_t)i * d, mean = 0, var = 0;
+    if (rms) {
+      for (c = 0; c < d; c++) var += r[c] * r[c];
+      for (c = 0; c < d; c++) r[c] = r[c] / sqrt(var / d + eps) * w[c];
+      continue;
+    }
     for (c = 0; c < d; c++) mean += r[c];
     mean /= d;
     for (c = 0; c < d; c++) var += (r[c] - mean) * (r[c] - mean);
     var /= d;
-    for (c = 0; c < d; c++) r[c] = (r[c] - mean) / sqrt(var + eps) * w[c] + b[c];
+    for (c = 0; c < d; c++)
+      r[c] = (r[c] - mean) / sqrt(var + eps) * w[c] + (b ? b[c] : 0);
   }
 }
 
@@ -113,13 +136,21 @@ static void ref_forward(const relattn_model *m, const int32_t *tok, int n,
   double *v = calloc((size_t)n * d, 8), *z = calloc((size_t)n * d, 8);
   double *o = calloc((size_t)n * d, 8), *w = calloc((size_t)n, 8);
   double *f1 = calloc((size_t)n * cfg->d_ff, 8);
+  double *f3 = calloc((size_t)n * cfg->d_ff, 8);
   double *lg = calloc((size_t)V, 8);
-  for (i = 0; i < n; i++)
+  int type = 0, rms = cfg->norm_kind == RELATTN_RMSNORM;
+  for (i = 0; i < n; i++) {
     for (c = 0; c < d; c++) x[(size_t)i * d + c] = m->tok_emb[(size_t)tok[i] * d + c];
+    /* token types: 0 up to and including the first sep, then 1 */
+    if (m->type_emb)
+      for (c = 0; c < d; c++) x[(size_t)i * d + c] += m->type_emb[(size_t)type * d + c];
+    if (cfg->token_types >= 2 && tok[i] == cfg->sep) type = 1;
+  }
+  if (m->emb_ln_w) ref_ln(x, n, d, m->emb_ln_w, m->emb_ln_b, cfg->norm_eps, rms);
   for (l = 0; l < cfg->n_layers; l++) {
     const relattn_layer *L = &m->layers[l];
     memcpy(a, x, (size_t)n * d * 8);
-    if (pre) ref_ln(a, n, d, L->ln1_w, L->ln1_b, cfg->norm_eps);
+    if (pre) ref_ln(a, n, d, L->ln1_w, L->ln1_b, cfg->norm_eps, rms);
     ref_linear(q, a, n, d, d, L->wq, L->bq);
     ref_linear(k, a, n, d, d, L->wk, L->bk);
     ref_linear(v, a, n, d, d, L->wv, L->bv);
@@ -157,18 +188,24 @@ static void ref_forward(const relattn_model *m, const int32_t *tok, int n,
     }
     ref_linear(o, z, n, d, d, L->wo, L->bo);
     for (i = 0; i < n * d; i++) x[i] += o[i];
-    if (!pre) ref_ln(x, n, d, L->ln1_w, L->ln1_b, cfg->norm_eps);
+    if (!pre) ref_ln(x, n, d, L->ln1_w, L->ln1_b, cfg->norm_eps, rms);
     memcpy(a, x, (size_t)n * d * 8);
-    if (pre) ref_ln(a, n, d, L->ln2_w, L->ln2_b, cfg->norm_eps);
+    if (pre) ref_ln(a, n, d, L->ln2_w, L->ln2_b, cfg->norm_eps, rms);
     ref_linear(f1, a, n, d, cfg->d_ff, L->w1, L->b1);
-    for (i = 0; i < n * cfg->d_ff; i++)
-      f1[i] = cfg->activation == RELATTN_RELU ? (f1[i] > 0 ? f1[i] : 0)
-                                              : 0.5 * f1[i] * (1 + erf(f1[i] / sqrt(2.0)));
+    if (cfg->ffn_gated) ref_linear(f3, a, n, d, cfg->d_ff, L->w3, L->b3);
+    for (i = 0; i < n * cfg->d_ff; i++) {
+      double u = f1[i];
+      if (cfg->activation == RELATTN_RELU) u = u > 0 ? u : 0;
+      else if (cfg->activation == RELATTN_GELU_TANH) /* HF gelu_new */
+        u = 0.5 * u * (1 + tanh(sqrt(2 / M_PI) * (u + 0.044715 * u * u * u)));
+      else u = 0.5 * u * (1 + erf(u / sqrt(2.0)));
+      f1[i] = cfg->ffn_gated ? u * f3[i] : u;
+    }
     ref_linear(o, f1, n, cfg->d_ff, d, L->w2, L->b2);
     for (i = 0; i < n * d; i++) x[i] += o[i];
-    if (!pre) ref_ln(x, n, d, L->ln2_w, L->ln2_b, cfg->norm_eps);
+    if (!pre) ref_ln(x, n, d, L->ln2_w, L->ln2_b, cfg->norm_eps, rms);
   }
-  if (pre) ref_ln(x, n, d, m->lnf_w, m->lnf_b, cfg->norm_eps);
+  if (pre) ref_ln(x, n, d, m->lnf_w, m->lnf_b, cfg->norm_eps, rms);
   for (c = 0; c < d; c++) {
     double s = 0;
     for (i = mean_from; i < n; i++) s += x[(size_t)i * d + c];
@@ -186,7 +223,8 @@ static void ref_forward(const relattn_model *m, const int32_t *tok, int n,
       for (j = 0; j < V; j++) lsm[(size_t)i * V + j] = lg[j] - mx - log(s);
       top[i] = arg;
     }
-  free(x), free(a), free(q), free(k), free(v), free(z), free(o), free(w), free(f1), free(lg);
+  free(x), free(a), free(q), free(k), free(v), free(z), free(o), free(w), free(f1), free(f3);
+  free(lg);
 }
 
 static void run_case(relattn_pool *pool, relattn_config cfg, int n) {
@@ -460,13 +498,24 @@ int main(void) {
       cfg.d_ff = 8 + (int)(unit_next() % 40);
       cfg.norm = (i >> 1) & 1 ? RELATTN_NORM_POST : RELATTN_NORM_PRE;
       cfg.norm_eps = 1e-5f;
-      cfg.activation = (i >> 2) & 1 ? RELATTN_RELU : RELATTN_GELU;
+      cfg.activation = (i >> 2) & 1 ? RELATTN_RELU
+                       : unit_next() % 2 ? RELATTN_GELU_TANH : RELATTN_GELU;
       cfg.tie_embeddings = (int)(unit_next() % 2);
       cfg.clip = clips[unit_next() % 3];
       cfg.rel_values = (int)(unit_next() % 2);
       cfg.per_head = (int)(unit_next() % 2);
       cfg.bos = cfg.eos = cfg.pad = -1;
+      cfg.append = cfg.sep = cfg.mask = cfg.unk = -1;
       relattn_position_defaults(&cfg.pos, RELATTN_POS_SHAW);
+      /* the options: today's model in a third of the cases */
+      if (unit_next() % 3) {
+        cfg.norm_kind = (int)(unit_next() % 2);
+        cfg.no_biases = (int)(unit_next() % 2);
+        cfg.ffn_gated = (int)(unit_next() % 2);
+        cfg.emb_norm = (int)(unit_next() % 2);
+        cfg.token_types = (int)(unit_next() % 4);
+        cfg.sep = (int)(unit_next() % cfg.vocab_size); /* random tokens hit it */
+      }
       run_case(pool, cfg, lens[unit_next() % 7]);
       run_batch(pool, cfg);
     }
