@@ -8,6 +8,7 @@ tokenizer_config.json).
 
     ck = bert(tmp_path, rng, "BertForSequenceClassification", "relative_key")
     ck.config, ck.params        # the config.json dict, {HF name: float32 array}
+                                # (F16 / BF16 files: the rounded values they hold)
     ck.path("weights")          # model.safetensors; "config", "tokenizer", "tokenizer_config"
     ck.special                  # {"cls": id, "sep": id, "mask": id, ...}
     ck.n_pieces                 # the tokenizer's own ids are 0 .. n_pieces - 1
@@ -163,7 +164,8 @@ class Checkpoint:
              "tokenizer_config": "tokenizer_config.json"}
 
     def __init__(self, root, family, cls, config, params, tok_file, tok_bytes,
-                 tok_config, special, buffers=None, added_tokens=None):
+                 tok_config, special, buffers=None, added_tokens=None,
+                 dtype="F32"):
         self.dir = pathlib.Path(root)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.family, self.cls = family, cls
@@ -177,7 +179,19 @@ class Checkpoint:
         self._wp = None
         self.n_pieces = (len(tok_bytes.decode("utf-8").split("\n")) - 1
                          if tok_file == "vocab.txt" else self._spm().get_piece_size())
-        tensors = dict(params)
+        if dtype != "F32":
+            config["torch_dtype"] = {"F16": "float16", "BF16": "bfloat16"}[dtype]
+        tensors = {}
+        for k, v in params.items():         # params: what the file holds
+            if dtype == "F16":
+                tensors[k] = v.astype(np.float16)
+                params[k] = tensors[k].astype(np.float32)
+            elif dtype == "BF16":
+                raw = safetensors_py.bf16_bytes(v)
+                tensors[k] = ("BF16", list(v.shape), raw)
+                params[k] = safetensors_py.bf16_to_f32(raw).reshape(v.shape).copy()
+            else:
+                tensors[k] = v
         for k, v in self.buffers.items():
             tensors[k] = i64(v)
         (self.dir / "config.json").write_text(json.dumps(config, indent=2))
@@ -234,7 +248,7 @@ def bert(root, rng, cls, position="relative_key", prefix=None, n_labels=3,
          problem_type="single_label_classification", hidden_act="gelu",
          tied_copy=False, position_ids=False, extra_heads=False, d=32,
          heads=4, layers=2, ff=48, max_pos=64, type_vocab=2,
-         do_lower_case=True):
+         do_lower_case=True, dtype="F32"):
     """modeling_bert.py: BertModel (prefix none, pooler), BertForMaskedLM
     ('bert.' prefix, no pooler, cls.predictions.*), BertForSequenceClassification
     ('bert.' prefix, pooler, classifier). prefix overrides the class's own
@@ -258,7 +272,8 @@ def bert(root, rng, cls, position="relative_key", prefix=None, n_labels=3,
         W.linear(p, L + "attention.self.query", d, d, gain=2.0)
         W.linear(p, L + "attention.self.key", d, d, gain=2.0)
         W.linear(p, L + "attention.self.value", d, d)
-        p[L + "attention.self.distance_embedding.weight"] = W.u(2 * max_pos - 1, dh)
+        if position in ("relative_key", "relative_key_query"):
+            p[L + "attention.self.distance_embedding.weight"] = W.u(2 * max_pos - 1, dh)
         W.linear(p, L + "attention.output.dense", d, d)
         W.norm(p, L + "attention.output.LayerNorm", d)
         W.linear(p, L + "intermediate.dense", ff, d)
@@ -313,7 +328,7 @@ def bert(root, rng, cls, position="relative_key", prefix=None, n_labels=3,
                          ("sep", "[SEP]"), ("mask", "[MASK]"))},
     }
     return Checkpoint(root, "bert", cls, cfg, p, "vocab.txt", vocab,
-                      tok_config, special, buffers)
+                      tok_config, special, buffers, dtype=dtype)
 
 
 # ---- DeBERTa-v2 / v3 -------------------------------------------------------
@@ -321,7 +336,7 @@ def bert(root, rng, cls, position="relative_key", prefix=None, n_labels=3,
 def deberta(root, rng, cls, style="v3", prefix=None, n_labels=3,
             problem_type="single_label_classification", legacy=True,
             tied_copy=False, share_att_key=True, d=32, heads=4, layers=2,
-            ff=48, **over):
+            ff=48, dtype="F32", **over):
     """modeling_deberta_v2.py: DebertaV2Model (no prefix), DebertaV2ForMaskedLM
     ('deberta.' prefix; legacy (HF's default): cls.predictions.transform.*,
     cls.predictions.bias; legacy false (and Microsoft's own files):
@@ -428,14 +443,15 @@ def deberta(root, rng, cls, style="v3", prefix=None, n_labels=3,
         "unk_token": "[UNK]", "vocab_type": "spm",
     }
     return Checkpoint(root, "deberta-v2", cls, cfg, p, "spm.model", sp_bytes,
-                      tok_config, special, added_tokens={"[MASK]": mask_id})
+                      tok_config, special, added_tokens={"[MASK]": mask_id},
+                      dtype=dtype)
 
 
 # ---- T5 --------------------------------------------------------------------
 
 def t5(root, rng, cls, ffn="relu", embed_copy=False, write_derived=False,
        d=32, heads=4, d_kv=8, layers=2, ff=48, num_buckets=8,
-       max_distance=20, decoder_layers=1):
+       max_distance=20, decoder_layers=1, dtype="F32"):
     """modeling_t5.py: T5EncoderModel (shared.weight; encoder.embed_tokens
     tied to it and left out unless embed_copy) or T5ForConditionalGeneration
     (the same encoder, plus decoder.* and, untied as v1.1, lm_head.weight).
@@ -522,4 +538,4 @@ def t5(root, rng, cls, ffn="relu", embed_copy=False, write_derived=False,
     }
     special = {"pad": 0, "eos": 1, "unk": 2}
     return Checkpoint(root, "t5", cls, cfg, p, "spiece.model", sp_bytes,
-                      tok_config, special)
+                      tok_config, special, dtype=dtype)

@@ -1,0 +1,301 @@
+"""Hugging Face checkpoints end to end: each family x class written as HF
+writes it (tests/hf/checkpoints.py), imported with relattn_import from its
+three files, then run in SQL and compared with the float64 port of the
+class's own forward (tests/hf/ports.py) on fresh random weights and inputs:
+
+- relattn_embed(model, tokens, pooling): mean (the sequence's own tokens
+  and the appended [SEP] / </s>; [CLS] left out), cls (final row 0),
+  pooler (BertPooler / ContextPooler);
+- relattn_labels / relattn_classify (softmax, sigmoid or the regression
+  value, labels from id2label in id order);
+- relattn_logprobs at [MASK] positions (the best fill and its log-prob);
+- text through the checkpoint's own tokenizer and template ([CLS] ... [SEP],
+  ... </s>), and token types after the first [SEP] of a pair;
+- export -> reimport gives the same tensors and the same outputs.
+
+Tolerance: 1e-4 absolute on embeddings, pooled outputs, logits,
+probabilities and log-probs (float32 forward against float64 ports; the
+measured errors are around 1e-6)."""
+import json
+import os
+import sqlite3
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import checkpoints  # noqa: E402
+import ports  # noqa: E402
+import safetensors_py  # noqa: E402
+from conftest import from_f32  # noqa: E402
+
+TOL = 1e-4
+
+# id -> (writer, class, keyword arguments)
+CASES = {
+    "bert-model-rk": ("bert", "BertModel", dict(position="relative_key")),
+    "bert-model-rkq-prefixed": ("bert", "BertModel", dict(position="relative_key_query",
+                                                          prefix="bert.")),
+    "bert-mlm-rk": ("bert", "BertForMaskedLM", dict(position="relative_key")),
+    "bert-mlm-rkq-tied-copy": ("bert", "BertForMaskedLM", dict(position="relative_key_query",
+                                                               tied_copy=True)),
+    "bert-cls-rk": ("bert", "BertForSequenceClassification", dict(position="relative_key")),
+    "bert-cls-rkq": ("bert", "BertForSequenceClassification",
+                     dict(position="relative_key_query", n_labels=4,
+                          problem_type="multi_label_classification")),
+    "bert-cls-rk-position-ids": ("bert", "BertForSequenceClassification",
+                                 dict(position="relative_key", position_ids=True)),
+    "bert-cls-rk-regression": ("bert", "BertForSequenceClassification",
+                               dict(position="relative_key", n_labels=1,
+                                    problem_type="regression")),
+    "deberta-v3-model": ("deberta", "DebertaV2Model", dict(style="v3")),
+    "deberta-v2-model": ("deberta", "DebertaV2Model", dict(style="v2")),
+    "deberta-v3-mlm-legacy": ("deberta", "DebertaV2ForMaskedLM", dict(style="v3")),
+    "deberta-v3-mlm-lm_predictions": ("deberta", "DebertaV2ForMaskedLM",
+                                      dict(style="v3", legacy=False)),
+    "deberta-v2-mlm": ("deberta", "DebertaV2ForMaskedLM", dict(style="v2")),
+    "deberta-v3-mlm-tied-copy": ("deberta", "DebertaV2ForMaskedLM",
+                                 dict(style="v3", tied_copy=True)),
+    "deberta-v3-cls": ("deberta", "DebertaV2ForSequenceClassification", dict(style="v3")),
+    "deberta-v2-cls": ("deberta", "DebertaV2ForSequenceClassification",
+                       dict(style="v2", n_labels=2)),
+    "deberta-v3-cls-f16": ("deberta", "DebertaV2ForSequenceClassification",
+                           dict(style="v3", dtype="F16")),
+    "t5-encoder-relu": ("t5", "T5EncoderModel", dict(ffn="relu")),
+    "t5-encoder-relu-embed-copy": ("t5", "T5EncoderModel", dict(ffn="relu", embed_copy=True)),
+    "t5-encoder-gated-gelu": ("t5", "T5EncoderModel", dict(ffn="gated-gelu",
+                                                           write_derived=True)),
+    "t5-cg-relu": ("t5", "T5ForConditionalGeneration", dict(ffn="relu")),
+    "t5-cg-gated-gelu": ("t5", "T5ForConditionalGeneration", dict(ffn="gated-gelu")),
+    "t5-cg-gated-gelu-bf16": ("t5", "T5ForConditionalGeneration",
+                              dict(ffn="gated-gelu", dtype="BF16")),
+}
+WRITERS = {"bert": checkpoints.bert, "deberta": checkpoints.deberta, "t5": checkpoints.t5}
+
+
+def by_kind(pred):
+    return sorted(k for k, (w, c, kw) in CASES.items() if pred(w, c))
+
+
+def make(case, root, rng):
+    writer, cls, kw = CASES[case]
+    return WRITERS[writer](root, rng, cls, **kw)
+
+
+def toks(ids):
+    return np.asarray(ids, dtype="<i4").tobytes()
+
+
+def import_checkpoint(db, ck, name="m"):
+    """relattn_import with the checkpoint's files as they are on disk."""
+    return db.execute("SELECT relattn_import(?, ?, ?, ?, ?)",
+                      (name, ck.read("weights"), ck.path("config").read_text(),
+                       ck.read("tokenizer"), ck.path("tokenizer_config").read_text())
+                      ).fetchone()[0]
+
+
+# ---- what HF computes for the model's input ----------------------------------
+
+def model_input(ck, tokens):
+    """HF's template for one sequence: BertTokenizer / DebertaV2Tokenizer
+    build_inputs_with_special_tokens [CLS] X [SEP]; T5Tokenizer X </s>."""
+    if ck.family == "t5":
+        return list(tokens) + [ck.special["eos"]]
+    return [ck.special["cls"]] + list(tokens) + [ck.special["sep"]]
+
+
+def token_types(ck, ids):
+    """create_token_type_ids_from_sequences: 0 through the first [SEP], 1
+    after it (a pair [CLS] A [SEP] B [SEP])."""
+    if ck.family == "t5" or ck.config.get("type_vocab_size", 0) < 2:
+        return [0] * len(ids)
+    first = ids.index(ck.special["sep"])
+    return [0 if i <= first else 1 for i in range(len(ids))]
+
+
+def port(ck, tokens):
+    ids = model_input(ck, tokens)
+    return ports.forward(ck.config, ck.params, ids, token_types(ck, ids))
+
+
+def mean_pooled(ck, hidden):
+    """relattn_embed's mean (docs/reference.md, relattn_embed): the
+    sequence's own tokens and the appended [SEP] / </s>, [CLS] (bos) left
+    out."""
+    return hidden.mean(0) if ck.family == "t5" else hidden[1:].mean(0)
+
+
+def random_tokens(rng, ck, n):
+    """Ordinary ids (no special token, no [MASK], inside the tokenizer's
+    own pieces)."""
+    specials = set(ck.special.values())
+    pool = [i for i in range(ck.n_pieces) if i not in specials]
+    return [int(pool[i]) for i in rng.integers(0, len(pool), n)]
+
+
+def embed(db, tokens, pooling=None, name="m"):
+    if pooling is None:
+        b = db.execute("SELECT relattn_embed(?, ?)", (name, tokens)).fetchone()[0]
+    else:
+        b = db.execute("SELECT relattn_embed(?, ?, ?)", (name, tokens, pooling)).fetchone()[0]
+    return from_f32(b).astype(np.float64)
+
+
+ERRORS = {}   # (case, quantity) -> max abs error seen, for the report
+
+
+def check(case, what, got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert got.shape == want.shape, (what, got.shape, want.shape)
+    err = float(np.abs(got - want).max())
+    ERRORS[(case, what)] = max(err, ERRORS.get((case, what), 0.0))
+    print(f"{case} {what}: max abs error {err:.2e}")
+    assert err < TOL, (what, err)
+
+
+# ---- the tests -------------------------------------------------------------
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_embeddings(db, rng, tmp_path, case):
+    ck = make(case, tmp_path, rng)
+    import_checkpoint(db, ck)
+    for n in (1, 13, 40):
+        tokens = random_tokens(rng, ck, n)
+        out = port(ck, tokens)
+        want = mean_pooled(ck, out["hidden"])
+        check(case, "embed mean", embed(db, toks(tokens)), want)
+        check(case, "embed mean", embed(db, toks(tokens), "mean"), want)
+        check(case, "embed cls", embed(db, toks(tokens), "cls"), out["hidden"][0])
+        if "pooled" in out:
+            check(case, "embed pooler", embed(db, toks(tokens), "pooler"), out["pooled"])
+
+
+@pytest.mark.parametrize("case", by_kind(lambda w, c: c.endswith("ForSequenceClassification")))
+def test_labels_and_classify(db, rng, tmp_path, case):
+    ck = make(case, tmp_path, rng)
+    import_checkpoint(db, ck)
+    names = [ck.config["id2label"][str(i)] for i in range(len(ck.config["id2label"]))]
+    multi = ck.config.get("problem_type") == "multi_label_classification"
+    for n in (2, 30):
+        tokens = random_tokens(rng, ck, n)
+        logits = port(ck, tokens)["logits"]
+        probs = 1 / (1 + np.exp(-logits)) if multi else ports.softmax(logits)
+        rows = db.execute("SELECT label, logit, prob FROM relattn_labels('m', ?)",
+                          (toks(tokens),)).fetchall()
+        assert [r[0] for r in rows] == names
+        check(case, "logits", [r[1] for r in rows], logits)
+        if ck.config.get("problem_type") == "regression":
+            assert [r[2] for r in rows] == [None]      # the logit is the value
+            continue
+        check(case, "probs", [r[2] for r in rows], probs)
+        best = db.execute("SELECT relattn_classify('m', ?)", (toks(tokens),)).fetchone()[0]
+        assert best == names[int(np.argmax(logits))]
+
+
+@pytest.mark.parametrize("case", by_kind(lambda w, c: c.endswith("ForMaskedLM")))
+def test_masked_lm(db, rng, tmp_path, case):
+    ck = make(case, tmp_path, rng)
+    import_checkpoint(db, ck)
+    mask = ck.special["mask"]
+    tokens = random_tokens(rng, ck, 25)
+    where = sorted(int(i) for i in rng.choice(25, 4, replace=False))
+    for i in where:
+        tokens[i] = mask
+    lp = ports.log_softmax(port(ck, tokens)["mlm_logits"])      # rows of the input
+    rows = db.execute("SELECT pos, token, logprob, top_token, top_logprob "
+                      "FROM relattn_logprobs('m', ?)", (toks(tokens),)).fetchall()
+    assert [r[0] for r in rows] == where
+    assert all(r[1] == mask and r[2] is None for r in rows)
+    want = lp[[i + 1 for i in where]]                           # [CLS] is input row 0
+    check(case, "mlm top logprob", [r[4] for r in rows], want.max(-1))
+    # the best fill is the port's (ties closer than the tolerance excepted)
+    for r, row in zip(rows, want):
+        assert row[r[3]] > row.max() - TOL
+
+
+@pytest.mark.parametrize("case", ["bert-model-rk", "bert-cls-rkq", "deberta-v3-cls",
+                                  "deberta-v2-model", "t5-encoder-gated-gelu",
+                                  "t5-cg-relu"])
+def test_text_through_the_checkpoints_tokenizer(db, rng, tmp_path, case):
+    """TEXT is tokenized as HF's tokenizer does (BertTokenizer with the
+    tokenizer_config's do_lower_case; the SentencePiece model), and the
+    template added around it."""
+    ck = make(case, tmp_path, rng)
+    import_checkpoint(db, ck)
+    text = checkpoints.sample_text(rng, 12)
+    ids = ck.encode(text)
+    got_ids = db.execute("SELECT relattn_tokens_json(relattn_tokenize('m', ?))",
+                         (text,)).fetchone()[0]
+    assert json.loads(got_ids) == ids
+    out = port(ck, ids)
+    check(case, "embed mean (text)", embed(db, text), mean_pooled(ck, out["hidden"]))
+    if "logits" in out:
+        rows = db.execute("SELECT logit FROM relattn_labels('m', ?)", (text,)).fetchall()
+        check(case, "logits (text)", [r[0] for r in rows], out["logits"])
+
+
+@pytest.mark.parametrize("case", ["bert-cls-rk", "bert-model-rkq-prefixed", "deberta-v2-cls"])
+def test_pair_token_types(db, rng, tmp_path, case):
+    """[CLS] A [SEP] B [SEP]: the tokens after the first [SEP] are segment
+    1 (token_type_embeddings row 1), as HF's pair encoding."""
+    ck = make(case, tmp_path, rng)
+    import_checkpoint(db, ck)
+    a, b = random_tokens(rng, ck, 9), random_tokens(rng, ck, 14)
+    tokens = a + [ck.special["sep"]] + b
+    out = port(ck, tokens)
+    assert token_types(ck, model_input(ck, tokens)).count(1) == len(b) + 1
+    check(case, "embed cls (pair)", embed(db, toks(tokens), "cls"), out["hidden"][0])
+    if "logits" in out:
+        rows = db.execute("SELECT logit FROM relattn_labels('m', ?)", (toks(tokens),)).fetchall()
+        check(case, "logits (pair)", [r[0] for r in rows], out["logits"])
+    # segment 1 matters: all-zero types give another answer
+    zero = ports.forward(ck.config, ck.params, model_input(ck, tokens))
+    assert np.abs(zero["hidden"][0] - out["hidden"][0]).max() > 10 * TOL
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_export_round_trip(db, rng, tmp_path, case):
+    """relattn_export gives a safetensors file whose reimport is the same
+    model: same tensors byte for byte, same config (source kept), same
+    outputs bit for bit."""
+    ck = make(case, tmp_path, rng)
+    import_checkpoint(db, ck)
+    blob = db.execute("SELECT relattn_export('m')").fetchone()[0]
+    tensors, meta = safetensors_py.read(blob)
+    cfg = json.loads(meta["relattn.config"])
+    assert cfg["source"]["class"] == ck.cls
+    assert cfg["source"]["model_type"] == ck.config["model_type"]
+    db.execute("SELECT relattn_import('m2', ?)", (blob,))
+    again, meta2 = safetensors_py.read(db.execute("SELECT relattn_export('m2')").fetchone()[0])
+    assert again == tensors
+    assert json.loads(meta2["relattn.config"]) == cfg
+    tokens = toks(random_tokens(rng, ck, 21))
+    for pooling in ("mean", "cls"):
+        assert (db.execute("SELECT relattn_embed('m', ?1, ?2) = relattn_embed('m2', ?1, ?2)",
+                           (tokens, pooling)).fetchone()[0] == 1)
+    if ck.cls.endswith("ForSequenceClassification"):
+        q = "SELECT label, logit, prob FROM relattn_labels(?, ?)"
+        assert (db.execute(q, ("m", tokens)).fetchall()
+                == db.execute(q, ("m2", tokens)).fetchall())
+
+
+# ---- relative_key's table ends at max_position_embeddings ----------------------
+
+@pytest.mark.parametrize("case", ["bert-cls-rk", "bert-mlm-rkq-tied-copy"])
+def test_relative_key_up_to_max_position_embeddings(db, rng, tmp_path, case):
+    """An input of exactly max_position_embeddings rows ([CLS] and [SEP]
+    counted) reaches both ends of distance_embedding and matches the port;
+    one token more is refused at run time (HF would index past the
+    table)."""
+    ck = make(case, tmp_path, rng)
+    import_checkpoint(db, ck)
+    M = ck.config["max_position_embeddings"]
+    tokens = random_tokens(rng, ck, M - 2)
+    out = port(ck, tokens)
+    check(case, "embed cls (n = M)", embed(db, toks(tokens), "cls"), out["hidden"][0])
+    with pytest.raises(sqlite3.DataError) as e:       # SQLITE_TOOBIG
+        embed(db, toks(tokens + tokens[:1]), "cls")
+    assert str(e.value) == (
+        f"relattn_embed: tokens has {M - 1} tokens with bos and the appended token, "
+        f"over the model's position.max_position_embeddings = {M} (its learned positions)")
