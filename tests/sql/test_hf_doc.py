@@ -2,7 +2,8 @@
 run as printed in the sqlite3 shell (tests/shell/test_doc_examples.py's
 checker: every "-- =>" output and "-- Error:" text exact) on tiny
 checkpoints written here in HF's layout (tests/hf/checkpoints.py): hf-t5/,
-a T5EncoderModel with a gated-gelu FFN. Weights are random (fixed seed);
+a T5EncoderModel with a gated-gelu FFN, and hf-deberta/, a DeBERTa-v3-style
+DebertaV2ForSequenceClassification. Weights are random (fixed seed);
 the example shows nothing that depends on their values."""
 import pathlib
 import sys
@@ -31,6 +32,8 @@ def doc_block():
 def test_reference_example(tmp_path):
     rng = np.random.default_rng(14)
     checkpoints.t5(tmp_path / "hf-t5", rng, "T5EncoderModel", ffn="gated-gelu")
+    checkpoints.deberta(tmp_path / "hf-deberta", rng,
+                        "DebertaV2ForSequenceClassification")
     code, line = doc_block()
     stmts = run_sql(code, line, tmp_path, "docs/reference.md, Hugging Face checkpoints")
     # the example shows results and refusals, not only statements that run
