@@ -3,14 +3,19 @@
 **
 **   relattn_score(model, tokens)       -> REAL  sum of ln p(token | prefix)
 **   relattn_perplexity(model, tokens)  -> REAL  exp(-score / scored tokens)
-**   relattn_embed(model, tokens)       -> BLOB  float32 [d_model], subtype 223
+**   relattn_embed(model, tokens [, pooling]) -> BLOB  float32 [d_model], subtype
+**       223; pooling 'mean' (default), 'cls' (final row 0), 'pooler'
+**   relattn_classify(model, tokens)    -> TEXT  a classifier's best label
 **   SELECT * FROM relattn_logprobs(model, tokens)
 **       -> pos, token, logprob, top_token, top_logprob
+**       (a masked-LM model: one row per [MASK], its best fill)
+**   SELECT * FROM relattn_labels(model, tokens) -> label, logit, prob
 **   SELECT * FROM relattn_attention_weights(model, tokens) WHERE layer=0 AND head=1
 **       -> layer, head, qpos, kpos, distance, weight
 **
 ** Example:
 **   SELECT id, relattn_perplexity('tiny', body) FROM docs ORDER BY 2;
+**   SELECT id, relattn_classify('nli', body) FROM docs;
 **
 ** tokens is a BLOB of little-endian int32 ids or TEXT for the model's
 ** tokenizer. The model's input is [bos] + tokens + [append], each special
@@ -18,7 +23,9 @@
 ** is scored; without, tokens 1..n-1 are, and the appended token last
 ** (docs/reference.md). The embedding is the mean of the final hidden states
 ** over the sequence's own tokens and the appended one (BOS left out). A NULL tokens argument gives NULL (no rows).
-** Encoder models embed and show attention maps; they cannot score.
+** Encoder models embed and show attention maps; they cannot score. A model
+** answers what its head has (docs/reference.md, Heads): lm scores, mlm fills
+** [MASK], classifier classifies; any other call says it has no such head.
 **
 ** relattn_attention_weights computes one (layer, head) map at a time, running
 ** only the layers up to it; `layer = ?` and `head = ?` are pushed down, so a

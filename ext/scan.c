@@ -8,12 +8,15 @@
 ** Columns: id (the source's id column, default its rowid), n_tokens (the
 ** sequence's own tokens, BOS not counted), score and perplexity (as
 ** relattn_score and relattn_perplexity), embedding (as relattn_embed: float32
-** [d_model], subtype 223). A NULL token value gives NULL results.
-** Hidden: error. A bad row (its tokens, its length, a result not finite)
+** [d_model], subtype 223; pooled as the optional pooling= argument says:
+** mean, cls, pooler). A NULL token value gives NULL results.
+** Hidden: label, logit, prob (a classifier's best label, as relattn_classify,
+** with its logit and prob as relattn_labels gives them), and error. A bad row (its tokens, its length, a result not finite)
 ** fails the statement, unless the query reads error: then it is a row with
 ** NULL results and its message there, and the scan goes on.
 **
 **   SELECT id, score, error FROM temp.job;      -- a job one row cannot end
+**   SELECT id, label, prob FROM temp.job;       -- a classifier model
 **
 ** HOW IT WORKS
 ** xFilter acquires the model once: every row of one scan comes from that
@@ -64,12 +67,15 @@ SQLITE_EXTENSION_INIT3
 #include <time.h>
 #include <unistd.h>
 
-enum { COL_ID, COL_NTOK, COL_SCORE, COL_PPL, COL_EMB, COL_ERR };
+enum { COL_ID, COL_NTOK, COL_SCORE, COL_PPL, COL_EMB, COL_ERR, COL_LABEL,
+       COL_LOGIT, COL_PROB };
 #define WANT_SCORE 1  /* score or perplexity: the LM head */
 #define WANT_EMB 2    /* embedding */
 #define WANT_TOKENS 4 /* n_tokens: the tokens are read, no model runs */
 #define WANT_ERRORS 8 /* error: a bad row is a row, not a failure */
 #define ID_DESC 16    /* ORDER BY id DESC: the source is read backwards */
+#define WANT_CLASS 32 /* label, logit or prob: the classifier */
+#define WANT_LABEL 64 /* label itself (a regression model has none) */
 #define ERR_LEN 320
 #define POLL_MS 50    /* interrupt check while waiting for a row */
 #define BATCH_TOKENS 256 /* pack rows into one pass up to this many tokens */
@@ -85,6 +91,8 @@ typedef struct scan_vtab {
   char *id;          /* its INTEGER id column; NULL: rowid */
   char *schema;      /* where the virtual table lives ("main", "temp", ...) */
   char *name;        /* its own name */
+  char *pooling_arg; /* pooling=, as given, or NULL */
+  int pooling;       /* RELATTN_POOL_* of the embedding column */
   int busy;          /* running its own SQL: reading source or the model */
 } scan_vtab;
 
@@ -100,6 +108,9 @@ typedef struct scan_slot {
   int fatal;              /* an error the error column cannot hold */
   double score;           /* sum of ln p over the scored tokens */
   float *embedding;       /* (d_model), into the cursor's emb block */
+  float *logits;          /* (n_labels), into the cursor's logits block */
+  int best;               /* classifier: the label of the largest logit */
+  double prob;            /* its probability (none for regression) */
   char err[ERR_LEN];
 } scan_slot;
 
@@ -109,6 +120,7 @@ typedef struct scan_worker {
   relattn_pool *pool;     /* one thread: scratch only */
   float *logprob;         /* (cap_lp) */
   int cap_lp;
+  double *probs;          /* (n_labels) the classifier's probabilities */
 } scan_worker;
 
 struct scan_cursor {
@@ -117,12 +129,13 @@ struct scan_cursor {
   const relattn_model *model; /* held from xFilter to the next or xClose */
   sqlite3_stmt *src;      /* SELECT id, tokens FROM source ... ORDER BY id */
   sqlite3_stmt *ping;     /* SELECT 1: sees sqlite3_interrupt */
-  int want;               /* WANT_SCORE | WANT_EMB: the model runs */
+  int want;               /* WANT_SCORE | WANT_EMB | WANT_CLASS: the model runs */
   int read_tokens;        /* tokens decoded (the model runs, or n_tokens) */
   int blas_prev, blas_held;
   /* the ring: rows seq head <= s < tail are in flight (item s of runner) */
   scan_slot *ring;        /* (cap) */
   float *emb;             /* (cap, d_model) */
+  float *logits;          /* (cap, n_labels) with WANT_CLASS */
   int cap;
   sqlite3_int64 head, tail;
   sqlite3_int64 to_read;  /* rows still allowed by a LIMIT; -1: any */
@@ -323,6 +336,7 @@ static void scanFreeVtab(scan_vtab *vt) {
   sqlite3_free(vt->id);
   sqlite3_free(vt->schema);
   sqlite3_free(vt->name);
+  sqlite3_free(vt->pooling_arg);
   sqlite3_free(vt);
 }
 
@@ -354,11 +368,12 @@ static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
     else if (sqlite3_stricmp(key, "source") == 0) dst = &vt->source;
     else if (sqlite3_stricmp(key, "tokens") == 0) dst = &vt->tokens;
     else if (sqlite3_stricmp(key, "id") == 0) dst = &vt->id;
+    else if (sqlite3_stricmp(key, "pooling") == 0) dst = &vt->pooling_arg;
     if (!dst || *dst) {
       *pzErr = sqlite3_mprintf(
           dst ? "relattn_scan: argument '%s' given twice"
               : "relattn_scan: unknown argument '%s' (expected model, source, "
-                "tokens, id)",
+                "tokens, id, pooling)",
           key);
       sqlite3_free(key);
       sqlite3_free(val);
@@ -377,6 +392,16 @@ static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
     scanFreeVtab(vt);
     return SQLITE_ERROR;
   }
+  vt->pooling = vt->pooling_arg ? relattn_pooling_parse(vt->pooling_arg)
+                                : RELATTN_POOL_MEAN;
+  if (vt->pooling < 0) {
+    char e[RELATTN_ECHO_BUF];
+    *pzErr = sqlite3_mprintf("relattn_scan: pooling must be 'mean', 'cls' or "
+                             "'pooler', not '%s'",
+                             relattn_echo(e, vt->pooling_arg, -1));
+    scanFreeVtab(vt);
+    return SQLITE_ERROR;
+  }
   /* At CREATE, everything is checked now; a stored table reconnecting only
   ** parses, so a later problem shows when it is queried. */
   if (create) {
@@ -392,15 +417,23 @@ static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
       scanFreeVtab(vt);
       return SQLITE_ERROR;
     }
+    *pzErr = relattn_pooling_check(m, "relattn_scan", vt->model, vt->pooling);
     relattn_store_release(vt->conn, m);
+    if (*pzErr) {
+      scanFreeVtab(vt);
+      return SQLITE_ERROR;
+    }
   }
   /* error is HIDDEN, as SQLite's table-valued functions hide their extra
   ** columns (generate_series' start/stop/step, json_each's json and root):
-  ** SELECT * leaves it out, and naming it is the choice to keep bad rows. */
+  ** SELECT * leaves it out, and naming it is the choice to keep bad rows.
+  ** label, logit and prob too: a classifier's, named when wanted, so
+  ** SELECT * stays what it is for every model. */
   rc = sqlite3_declare_vtab(db,
                             "CREATE TABLE x(id INTEGER, n_tokens INTEGER, "
                             "score REAL, perplexity REAL, embedding BLOB, "
-                            "error TEXT HIDDEN)");
+                            "error TEXT HIDDEN, label TEXT HIDDEN, "
+                            "logit REAL HIDDEN, prob REAL HIDDEN)");
   if (rc != SQLITE_OK) {
     scanFreeVtab(vt);
     return rc;
@@ -507,6 +540,11 @@ static int scanBestIndex(sqlite3_vtab *tab, sqlite3_index_info *info) {
   if (info->colUsed & ((sqlite3_uint64)1 << COL_EMB)) want |= WANT_EMB;
   if (info->colUsed & ((sqlite3_uint64)1 << COL_NTOK)) want |= WANT_TOKENS;
   if (info->colUsed & ((sqlite3_uint64)1 << COL_ERR)) want |= WANT_ERRORS;
+  if (info->colUsed & (((sqlite3_uint64)1 << COL_LABEL) |
+                       ((sqlite3_uint64)1 << COL_LOGIT) |
+                       ((sqlite3_uint64)1 << COL_PROB)))
+    want |= WANT_CLASS;
+  if (info->colUsed & ((sqlite3_uint64)1 << COL_LABEL)) want |= WANT_LABEL;
   info->idxNum = want;
   if (n) {
     info->idxStr = sqlite3_mprintf("%s", letters);
@@ -545,15 +583,16 @@ static void scanRun(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
     /* Errors found on reading, NULL tokens, one token without BOS when only
     ** the score is read: nothing to run. */
     if (s->status != RELATTN_OK || s->n == 0 || !cur->want) continue;
-    if (!(cur->want & WANT_EMB) && s->n < 2) continue;
+    if (cur->want == WANT_SCORE && s->n < 2) continue;
     slot[count] = s;
     memset(&f[count], 0, sizeof f[count]);
     f[count].tokens = s->tokens;
     f[count].n = s->n;
-    if (cur->want & WANT_EMB) {
-      f[count].embedding = s->embedding;
-      f[count].mean_from = cur->model->cfg.bos >= 0 ? 1 : 0;
-    }
+    if (cur->want & WANT_EMB)
+      relattn_pooling_request(&f[count], cur->model, cur->vt->pooling,
+                              s->embedding,
+                              cur->model->cfg.bos >= 0 ? 1 : 0);
+    if (cur->want & WANT_CLASS) f[count].logits = s->logits;
     total += s->n;
     count++;
   }
@@ -589,10 +628,21 @@ static void scanRun(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
     if (rc != RELATTN_OK) {
       slot[i]->status = rc;
       memcpy(slot[i]->err, err, ERR_LEN);
-    } else if (f[i].logprob) {
-      double sum = 0;
-      for (j = 0; j < f[i].n - 1; j++) sum += f[i].logprob[j];
-      slot[i]->score = sum;
+    } else {
+      if (f[i].logprob) {
+        double sum = 0;
+        for (j = 0; j < f[i].n - 1; j++) sum += f[i].logprob[j];
+        slot[i]->score = sum;
+      }
+      if (f[i].logits) {
+        /* as relattn_classify and relattn_labels read them */
+        const relattn_config *c = &cur->model->cfg;
+        slot[i]->best = relattn_label_best(f[i].logits, c->n_labels);
+        slot[i]->prob = relattn_label_probs(w->probs, f[i].logits,
+                                            c->n_labels, c->problem_type)
+                            ? w->probs[slot[i]->best]
+                            : 0;
+      }
     }
   }
   /* A rare huge sequence should not pin its scratch for the whole scan. */
@@ -645,6 +695,8 @@ static void scanReset(scan_cursor *cur) {
   cur->ring = NULL;
   sqlite3_free(cur->emb);
   cur->emb = NULL;
+  sqlite3_free(cur->logits);
+  cur->logits = NULL;
   cur->t0 = 0;
 }
 
@@ -666,6 +718,7 @@ static int scanClose(sqlite3_vtab_cursor *p) {
   for (i = 0; i < cur->n_workers; i++) {
     relattn_pool_free(cur->workers[i].pool);
     relattn_free(cur->workers[i].logprob);
+    sqlite3_free(cur->workers[i].probs);
   }
   sqlite3_free(cur->workers);
   sqlite3_finalize(cur->ping);
@@ -963,7 +1016,7 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   cur->eof = 0;
   cur->src_done = 0;
   cur->rows_done = cur->tok_done = 0;
-  cur->want = idxNum & (WANT_SCORE | WANT_EMB);
+  cur->want = idxNum & (WANT_SCORE | WANT_EMB | WANT_CLASS);
   cur->keep_errors = (idxNum & WANT_ERRORS) != 0;
   cur->read_tokens = cur->want || (idxNum & (WANT_TOKENS | WANT_ERRORS));
   cur->failed = 0;
@@ -976,6 +1029,32 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
                      "relattn_scan: model '%s' is an encoder; only decoder "
                      "models give score and perplexity (embedding works)",
                      vt->model);
+  if ((cur->want & WANT_SCORE) && cur->model->cfg.head != RELATTN_HEAD_LM)
+    return scanError(cur, SQLITE_ERROR,
+                     "relattn_scan: model '%s' has no LM head (its head is "
+                     "'%s'): no score or perplexity",
+                     vt->model, relattn_head_name(cur->model->cfg.head));
+  if ((cur->want & WANT_CLASS) &&
+      cur->model->cfg.head != RELATTN_HEAD_CLASSIFIER)
+    return scanError(cur, SQLITE_ERROR,
+                     "relattn_scan: model '%s' has no classifier head (its "
+                     "head is '%s'): no label, logit or prob",
+                     vt->model, relattn_head_name(cur->model->cfg.head));
+  if ((idxNum & WANT_LABEL) &&
+      cur->model->cfg.problem_type == RELATTN_PROBLEM_REGRESSION)
+    return scanError(cur, SQLITE_ERROR,
+                     "relattn_scan: model '%s' is a regression model "
+                     "(problem_type regression): its value is logit; it has "
+                     "no label",
+                     vt->model);
+  if (cur->want & WANT_EMB) {
+    char *msg = relattn_pooling_check(cur->model, "relattn_scan", vt->model,
+                                      vt->pooling);
+    if (msg) {
+      cur->failed = 1;
+      return relattn_vtab_error(db, &vt->base, SQLITE_ERROR, msg);
+    }
+  }
 
   /* SELECT id, tokens FROM source WHERE ... ORDER BY id */
   idcol = vt->id ? vt->id : "rowid";
@@ -1127,6 +1206,18 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   memset(cur->ring, 0, sizeof *cur->ring * (size_t)cur->cap);
   for (i = 0; i < cur->cap; i++)
     cur->ring[i].embedding = cur->emb + (size_t)i * d;
+  if (cur->want & WANT_CLASS) {
+    /* the logits of each slot; each worker's probabilities */
+    const size_t L = (size_t)cur->model->cfg.n_labels;
+    cur->logits = sqlite3_malloc64(sizeof(float) * (size_t)cur->cap * L);
+    if (!cur->logits) return SQLITE_NOMEM;
+    for (i = 0; i < cur->cap; i++) cur->ring[i].logits = cur->logits + i * L;
+    for (i = 0; i < cur->n_workers; i++) {
+      sqlite3_free(cur->workers[i].probs);
+      cur->workers[i].probs = sqlite3_malloc64(sizeof(double) * L);
+      if (!cur->workers[i].probs) return SQLITE_NOMEM;
+    }
+  }
   cur->head = cur->tail = 0;
 
   if (cur->want) {
@@ -1176,6 +1267,18 @@ static int scanColumn(sqlite3_vtab_cursor *p, sqlite3_context *ctx, int col) {
     case COL_PPL:
       if (s->n && scored > 0)
         sqlite3_result_double(ctx, exp(-s->score / (double)scored));
+      break;
+    case COL_LABEL:
+      if (s->n)
+        sqlite3_result_text(ctx, relattn_store_label(cur->model, s->best), -1,
+                            SQLITE_TRANSIENT);
+      break;
+    case COL_LOGIT:
+      if (s->n) sqlite3_result_double(ctx, s->logits[s->best]);
+      break;
+    case COL_PROB:
+      if (s->n && cur->model->cfg.problem_type != RELATTN_PROBLEM_REGRESSION)
+        sqlite3_result_double(ctx, s->prob);
       break;
     case COL_EMB:
       if (s->n) {

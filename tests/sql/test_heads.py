@@ -375,7 +375,7 @@ def test_doc_examples_on_head_models(tmp_path, rng):
         ids = ref.model_input(clf, list(text.encode()))
         return clf["labels"][int(np.argmax(ref.heads(clf, clf_p, ids)["logits"]))]
 
-    logprobs, classify, labels = doc_blocks()
+    logprobs, classify, labels, scan = doc_blocks()
     out = shell(tmp_path, "heads.db", logprobs)
     assert out == ["1|259|1|1|1", "4|259|1|1|1", "0"]
     out = shell(tmp_path, "heads.db", classify)
@@ -384,3 +384,112 @@ def test_doc_examples_on_head_models(tmp_path, rng):
     want = ref.heads(clf, clf_p, ref.model_input(clf, list(b"A fine day.")))
     assert out == [f"{i}|{name}|{round(p, 3)}" for i, (name, p) in
                    enumerate(zip(clf["labels"], want["probs"]))] + ["1.0", best("A fine day.")]
+    out = shell(tmp_path, "heads.db", scan)
+    probs = {b: ref.heads(clf, clf_p, ref.model_input(clf, list(b.encode())))["probs"]
+             for b in bodies}
+    assert out[:3] == [f"{i + 1}|{best(b)}|{round(probs[b].max(), 3)}" for i, b in enumerate(bodies)]
+    counts = {}
+    for b in bodies:
+        counts[best(b)] = counts.get(best(b), 0) + 1
+    assert out[3:] == [f"{k}|{v}" for k, v in sorted(counts.items())]
+
+
+# ---- relattn_scan: label, logit, prob and pooling= --------------------------
+
+def corpus(db, rng, rows=40):
+    """docs(id, body): token BLOBs of 1-40 tokens and a few of 130-300, one
+    NULL."""
+    lens = [int(n) for n in rng.integers(1, 41, rows)] + [int(n) for n in rng.integers(130, 301, 3)]
+    rng.shuffle(lens)
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
+    db.executemany("INSERT INTO docs(body) VALUES (?)",
+                   [(toks(random_tokens(rng, n)),) for n in lens] + [(None,)])
+
+
+@pytest.mark.parametrize("problem", ["single_label_classification",
+                                     "multi_label_classification", "regression"])
+def test_scan_label_prob_same_bits_as_scalar(db, rng, problem):
+    labels = LABELS[:1] if problem == "regression" else LABELS[:4]
+    cfg = ref.with_head(encoder(rng, bos=problem != "regression"), "classifier",
+                        pooler="tanh", labels=labels, problem_type=problem)
+    load(db, "c", cfg, ref.random_params(rng, cfg))
+    corpus(db, rng)
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='c', "
+               "source='docs', tokens='body', pooling='pooler')")
+    # what relattn_labels gives for the best label, and the pooled vector
+    want = []
+    for i, body in db.execute("SELECT id, body FROM docs ORDER BY id").fetchall():
+        rows = db.execute("SELECT label, logit, prob FROM relattn_labels('c', ?)", (body,)).fetchall()
+        best = max(rows, key=lambda r: r[1]) if rows else (None, None, None)
+        emb = db.execute("SELECT relattn_embed('c', ?, 'pooler')", (body,)).fetchone()[0]
+        want.append((i, best[0], best[1], best[2], emb))
+    assert want[-1] == (len(want), None, None, None, None)
+    classify = db.execute("SELECT relattn_classify('c', body) FROM docs ORDER BY id").fetchall() \
+        if problem != "regression" else None
+    for threads in (1, 3):
+        db.execute("SELECT relattn_threads(?)", (threads,))
+        if problem == "regression":
+            got = db.execute("SELECT id, logit, prob, embedding FROM temp.job").fetchall()
+            assert got == [(w[0], w[2], None, w[4]) for w in want]
+            with pytest.raises(Exception) as e:
+                db.execute("SELECT label FROM temp.job").fetchall()
+            assert str(e.value) == ("relattn_scan: model 'c' is a regression model "
+                                    "(problem_type regression): its value is logit; it has no label")
+            continue
+        got = db.execute("SELECT id, label, logit, prob, embedding FROM temp.job").fetchall()
+        assert got == want, f"threads={threads}"
+        assert [(g[1],) for g in got] == classify
+        # label alone, prob alone: the same
+        assert db.execute("SELECT id, prob FROM temp.job").fetchall() == [(w[0], w[3]) for w in want]
+    # SELECT * is what it was: the classifier's columns are hidden
+    assert db.execute("SELECT name, hidden FROM pragma_table_xinfo('job', 'temp')").fetchall() == [
+        ("id", 0), ("n_tokens", 0), ("score", 0), ("perplexity", 0), ("embedding", 0),
+        ("error", 1), ("label", 1), ("logit", 1), ("prob", 1)]
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_scan_pooling_same_bits_as_embed(db, rng, pooling):
+    cfg = ref.with_head(encoder(rng), "mlm", mask=259)
+    load(db, "m", cfg, ref.random_params(rng, cfg))
+    corpus(db, rng, rows=20)
+    db.execute(f"CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', "
+               f"source='docs', tokens='body', pooling={pooling})")
+    want = db.execute("SELECT id, relattn_embed('m', body, ?) FROM docs ORDER BY id",
+                      (pooling,)).fetchall()
+    for threads in (1, 2):
+        db.execute("SELECT relattn_threads(?)", (threads,))
+        assert db.execute("SELECT id, embedding FROM temp.job").fetchall() == want
+    if pooling == "cls":   # not the mean: the argument is used
+        mean = db.execute("SELECT relattn_embed('m', body) FROM docs WHERE id = 1").fetchone()
+        assert mean[0] != want[0][1]
+
+
+def test_scan_head_errors(db, rng):
+    lm = ref.random_config(rng)
+    load(db, "lm", lm, ref.random_params(rng, lm))
+    none = ref.with_head(encoder(rng), "none")
+    load(db, "none", none, ref.random_params(rng, none))
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
+    db.execute("INSERT INTO docs(body) VALUES (?)", (toks([1, 2, 3]),))
+
+    def create(args):
+        return err(db, f"CREATE VIRTUAL TABLE temp.j USING relattn_scan({args})")
+
+    assert create("model='lm', source='docs', tokens='body', pooling='max'") == (
+        "relattn_scan: pooling must be 'mean', 'cls' or 'pooler', not 'max'")
+    assert create("model='lm', source='docs', tokens='body', pooling='pooler'") == (
+        "relattn_scan: model 'lm' has no pooler (pooling 'pooler')")
+    assert create("model='lm', source='docs', tokens='body', pool='cls'") == (
+        "relattn_scan: unknown argument 'pool' (expected model, source, tokens, id, pooling)")
+    db.execute("CREATE VIRTUAL TABLE temp.a USING relattn_scan(model='lm', source='docs', tokens='body')")
+    db.execute("CREATE VIRTUAL TABLE temp.b USING relattn_scan(model='none', source='docs', tokens='body')")
+    assert err(db, "SELECT label FROM temp.a") == (
+        "relattn_scan: model 'lm' has no classifier head (its head is 'lm'): no label, logit or prob")
+    assert err(db, "SELECT prob FROM temp.b") == (
+        "relattn_scan: model 'none' has no classifier head (its head is 'none'): no label, logit or prob")
+    dec = dict(lm, head="none")
+    load(db, "dec", dec, {k: v for k, v in ref.random_params(rng, dec).items()})
+    db.execute("CREATE VIRTUAL TABLE temp.c USING relattn_scan(model='dec', source='docs', tokens='body')")
+    assert err(db, "SELECT score FROM temp.c") == (
+        "relattn_scan: model 'dec' has no LM head (its head is 'none'): no score or perplexity")
+    assert db.execute("SELECT length(embedding) FROM temp.c").fetchall() == [(4 * lm["d_model"],)]
