@@ -493,3 +493,64 @@ def test_scan_head_errors(db, rng):
     assert err(db, "SELECT score FROM temp.c") == (
         "relattn_scan: model 'dec' has no LM head (its head is 'none'): no score or perplexity")
     assert db.execute("SELECT length(embedding) FROM temp.c").fetchall() == [(4 * lm["d_model"],)]
+
+
+# ---- interrupt: the heads' calls stop like the others ------------------------
+
+def tiny_with_heads():
+    """The bundled model's weights as an encoder classifier ('clf') and a
+    masked-LM model ('fill', [MASK] = its pad id 258), with random heads."""
+    import safetensors_py
+    blob = (ROOT / "models" / "tiny.safetensors").read_bytes()
+    got, meta = safetensors_py.read(blob)
+    weights = {k: safetensors_py.to_array(*v) for k, v in got.items()}
+    cfg = json.loads(meta["relattn.config"])
+    d, v = cfg["d_model"], cfg["vocab_size"]
+    rng = np.random.default_rng(7)
+    out = {}
+    clf = dict(cfg, arch="encoder", head="classifier", labels=["a", "b"])
+    out["clf"] = (clf, dict(weights, **{
+        "classifier.weight": rng.standard_normal((2, d)).astype(np.float32),
+        "classifier.bias": np.zeros(2, np.float32)}))
+    fill = dict(cfg, arch="encoder", head="mlm", tokenizer=dict(cfg["tokenizer"], mask=258))
+    out["fill"] = (fill, dict(weights, **{
+        "mlm.dense.weight": (rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32),
+        "mlm.dense.bias": np.zeros(d, np.float32), "mlm.norm.weight": np.ones(d, np.float32),
+        "mlm.norm.bias": np.zeros(d, np.float32), "mlm.bias": np.zeros(v, np.float32)}))
+    return out
+
+
+@pytest.mark.parametrize("fn,sql", [
+    ("relattn_classify", "SELECT relattn_classify('clf', ?)"),
+    ("relattn_labels", "SELECT count(*) FROM relattn_labels('clf', ?)"),
+    ("relattn_embed", "SELECT relattn_embed('clf', ?, 'cls')"),
+    ("relattn_logprobs", "SELECT count(*) FROM relattn_logprobs('fill', ?)"),
+])
+def test_heads_stop_on_interrupt(fn, sql):
+    # 20000 tokens: 10-25 s a call here uninterrupted; the bound is generous
+    # (test_interrupt.py says why)
+    import threading
+    import time
+    db = connect(check_same_thread=False)
+    for name, (cfg, weights) in tiny_with_heads().items():
+        db.execute("SELECT relattn_import(?, ?, ?)",
+                   (name, ref.safetensors_bytes(weights), json.dumps(cfg)))
+    db.execute("SELECT relattn_threads(2)")
+    arg = "".join(chr(97 + i % 26) for i in range(20000))
+    if fn == "relattn_logprobs":
+        ids = np.frombuffer(arg.encode(), np.uint8).astype("<i4")
+        ids[::100] = 258   # [MASK]
+        arg = ids.tobytes()
+    fired = []
+    timer = threading.Timer(0.3, lambda: (fired.append(time.perf_counter()), db.interrupt()))
+    timer.start()
+    with pytest.raises(Exception) as e:
+        db.execute(sql, (arg,)).fetchall()
+    took = time.perf_counter() - fired[0]
+    timer.join()
+    assert (str(e.value), getattr(e.value, "sqlite_errorname", None)) == (
+        f"{fn}: interrupted", "SQLITE_INTERRUPT")
+    assert took < 5.0
+    # and the connection goes on working
+    assert db.execute("SELECT relattn_classify('clf', 'ab') IN ('a', 'b')").fetchone() == (1,)
+    db.close()
