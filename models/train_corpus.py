@@ -7,8 +7,10 @@
 Each row the query returns (its first column, TEXT or BLOB; NULL and empty rows are skipped) is one
 unit of text. A fraction of the rows (--heldout, drawn with --seed) is held out: training never
 sees them, nor any held-out row whose exact text is also a training row. The model is a decoder
-with Shaw relative attention, the byte tokenizer (ids 0-255, bos 256, eos 257, pad 258), and every
-option of the native model's config on the command line.
+with the byte tokenizer (ids 0-255, bos 256, eos 257, pad 258), any of the native position schemes
+(--position: shaw, none, absolute, t5, alibi, rope, xl), and every option of the native model's
+config on the command line. Its forward pass is the native one, so the extension computes exactly
+what was trained.
 
 While it trains it prints progress with an ETA and, every --eval-every steps, the held-out bits per
 byte on a fixed sample of the held-out rows. At the end it scores every held-out row whole, as
@@ -42,6 +44,7 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 BOS, EOS, PAD, VOCAB = 256, 257, 258, 259
+POSITIONS = ("shaw", "none", "absolute", "t5", "alibi", "rope", "xl")
 
 
 def parse_args(argv=None):
@@ -56,11 +59,21 @@ def parse_args(argv=None):
     m.add_argument("--d-model", type=int, default=160, help="d_model, the width")
     m.add_argument("--heads", type=int, default=4, help="n_heads (d_model must be divisible by it)")
     m.add_argument("--d-ff", type=int, default=None, help="d_ff (default 4 * d_model)")
-    m.add_argument("--clip", type=int, default=16, help="position.clip: relative distances past it share a row")
-    m.add_argument("--values", action=argparse.BooleanOptionalAction, default=True,
-                   help="position.values: a relative value table (rel_v) as well as rel_k")
-    m.add_argument("--per-head", action=argparse.BooleanOptionalAction, default=False,
-                   help="position.per_head: one relative table per head")
+    m.add_argument("--position", choices=POSITIONS, default="shaw", help="position.type, the position scheme")
+    m.add_argument("--clip", type=int, default=None,
+                   help="position.clip (shaw, xl; default 16): relative distances past it share a row")
+    m.add_argument("--values", action=argparse.BooleanOptionalAction, default=None,
+                   help="position.values (shaw; default values): a relative value table (rel_v) as well as rel_k")
+    m.add_argument("--per-head", action=argparse.BooleanOptionalAction, default=None,
+                   help="position.per_head (shaw; default shared): one relative table per head")
+    m.add_argument("--max-len", type=int, default=None,
+                   help="position.max_len (absolute; default --seq-len): rows of pos_emb, the longest input")
+    m.add_argument("--num-buckets", type=int, default=None, help="position.num_buckets (t5; default 32)")
+    m.add_argument("--max-distance", type=int, default=None, help="position.max_distance (t5; default 128)")
+    m.add_argument("--rotary", choices=("half", "interleaved"), default=None,
+                   help="position.rotary (rope; default half)")
+    m.add_argument("--rotary-dim", type=int, default=None, help="position.rotary_dim (rope; default d_model/heads)")
+    m.add_argument("--base", type=float, default=None, help="position.base (rope; default 10000)")
     m.add_argument("--norm", choices=("pre", "post"), default="pre")
     m.add_argument("--norm-eps", type=float, default=1e-5)
     m.add_argument("--activation", choices=("gelu", "relu"), default="gelu")
@@ -96,9 +109,52 @@ def parse_args(argv=None):
         ap.error("--heldout must be between 0 and 1")
     if args.heldout_table and not args.into:
         ap.error("--heldout-table needs --into")
+    takes = {"clip": ("shaw", "xl"), "values": ("shaw",), "per_head": ("shaw",), "max_len": ("absolute",),
+             "num_buckets": ("t5",), "max_distance": ("t5",), "rotary": ("rope",), "rotary_dim": ("rope",),
+             "base": ("rope",)}
+    for key, types in takes.items():
+        if getattr(args, key) is not None and args.position not in types:
+            opt = "--" + key.replace("_", "-")
+            ap.error(f"{opt} is an option of --position {' and '.join(types)}, not {args.position}")
+    defaults = {"shaw": {"clip": 16, "values": True, "per_head": False}, "xl": {"clip": 16},
+                "absolute": {"max_len": args.seq_len}, "t5": {"num_buckets": 32, "max_distance": 128},
+                "rope": {"rotary": "half", "base": 10000.0}}
+    for key, v in defaults.get(args.position, {}).items():
+        if getattr(args, key) is None:
+            setattr(args, key, v)
+    dh = args.d_model // args.heads
+    if args.clip is not None and args.clip < 0:
+        ap.error(f"--clip must be at least 0, not {args.clip}")
+    if args.position == "absolute" and args.max_len < args.seq_len:
+        ap.error(f"--max-len {args.max_len} is shorter than --seq-len {args.seq_len}")
+    if args.position == "t5" and (args.num_buckets < 4 or args.max_distance <= args.num_buckets // 2):
+        ap.error(f"--num-buckets must be at least 4 and --max-distance over num_buckets/2, "
+                 f"not {args.num_buckets} and {args.max_distance}")
+    if args.position == "rope" and args.rotary_dim is not None and not (
+            2 <= args.rotary_dim <= dh and args.rotary_dim % 2 == 0):
+        ap.error(f"--rotary-dim must be even, at least 2 and at most d_model/heads = {dh}, not {args.rotary_dim}")
+    if args.position == "rope" and not args.base > 1:
+        ap.error(f"--base must be over 1, not {args.base}")
+    if args.position == "xl" and args.d_model % 2:
+        ap.error(f"--position xl needs an even --d-model, not {args.d_model}")
     if args.out is None:
         args.out = f"{args.name}.safetensors"
     return args
+
+
+def position_config(args):
+    """The config's position object: the type and the keys of that type (docs/reference.md)."""
+    keys = {"shaw": ("clip", "values", "per_head"), "xl": ("clip",), "absolute": ("max_len",),
+            "t5": ("num_buckets", "max_distance"), "rope": ("rotary", "rotary_dim", "base")}
+    pos = {"type": args.position}
+    for k in keys.get(args.position, ()):
+        if getattr(args, k) is not None:
+            pos[k] = getattr(args, k)
+    return pos
+
+
+def describe_position(pos):
+    return ", ".join([f"position {pos['type']}"] + [f"{k} {v}" for k, v in pos.items() if k != "type"])
 
 
 def model_config(args):
@@ -106,7 +162,7 @@ def model_config(args):
         "arch": "decoder", "vocab_size": VOCAB, "d_model": args.d_model, "n_layers": args.layers,
         "n_heads": args.heads, "d_ff": args.d_ff, "norm": args.norm, "norm_eps": args.norm_eps,
         "activation": args.activation, "tie_embeddings": args.tie,
-        "position": {"type": "shaw", "clip": args.clip, "values": args.values, "per_head": args.per_head},
+        "position": position_config(args),
         "tokenizer": {"type": "bytes", "bos": BOS, "eos": EOS, "pad": PAD},
     }
 
@@ -200,13 +256,71 @@ def tensors_of(torch, exs, idx):
 # are the tensor names relattn_import expects.
 
 
+def t5_buckets(np, n, num_buckets, max_distance):
+    """T5's bucket of each (query i, key j) of a causal decoder: unidirectional, only j <= i has one
+    of its own (HF modeling_t5.py, T5Attention._relative_position_bucket; the log in float32, as
+    there and in src/schemes.c)."""
+    delta = np.arange(n)[None, :] - np.arange(n)[:, None]
+    dist = -np.minimum(delta, 0)
+    max_exact = num_buckets // 2
+    with np.errstate(divide="ignore"):
+        x = (np.log(dist.astype(np.float32) / np.float32(max_exact)) / np.float32(math.log(max_distance / max_exact))
+             * np.float32(num_buckets - max_exact))
+    large = np.minimum(max_exact + np.where(dist < max_exact, 0, x).astype(np.int64), num_buckets - 1)
+    return np.where(dist < max_exact, dist, large)
+
+
+def alibi_slopes(heads):
+    """BLOOM's build_alibi_tensor slopes, as src/schemes.c computes them: for the largest power of
+    two c <= heads, base^1 .. base^c with base = 2^(-8/c); the heads past c take the odd powers of
+    2^(-4/c). Float32."""
+    c = 1
+    while c * 2 <= heads:
+        c *= 2
+    base = 2.0 ** -(2.0 ** -(math.log2(c) - 3.0))
+    out = [float(_f32(_f32(base) ** i)) for i in range(1, c + 1)]
+    if c != heads:
+        extra = 2.0 ** -(2.0 ** -(math.log2(2.0 * c) - 3.0))
+        out += [float(_f32(_f32(extra) ** (2 * i + 1))) for i in range(min(heads - c, c))]
+    return out
+
+
+def _f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def xl_sinusoid(torch, c, d_model):
+    """Transformer-XL's PositionalEmbedding (mem_transformer.py) of -delta for delta = -c .. c:
+    row delta + c is [sin(-delta f_i), cos(-delta f_i)], f_i = 10000^(-2i/d_model); float64 angles."""
+    pos = -torch.arange(-c, c + 1, dtype=torch.float64)
+    inv = 1.0 / 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    a = pos[:, None] * inv[None, :]
+    return torch.cat([torch.sin(a), torch.cos(a)], -1).float()
+
+
 def build_model(torch, cfg):
+    """The native model's forward pass (docs/reference.md, "The forward pass" and "Position
+    schemes"; src/schemes.c) for every position type the script trains. For head h, query i, key j,
+    delta = j - i:
+
+        e_ij = s ((q^_i + u_h) . k^_j + (q_i + w_h) . R[b]) + beta_h[b] - m_h |delta|   (causal)
+        z_i  = sum_j softmax_j(e_ij) (v_j + Rv[b])
+
+    shaw: R = rel_k, Rv = rel_v, b = clip(delta, -k, k) + k; t5: beta = rel_bias (shared by the
+    layers), b its causal bucket, s = 1 (unscaled); alibi: BLOOM's slopes m_h; rope: q^, k^ rotated
+    by position; xl: u, w and R = W_r sinusoid(-delta), b = clip(delta, -c, c) + c; absolute:
+    pos_emb added to the input, plain attention; none: plain attention. s = 1/sqrt(dh) but for t5."""
+    import numpy as np
     nn, F = torch.nn, torch.nn.functional
-    d, h, clip = cfg["d_model"], cfg["n_heads"], cfg["position"]["clip"]
-    dh, rows = d // h, 2 * cfg["position"]["clip"] + 1
-    per_head, values = cfg["position"]["per_head"], cfg["position"]["values"]
+    pos = cfg["position"]
+    kind = pos["type"]
+    d, h = cfg["d_model"], cfg["n_heads"]
+    dh = d // h
+    clip = pos.get("clip", 0)
+    per_head, values = pos.get("per_head", False), pos.get("values", False)
     act = F.gelu if cfg["activation"] == "gelu" else F.relu  # gelu: the erf form
     eps = cfg["norm_eps"]
+    scale = 1.0 if kind == "t5" else 1.0 / math.sqrt(dh)
 
     class LayerNorm(nn.Module):
         def __init__(self):
@@ -217,9 +331,24 @@ def build_model(torch, cfg):
         def forward(self, x):
             return F.layer_norm(x, (d,), self.weight, self.bias, eps)
 
+    def rotate(x, cos, sin):
+        """RoPE over the first rd dims of x [b, h, n, dh]: GPT-NeoX's halves (t, t + rd/2) or
+        RoFormer's / GPT-J's interleaved pairs (2t, 2t+1), pair t of position p turned by
+        p base^(-2t/rd)."""
+        rd = 2 * cos.shape[-1]
+        xr, rest = x[..., :rd], x[..., rd:]
+        if pos["rotary"] == "half":
+            x1, x2 = xr[..., :rd // 2], xr[..., rd // 2:]
+            out = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+        else:
+            x1, x2 = xr[..., 0::2], xr[..., 1::2]
+            out = torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).flatten(-2)
+        return torch.cat([out, rest], -1)
+
     class Attention(nn.Module):
-        """Shaw, Uszkoreit & Vaswani 2018, eq. 3-4 (causal): e_ij = q_i.(k_j + rel_k[r]) / sqrt(dh),
-        z_i = sum_j softmax_j(e_ij) (v_j + rel_v[r]), r = clip(j - i, -clip, clip) + clip."""
+        """Shaw, Uszkoreit & Vaswani 2018, eq. 3-4; T5 (Raffel et al. 2020); ALiBi (Press et al.
+        2022, BLOOM's slopes); RoPE (Su et al. 2021); Transformer-XL (Dai et al. 2019, sec. 3.3):
+        the terms above, causal."""
 
         def __init__(self):
             super().__init__()
@@ -227,25 +356,44 @@ def build_model(torch, cfg):
                 setattr(self, w, nn.Parameter(torch.empty(d, d)))
             for b in ("bq", "bk", "bv", "bo"):
                 setattr(self, b, nn.Parameter(torch.zeros(d)))
-            shape = (h, rows, dh) if per_head else (rows, dh)
-            self.rel_k = nn.Parameter(torch.empty(*shape))
-            if values:
-                self.rel_v = nn.Parameter(torch.empty(*shape))
+            if kind == "shaw":
+                shape = (h, 2 * clip + 1, dh) if per_head else (2 * clip + 1, dh)
+                self.rel_k = nn.Parameter(torch.empty(*shape))
+                if values:
+                    self.rel_v = nn.Parameter(torch.empty(*shape))
+            if kind == "xl":
+                self.wr = nn.Parameter(torch.empty(d, d))
+                self.u = nn.Parameter(torch.empty(h, dh))
+                self.w = nn.Parameter(torch.empty(h, dh))
 
-        def forward(self, x):
+        def forward(self, x, ctx):
             b, n, _ = x.shape
             heads = lambda t: t.view(b, n, h, dh).transpose(1, 2)  # [b, h, n, dh]
             q = heads(F.linear(x, self.wq, self.bq))
             k = heads(F.linear(x, self.wk, self.bk))
             v = heads(F.linear(x, self.wv, self.bv))
-            pos = torch.arange(n)
-            r = ((pos[None, :] - pos[:, None]).clamp(-clip, clip) + clip).expand(b, h, n, n)
-            e = (q @ k.transpose(-1, -2) + torch.gather(q @ self.rel_k.transpose(-1, -2), -1, r)) / math.sqrt(dh)
+            if kind == "rope":
+                q, k = rotate(q, *ctx["rope"]), rotate(k, *ctx["rope"])
+            if kind == "xl":
+                e = (q + self.u[:, None, :]) @ k.transpose(-1, -2)
+                c, pe = ctx["xl"]  # R[t] = W_r sinusoid(c - t), per head: [h, 2c+1, dh]
+                R = F.linear(pe, self.wr).view(2 * c + 1, h, dh).transpose(0, 1)
+                rel = (q + self.w[:, None, :]) @ R.transpose(-1, -2)
+                e = e + torch.gather(rel, -1, ctx["index"].expand(b, h, n, n))
+            else:
+                e = q @ k.transpose(-1, -2)
+            if kind == "shaw":
+                r = ctx["index"].expand(b, h, n, n)
+                e = e + torch.gather(q @ self.rel_k.transpose(-1, -2), -1, r)
+            e = e * scale
+            if "bias" in ctx:  # t5's bucket bias, alibi's -m_h |delta|: [h, n, n]
+                e = e + ctx["bias"]
             e = e.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
             a = torch.softmax(e, dim=-1)
             z = a @ v
-            if values:
-                z = z + torch.zeros(b, h, n, rows, dtype=a.dtype).scatter_add_(-1, r, a) @ self.rel_v
+            if kind == "shaw" and values:
+                r = ctx["index"].expand(b, h, n, n)
+                z = z + torch.zeros(b, h, n, 2 * clip + 1, dtype=a.dtype).scatter_add_(-1, r, a) @ self.rel_v
             return F.linear(z.transpose(1, 2).reshape(b, n, d), self.wo, self.bo)
 
     class FFN(nn.Module):
@@ -264,22 +412,26 @@ def build_model(torch, cfg):
             super().__init__()
             self.ln1, self.attn, self.ln2, self.ffn = LayerNorm(), Attention(), LayerNorm(), FFN()
 
-        def forward(self, x):
+        def forward(self, x, ctx):
             if cfg["norm"] == "pre":
-                x = x + self.attn(self.ln1(x))
+                x = x + self.attn(self.ln1(x), ctx)
                 return x + self.ffn(self.ln2(x))
-            x = self.ln1(x + self.attn(x))
+            x = self.ln1(x + self.attn(x, ctx))
             return self.ln2(x + self.ffn(x))
 
     class Decoder(nn.Module):
         def __init__(self):
             super().__init__()
             self.tok_emb = nn.Parameter(torch.empty(VOCAB, d))
+            if kind == "absolute":
+                self.pos_emb = nn.Parameter(torch.empty(pos["max_len"], d))
             self.layers = nn.ModuleList(Block() for _ in range(cfg["n_layers"]))
             if cfg["norm"] == "pre":
                 self.ln_f = LayerNorm()
             if not cfg["tie_embeddings"]:
                 self.lm_head = nn.Parameter(torch.empty(VOCAB, d))
+            if kind == "t5":
+                self.rel_bias = nn.Parameter(torch.empty(h, pos["num_buckets"]))
 
         @torch.no_grad()
         def init_weights(self, gen):
@@ -290,10 +442,39 @@ def build_model(torch, cfg):
                 elif p.dim() >= 2:
                     p.normal_(0.0, 0.02, generator=gen)
 
+        def terms(self, n):
+            """What every layer shares for an input of n positions."""
+            ctx = {}
+            delta = torch.arange(n)[None, :] - torch.arange(n)[:, None]
+            if kind == "shaw":
+                ctx["index"] = delta.clamp(-clip, clip) + clip
+            if kind == "xl":  # only the rows an input of n positions reaches
+                c = min(clip, n - 1)
+                ctx["index"] = delta.clamp(-c, c) + c
+                ctx["xl"] = (c, xl_sinusoid(torch, c, d))
+            if kind == "t5":
+                b = torch.from_numpy(t5_buckets(np, n, pos["num_buckets"], pos["max_distance"]))
+                ctx["bias"] = self.rel_bias[:, b]
+            if kind == "alibi":
+                m = torch.tensor(alibi_slopes(h), dtype=torch.float32)
+                ctx["bias"] = -m[:, None, None] * delta.abs().float()
+            if kind == "rope":
+                rd = pos.get("rotary_dim") or dh
+                inv = pos["base"] ** (-torch.arange(0, rd, 2, dtype=torch.float64) / rd)
+                a = torch.arange(n, dtype=torch.float64)[:, None] * inv[None, :]
+                ctx["rope"] = (torch.cos(a).float(), torch.sin(a).float())
+            return ctx
+
         def forward(self, ids):
+            n = ids.shape[1]
             x = self.tok_emb[ids]
+            if kind == "absolute":
+                if n > pos["max_len"]:
+                    raise ValueError(f"an input of {n} positions is longer than max_len {pos['max_len']}")
+                x = x + self.pos_emb[:n]
+            ctx = self.terms(n)
             for layer in self.layers:
-                x = layer(x)
+                x = layer(x, ctx)
             if cfg["norm"] == "pre":
                 x = self.ln_f(x)
             return F.linear(x, self.tok_emb if cfg["tie_embeddings"] else self.lm_head)
@@ -492,7 +673,7 @@ def main(argv=None):
     model = build_model(torch, config)
     model.init_weights(torch.Generator().manual_seed(args.seed))
     n_params = sum(p.numel() for p in model.parameters())
-    decay_names = ("wq", "wk", "wv", "wo", "w1", "w2")
+    decay_names = ("wq", "wk", "wv", "wo", "wr", "w1", "w2")
     groups = [{"params": [p for n, p in model.named_parameters() if n.rsplit(".", 1)[-1] in decay_names],
                "weight_decay": 0.1},
               {"params": [p for n, p in model.named_parameters() if n.rsplit(".", 1)[-1] not in decay_names],
@@ -514,7 +695,7 @@ def main(argv=None):
         log(f"resuming from {ckpt} at step {st['step']}")
     steps_txt = st["steps"] if st["steps"] else f"~{args.minutes} min"
     log(f"model: {n_params} parameters, {args.layers} layers, d_model {args.d_model}, {args.heads} heads, "
-        f"clip {args.clip}; {steps_txt} steps on {args.threads} thread(s)")
+        f"{describe_position(config['position'])}; {steps_txt} steps on {args.threads} thread(s)")
 
     def save_checkpoint():
         tmp = pathlib.Path(str(ckpt) + ".tmp")
@@ -588,7 +769,7 @@ def main(argv=None):
 
     model.eval()
     t_eval = time.time()
-    bpb, hbytes = heldout_bits(torch, model, held_rows)
+    bpb, hbytes = heldout_bits(torch, model, held_rows, min(4096, args.max_len - 1 if args.max_len else 4096))
     facts.update({"params": n_params, "steps": st["step"], "epochs": round(st["bytes_seen"] / max(1, facts["bytes"]["train"]), 3),
                   "seconds": round(st["seconds"], 1), "heldout_bits_per_byte": round(bpb, 4),
                   "curve": st["curve"], "torch": torch.__version__,
