@@ -18,10 +18,11 @@ fraction, steps, training time, held-out bits per byte at each length, inference
 at 1024 positions (relattn_attention, the model's own layer-0 tables). A run already in the
 results with the same settings is skipped, so the sweep resumes where it stopped.
 
-The plan lists the position schemes beyond Shaw's (absolute, none, T5, ALiBi, RoPE,
-Transformer-XL) too: relattn_attention computes them and native models take them, but the
-trainer makes Shaw models only, so the sweep records them as not yet runnable and
-skips them.
+The plan (PLAN below) is every run in the committed results, each with its steps and seed: the
+Shaw sweep at 250 steps (clip k, with and without rel_v, two seeds for some), and at 1000 steps
+some of those k, the position schemes at their usual settings (learned absolute positions, none,
+T5, ALiBi, RoPE, Transformer-XL) and 10% against 100% of the training text for Shaw k 16 and 64,
+Transformer-XL and absolute positions.
 """
 import argparse
 import array
@@ -42,18 +43,45 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 LENGTHS = (64, 256, 1024, 4096)
 
-# The sweep. name: (clip, rel_v, data fraction).
-SHAW = [(f"shaw-k{k}{'' if v else '-nov'}", k, v, 1.0) for k in (0, 2, 8, 16, 64, 256) for v in (True, False)]
-DATA = [(f"shaw-k{k}-data10", k, True, 0.1) for k in (16, 64)]
-NOT_YET = [  # scheme, settings, fraction, whether native models take it
-    ("absolute", "learned absolute positions", 1.0, True), ("none", "no position information", 1.0, True),
-    ("t5", "num_buckets 32, max_distance 128", 1.0, True), ("alibi", "BLOOM's slopes", 1.0, True),
-    ("rope", "half rotation, base 10000", 1.0, True), ("xl", "Transformer-XL sinusoids, u and w", 1.0, True),
-    ("xl", "Transformer-XL sinusoids, u and w", 0.1, True), ("absolute", "learned absolute positions", 0.1, True),
-]
-NOT_YET_REASON = {True: "not yet runnable: native models take it, models/train_corpus.py trains Shaw models only",
-                  False: "not yet runnable: native models do not take it, and models/train_corpus.py trains "
-                         "Shaw models only"}
+# The schemes at their usual settings: the trainer's options (models/train_corpus.py --position).
+# absolute: a learned row for each position up to bos + 4096 bytes (the longest window; rows past
+# the training length are never trained); xl: clip 4095, no distance of a 4096-byte window clipped.
+SCHEMES = {
+    "absolute": {"position": "absolute", "max_len": 4097}, "none": {"position": "none"},
+    "t5": {"position": "t5", "num_buckets": 32, "max_distance": 128}, "alibi": {"position": "alibi"},
+    "rope": {"position": "rope", "rotary": "half", "base": 10000}, "xl": {"position": "xl", "clip": 4095},
+}
+
+
+def shaw(k, values=True):
+    return {"position": "shaw", "clip": k, "values": values}
+
+
+def plan_runs():
+    """Every run: (name, trainer options, data fraction, steps, warm-up, seed), in the order run."""
+    short, long = (250, 25), (1000, 100)
+    runs = [("untrained", shaw(16), 1.0, 0, 0, 1)]
+    runs += [(f"shaw-k{k}{'' if v else '-nov'}", shaw(k, v), 1.0, *short, 1)
+             for k in (0, 2, 8, 16, 64, 256) for v in (True, False)]
+    runs += [(f"shaw-k{k}-data10", shaw(k), 0.1, *short, 1) for k in (16, 64)]
+    runs += [(f"shaw-k{k}-seed2", shaw(k), 1.0, *short, 2) for k in (0, 2, 16, 64, 256)]
+    runs += [(f"shaw-k{k}-1000steps", shaw(k), 1.0, *long, 1) for k in (0, 2, 16, 256)]
+    runs += [(f"{name}-1000steps", opts, 1.0, *long, 1) for name, opts in SCHEMES.items()]
+    runs += [("shaw-k64-1000steps", shaw(64), 1.0, *long, 1)]
+    runs += [(f"{name}-data10-1000steps", opts, 0.1, *long, 1)
+             for name, opts in (("shaw-k16", shaw(16)), ("shaw-k64", shaw(64)), ("xl", SCHEMES["xl"]),
+                                ("absolute", SCHEMES["absolute"]))]
+    return runs
+
+
+def trainer_options(opts):
+    out = []
+    for k, v in opts.items():
+        if k == "values":
+            out.append("--values" if v else "--no-values")
+        else:
+            out += ["--" + k.replace("_", "-"), str(v)]
+    return out
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs(
@@ -137,7 +165,7 @@ def connect(db, so):
     return con
 
 
-def train(args, name, clip, rel_v, fraction, steps):
+def train(args, name, opts, fraction, steps, warmup, seed):
     query = "SELECT body FROM train ORDER BY id"
     if fraction < 1:
         every = round(1 / fraction)
@@ -146,9 +174,9 @@ def train(args, name, clip, rel_v, fraction, steps):
     cmd = [sys.executable, str(ROOT / "models" / "train_corpus.py"), "--db", str(args.corpus),
            "--query", query, "--heldout", str(args.trainer_heldout),
            "--layers", str(args.layers), "--d-model", str(args.d_model), "--heads", str(args.heads),
-           "--clip", str(clip), "--values" if rel_v else "--no-values",
+           *trainer_options(opts),
            "--steps", str(steps), "--seq-len", "256", "--batch-tokens", str(args.batch_tokens),
-           "--warmup", str(args.warmup), "--eval-every", str(max(1, steps)), "--seed", str(args.seed),
+           "--warmup", str(warmup), "--eval-every", str(max(1, steps)), "--seed", str(seed),
            "--threads", "1", "--fresh", "--out", str(out), "--name", name, "--into", str(args.models),
            "--so", args.so, "--log-every", str(max(1, steps // 4))]
     log(f"{name}: training ({steps} steps)")
@@ -188,23 +216,57 @@ def evaluate(args, name, wins):
     return bpb, tokens / seconds, rel_ms, plain_ms, cfg
 
 
+def xl_table(wr, d_model, heads, c):
+    """A Transformer-XL layer's relative table as relattn_attention takes it (per head): row
+    delta + c of head h is W_r sinusoid(-delta), head h's slice; float32 (src/schemes.c's)."""
+    import numpy as np
+    pos = -np.arange(-c, c + 1, dtype=np.float64)
+    inv = 1.0 / 10000.0 ** (np.arange(0, d_model, 2, dtype=np.float64) / d_model)
+    a = np.outer(pos, inv)
+    pe = np.concatenate([np.sin(a), np.cos(a)], -1).astype(np.float32)
+    w = np.frombuffer(wr, "<f4").reshape(d_model, d_model)
+    r = pe @ w.T
+    return np.ascontiguousarray(r.reshape(2 * c + 1, heads, d_model // heads).transpose(1, 0, 2), "<f4").tobytes()
+
+
+def attention_call(con, name, cfg, n):
+    """The model's layer-0 position terms as one relattn_attention call at n positions: (rel_k,
+    rel_v, options' position, the arguments after options)."""
+    pos = dict(cfg["position"])
+    kind = pos["type"]
+    w = lambda t: con.execute("SELECT relattn_weights(?, ?)", (name, t)).fetchone()[0]
+    if kind == "shaw":
+        return (w("layers.0.attn.rel_k"), w("layers.0.attn.rel_v") if pos["values"] else None,
+                {"type": "shaw"}, [])
+    if kind in ("none", "absolute"):  # absolute: the positions are in the input, attention is plain
+        return None, None, {"type": "none"}, []
+    if kind == "t5":
+        return None, None, pos, [w("rel_bias")]
+    if kind == "xl":
+        c = min(pos["clip"], n - 1)
+        return (xl_table(w("layers.0.attn.wr"), cfg["d_model"], cfg["n_heads"], c), None,
+                {"type": "xl"}, [w("layers.0.attn.u"), w("layers.0.attn.w")])
+    return None, None, pos, []  # alibi, rope: no tensor
+
+
 def attention_times(con, name, cfg, n=1024, rounds=9):
     """Milliseconds of one causal relattn_attention call at n positions with the model's layer-0
-    relative tables, and of the same call with plain attention; medians of interleaved rounds."""
+    position terms, and of the same call with plain attention; medians of interleaved rounds."""
     h, dh = cfg["n_heads"], cfg["d_model"] // cfg["n_heads"]
     rng = random.Random(7)
     q, k, v = (struct.pack(f"<{n * h * dh}f", *(rng.gauss(0, 1) for _ in range(n * h * dh))) for _ in range(3))
-    rk = con.execute("SELECT relattn_weights(?, 'layers.0.attn.rel_k')", (name,)).fetchone()[0]
-    rv = (con.execute("SELECT relattn_weights(?, 'layers.0.attn.rel_v')", (name,)).fetchone()[0]
-          if cfg["position"]["values"] else None)
-    rel = json.dumps({"heads": h, "d_head": dh, "causal": True})
+    rk, rv, position, extra = attention_call(con, name, cfg, n)
+    rel = json.dumps({"heads": h, "d_head": dh, "causal": True, "position": position,
+                      **({"per_head": True} if position["type"] == "xl" else {})})
     plain = json.dumps({"heads": h, "d_head": dh, "causal": True, "position": {"type": "none"}})
+    sql_rel = f"SELECT length(relattn_attention(?, ?, ?, ?, ?, ?{', ?' * len(extra)}))"
     sql = "SELECT length(relattn_attention(?, ?, ?, ?, ?, ?))"
     times = {"rel": [], "plain": []}
     for _ in range(rounds):
-        for kind, params in (("rel", (q, k, v, rk, rv, rel)), ("plain", (q, k, v, None, None, plain))):
+        for kind, stmt, params in (("rel", sql_rel, (q, k, v, rk, rv, rel, *extra)),
+                                   ("plain", sql, (q, k, v, None, None, plain))):
             t = time.perf_counter()
-            con.execute(sql, params).fetchone()
+            con.execute(stmt, params).fetchone()
             times[kind].append(1000 * (time.perf_counter() - t))
     return statistics.median(times["rel"]), statistics.median(times["plain"])
 
@@ -261,37 +323,62 @@ def svg_lines(title, xlabel, series, xs, logx=True, W=640, H=380):
     return "\n".join(out) + "\n"
 
 
-COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf", "#000000", "#aec7e8"]
+
+
+def settings(cfg):
+    """A run's position settings, from its config: 'clip 16, values true', 'max_len 4097', ..."""
+    pos = json.loads(cfg)["position"]
+    return ", ".join(f"{k} {json.dumps(v)}" for k, v in pos.items() if k not in ("type", "per_head")) or "-"
 
 
 def pictures(res, outdir):
-    """bits/byte vs k (one line per evaluation length, with and without rel_v) and bits/byte vs
-    evaluation length (one line per k), from the results table."""
+    """From the results table: bits/byte vs Shaw's clip k (one line per evaluation length and step
+    count); vs the evaluation length, one line per scheme (the longest runs, all the data); and
+    vs the data fraction, learned against fixed (the runs made at both 10% and 100%)."""
     outdir.mkdir(parents=True, exist_ok=True)
-    rows = res.execute("SELECT clip, rel_v, bpb_64, bpb_256, bpb_1024, bpb_4096 FROM runs "
-                       "WHERE status = 'done' AND scheme = 'shaw' AND data_fraction = 1 AND name NOT LIKE '%-seed%' "
-                       "AND name NOT LIKE '%steps' ORDER BY clip").fetchall()
-    ks = sorted({r[0] for r in rows})
-    if not ks:
-        return []
-    get = {(r[0], r[1]): r[2:] for r in rows}
-    series = []
-    for i, n in enumerate(LENGTHS):
-        for v, dash in ((1, None), (0, "5,4")):
-            series.append((f"{n} bytes{'' if v else ', no rel_v'}", COLOURS[i], dash,
-                           [get[(k, v)][i] if (k, v) in get else None for k in ks]))
+    q = lambda sql, args=(): res.execute(sql, args).fetchall()
     written = []
-    p = outdir / "experiments_bpb_vs_k.svg"
-    p.write_text(svg_lines("Shaw clip k: held-out bits per byte (trained at 256)", "clip k (log scale)",
-                           series, ks))
-    written.append(p)
-    series = [(f"k {k}{'' if v else ', no rel_v'}", COLOURS[i % len(COLOURS)], None if v else "5,4",
-               list(get[(k, v)]))
-              for i, k in enumerate(ks) for v in (1, 0) if (k, v) in get]
-    p = outdir / "experiments_bpb_vs_length.svg"
-    p.write_text(svg_lines("Length generalization: trained on 256-byte sequences",
-                           "evaluation window, bytes (log scale)", series, list(LENGTHS)))
-    written.append(p)
+    rows = q("SELECT steps, clip, bpb_64, bpb_256, bpb_1024, bpb_4096 FROM runs WHERE status = 'done' "
+             "AND scheme = 'shaw' AND rel_v = 1 AND data_fraction = 1 AND seed = 1 AND steps > 0 ORDER BY clip")
+    ks = sorted({r[1] for r in rows})
+    if ks:
+        get = {(r[0], r[1]): r[2:] for r in rows}
+        steps = sorted({r[0] for r in rows}, reverse=True)
+        series = [(f"{n} bytes, {s} steps", COLOURS[i], None if j == 0 else "5,4",
+                   [get[(s, k)][i] if (s, k) in get else None for k in ks])
+                  for j, s in enumerate(steps) for i, n in enumerate(LENGTHS)]
+        p = outdir / "experiments_bpb_vs_k.svg"
+        p.write_text(svg_lines("Shaw clip k: held-out bits per byte (trained at 256)", "clip k (log scale)",
+                               series, ks))
+        written.append(p)
+    top = q("SELECT max(steps) FROM runs WHERE status = 'done' AND data_fraction = 1 AND seed = 1")[0][0]
+    rows = q("SELECT name, bpb_64, bpb_256, bpb_1024, bpb_4096 FROM runs WHERE status = 'done' AND steps = ? "
+             "AND data_fraction = 1 AND seed = 1 AND (rel_v IS NULL OR rel_v = 1) "
+             "ORDER BY scheme <> 'shaw', scheme, clip", (top,))
+    if rows:
+        series = [(r[0], COLOURS[i % len(COLOURS)], "5,4" if i >= len(COLOURS) else None, list(r[1:]))
+                  for i, r in enumerate(rows)]
+        p = outdir / "experiments_bpb_vs_length.svg"
+        p.write_text(svg_lines(f"Length generalization: trained on 256-byte sequences, {top} steps",
+                               "evaluation window, bytes (log scale)", series, list(LENGTHS)))
+        written.append(p)
+    rows = q("SELECT a.name, a.bpb_256, b.bpb_256, a.bpb_4096, b.bpb_4096 FROM runs a JOIN runs b "
+             "ON b.status = 'done' AND b.scheme = a.scheme AND b.clip IS a.clip AND b.rel_v IS a.rel_v "
+             "AND b.steps = a.steps AND b.seed = a.seed AND b.data_fraction = 1 "
+             "WHERE a.status = 'done' AND a.data_fraction < 1 AND a.steps = (SELECT max(steps) FROM runs "
+             "WHERE status = 'done' AND data_fraction < 1) ORDER BY a.scheme <> 'shaw', a.scheme, a.clip")
+    if rows:
+        series = []
+        for i, r in enumerate(rows):
+            label = r[0].split("-data")[0]
+            series.append((f"{label}, 256 bytes", COLOURS[i], None, [r[1], r[2]]))
+            series.append((f"{label}, 4096 bytes", COLOURS[i], "5,4", [r[3], r[4]]))
+        p = outdir / "experiments_data_fraction.svg"
+        p.write_text(svg_lines("Learned vs fixed: 10% and 100% of the training text",
+                               "training text, percent (log scale)", series, [10, 100]))
+        written.append(p)
     return written
 
 
@@ -323,16 +410,24 @@ def profiles(args, res, names, outdir):
 
 
 def tables(res):
-    """The results as Markdown tables (docs/experiments.md quotes them)."""
+    """The results as Markdown tables (docs/experiments.md quotes them): the longest runs, every
+    scheme; the shorter runs (Shaw's); each run repeated with a suffix beside its original."""
     q = lambda sql, args=(): res.execute(sql, args).fetchall()
-    out = ["| run | clip k | rel_v | data | steps | 64 B | 256 B | 1024 B | 4096 B | params | train s | tokens/s | relative/plain |",
-           "| --- | ---: | :---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in q("SELECT name, clip, rel_v, data_fraction, steps, bpb_64, bpb_256, bpb_1024, bpb_4096, params, "
-               "train_seconds, tokens_per_s, rel_plain FROM runs WHERE status = 'done' "
-               "ORDER BY name = 'untrained' DESC, name LIKE '%-seed%', name LIKE '%steps', data_fraction DESC, rel_v DESC, clip, name"):
-        out.append(f"| {r[0]} | {r[1]} | {'yes' if r[2] else 'no'} | {r[3]:.0%} | {r[4]} | " +
-                   " | ".join(f"{x:.3f}" for x in r[5:9]) + f" | {r[9]:,} | {r[10]:.0f} | {r[11]:,.0f} | {r[12]:.2f} |")
-    for suffix in ("-seed2", "-1000steps"):  # the runs repeated with --suffix, beside the originals
+    top = q("SELECT max(steps) FROM runs WHERE status = 'done'")[0][0]
+    cols = ("bpb_64, bpb_256, bpb_1024, bpb_4096, params, train_seconds, tokens_per_s, rel_plain")
+    tail = lambda r: (" | ".join(f"{x:.3f}" for x in r[:4]) + f" | {r[4]:,} | {r[5]:.0f} | {r[6]:,.0f} | {r[7]:.2f} |")
+    out = [f"| run | scheme | settings | data | 64 B | 256 B | 1024 B | 4096 B | params | train s | tokens/s | "
+           "relative/plain |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in q(f"SELECT name, scheme, config, data_fraction, {cols} FROM runs WHERE status = 'done' AND steps = ? "
+               "ORDER BY data_fraction DESC, scheme <> 'shaw', scheme, clip, name", (top,)):
+        out.append(f"| {r[0]} | {r[1]} | {settings(r[2])} | {r[3]:.0%} | " + tail(r[4:]))
+    out += ["", "| run | clip k | rel_v | data | steps | 64 B | 256 B | 1024 B | 4096 B | params | train s | tokens/s | "
+            "relative/plain |", "| --- | ---: | :---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in q(f"SELECT name, clip, rel_v, data_fraction, steps, {cols} FROM runs WHERE status = 'done' AND steps < ? "
+               "ORDER BY name = 'untrained' DESC, name LIKE '%-seed%', data_fraction DESC, rel_v DESC, clip, name",
+               (top,)):
+        out.append(f"| {r[0]} | {r[1]} | {'yes' if r[2] else 'no'} | {r[3]:.0%} | {r[4]} | " + tail(r[5:]))
+    for suffix in ("-seed2", "-1000steps"):  # the runs repeated with a suffix, beside the originals
         pairs = q("SELECT a.name, a.seed, b.seed, a.steps, b.steps, a.bpb_256, b.bpb_256, a.bpb_4096, b.bpb_4096 "
                   "FROM runs a JOIN runs b ON b.name = a.name || ? AND b.status = 'done' "
                   "WHERE a.status = 'done' ORDER BY a.clip", (suffix,))
@@ -340,9 +435,10 @@ def tables(res):
             out += ["", "| run | seeds | steps | 256 B | 4096 B |", "| --- | --- | --- | ---: | ---: |"]
         for r in pairs:
             out.append(f"| {r[0]} | {r[1]}, {r[2]} | {r[3]}, {r[4]} | {r[5]:.3f}, {r[6]:.3f} | {r[7]:.3f}, {r[8]:.3f} |")
-    out += ["", "| run | scheme | data | status |", "| --- | --- | ---: | --- |"]
-    for r in q("SELECT name, scheme, data_fraction, status FROM runs WHERE status <> 'done' ORDER BY data_fraction DESC, name"):
-        out.append(f"| {r[0]} | {r[1]} | {r[2]:.0%} | {r[3]} |")
+    other = q("SELECT name, scheme, data_fraction, status FROM runs WHERE status <> 'done' ORDER BY name")
+    if other:
+        out += ["", "| run | scheme | data | status |", "| --- | --- | ---: | --- |"]
+        out += [f"| {r[0]} | {r[1]} | {r[2]:.0%} | {r[3]} |" for r in other]
     return "\n".join(out)
 
 
@@ -354,14 +450,14 @@ def main(argv=None):
                     help="a corpus database with train(id, source, body) and heldout(id, source, body) "
                          "(default: the bundled corpus, built into --work)")
     ap.add_argument("--only", default=None, help="comma-separated run names (default: the whole sweep)")
-    ap.add_argument("--steps", type=int, default=250)
+    ap.add_argument("--steps", type=int, default=None, help="every trained run's steps (default: the plan's)")
     ap.add_argument("--d-model", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--batch-tokens", type=int, default=4096)
-    ap.add_argument("--warmup", type=int, default=25)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--suffix", default="", help="appended to the run names (another seed: --seed 2 --suffix=-seed2)")
+    ap.add_argument("--warmup", type=int, default=None, help="every trained run's warm-up (default: the plan's)")
+    ap.add_argument("--seed", type=int, default=None, help="every run's seed (default: the plan's)")
+    ap.add_argument("--suffix", default="", help="appended to the run names (another seed: --seed 3 --suffix=-seed3)")
     ap.add_argument("--windows", type=int, default=8, help="4096-byte stretches of held-out text per source")
     ap.add_argument("--trainer-heldout", type=float, default=0.002,
                     help="the trainer's own held-out fraction of the training rows (its curve)")
@@ -386,29 +482,29 @@ def main(argv=None):
     args.corpus = pathlib.Path(args.corpus) if args.corpus else build_corpus(args.work / "corpus.db")
     corpus_name = args.corpus.name
     wins = windows(args.corpus, args.windows)
-    plan = [("untrained", 16, True, 1.0, 0)] + [(n, k, v, f, args.steps) for n, k, v, f in SHAW + DATA]
+    plan = plan_runs()
     only = set(args.only.split(",")) if args.only else None
     if only:
         unknown = only - {p[0] for p in plan}
         if unknown:
             sys.exit(f"sweep.py: no run named {', '.join(sorted(unknown))} in the sweep")
         plan = [p for p in plan if p[0] in only]
-    for scheme, what, f, native in NOT_YET:
-        name = f"{scheme}{'' if f == 1 else '-data10'}"
-        log(f"{name} ({what}): {NOT_YET_REASON[native]}; skipped")
-        record(res, {"name": name, "scheme": scheme, "data_fraction": f,
-                     "status": f"{NOT_YET_REASON[native]} ({what})"})
-    plan = [(name + args.suffix, *rest) for name, *rest in plan]
-    for name, clip, rel_v, fraction, steps in plan:
+    plan = [(name + args.suffix, opts, fraction,
+             steps if args.steps is None or not steps else args.steps,
+             warmup if args.warmup is None or not steps else args.warmup,
+             seed if args.seed is None else args.seed) for name, opts, fraction, steps, warmup, seed in plan]
+    for name, opts, fraction, steps, warmup, seed in plan:
         old = res.execute("SELECT steps, d_model, layers, seed, corpus FROM runs WHERE name = ? AND status = 'done'",
                           (name,)).fetchone()
-        if old == (steps, args.d_model, args.layers, args.seed, corpus_name):
+        if old == (steps, args.d_model, args.layers, seed, corpus_name):
             log(f"{name}: already in {args.results}; skipped")
             continue
-        train(args, name, clip, rel_v, fraction, steps)
+        train(args, name, opts, fraction, steps, warmup, seed)
         bpb, tps, rel_ms, plain_ms, cfg = evaluate(args, name, wins)
         t = cfg["training"]
-        record(res, {"name": name, "scheme": "shaw", "clip": clip, "rel_v": int(rel_v), "data_fraction": fraction,
+        scheme = opts["position"]
+        record(res, {"name": name, "scheme": scheme, "clip": opts.get("clip"),
+                     "rel_v": int(opts["values"]) if scheme == "shaw" else None, "data_fraction": fraction,
                      "status": "done", "steps": t["steps"], "d_model": cfg["d_model"], "layers": cfg["n_layers"],
                      "heads": cfg["n_heads"], "seq_len": t["settings"]["seq_len"], "seed": t["seed"],
                      "params": t["params"], "train_rows": t["rows"]["train"], "train_bytes": t["bytes"]["train"],

@@ -2,7 +2,7 @@
 
 Files: README.md, models/README.md and docs/*.md. Each file's ```sql blocks
 run in order in the sqlite3 shell on one database, in a fresh directory where
-models/ and sql/ are the repository's (so `readfile('models/tiny.safetensors')`
+models/, sql/ and experiments/ are the repository's (so `readfile('models/tiny.safetensors')`
 works and files the examples write land in the fresh directory); a block with
 no `.load` gets one. Its ```python blocks run with /usr/bin/python3 in the same
 directory. Each statement is checked:
@@ -137,6 +137,7 @@ def test_doc_examples(path, tmp_path):
     assert found, f"{path} has no examples"
     (tmp_path / "models").symlink_to(ROOT / "models")
     (tmp_path / "sql").symlink_to(ROOT / "sql")
+    (tmp_path / "experiments").symlink_to(ROOT / "experiments")  # the committed results
     rel = path.relative_to(ROOT)
     for lang, code, line, run_by in found:
         where = f"{rel}, block at line {line}"
