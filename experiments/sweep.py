@@ -165,11 +165,14 @@ def connect(db, so):
     return con
 
 
-def train(args, name, opts, fraction, steps, warmup, seed):
-    query = "SELECT body FROM train ORDER BY id"
+def train_query(fraction):
     if fraction < 1:
-        every = round(1 / fraction)
-        query = f"SELECT body FROM train WHERE id % {every} = 0 ORDER BY id"
+        return f"SELECT body FROM train WHERE id % {round(1 / fraction)} = 0 ORDER BY id"
+    return "SELECT body FROM train ORDER BY id"
+
+
+def train(args, name, opts, fraction, steps, warmup, seed):
+    query = train_query(fraction)
     out = args.work / f"{name}.safetensors"
     cmd = [sys.executable, str(ROOT / "models" / "train_corpus.py"), "--db", str(args.corpus),
            "--query", query, "--heldout", str(args.trainer_heldout),
@@ -186,6 +189,30 @@ def train(args, name, opts, fraction, steps, warmup, seed):
         sys.exit(f"sweep.py: training {name} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
     for f in (out, pathlib.Path(str(out) + ".curve.svg")):
         f.unlink(missing_ok=True)
+
+
+def trained(args, name, opts, fraction, steps, seed):
+    """Whether models.db holds this run's model, trained with these settings (a sweep stopped
+    between training and recording)."""
+    if not args.models.exists():
+        return False
+    con = sqlite3.connect(args.models)
+    try:
+        row = con.execute("SELECT config FROM relattn_model WHERE name = ?", (name,)).fetchone()
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        con.close()
+    if not row:
+        return False
+    cfg = json.loads(row[0])
+    t = cfg.get("training", {})
+    want = {"--" + k.replace("_", "-"): v for k, v in opts.items() if k != "position"}
+    pos = cfg["position"]
+    return (pos["type"] == opts["position"] and all(pos.get(k[2:].replace("-", "_")) == v for k, v in want.items())
+            and (t.get("steps"), t.get("seed"), cfg["d_model"], cfg["n_layers"], cfg["n_heads"]) ==
+            (steps, seed, args.d_model, args.layers, args.heads)
+            and t.get("query") == train_query(fraction) and t.get("db") == args.corpus.name)
 
 
 def evaluate(args, name, wins):
@@ -275,10 +302,14 @@ def attention_times(con, name, cfg, n=1024, rounds=9):
 # Results and pictures
 
 
-def record(res, row):
+def record(path, row):
+    """One run's row, in a connection of its own: the file may have been replaced (a checkout)
+    while the run trained."""
+    res = sqlite3.connect(path)
     cols = ", ".join(row)
-    res.execute(f"INSERT OR REPLACE INTO runs({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
-    res.commit()
+    with res:
+        res.execute(f"INSERT OR REPLACE INTO runs({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+    res.close()
 
 
 def svg_lines(title, xlabel, series, xs, logx=True, W=640, H=380):
@@ -494,16 +525,21 @@ def main(argv=None):
              warmup if args.warmup is None or not steps else args.warmup,
              seed if args.seed is None else args.seed) for name, opts, fraction, steps, warmup, seed in plan]
     for name, opts, fraction, steps, warmup, seed in plan:
+        res.close()  # opened again for each run: the file may have been replaced meanwhile (a checkout)
+        res = sqlite3.connect(args.results)
         old = res.execute("SELECT steps, d_model, layers, seed, corpus FROM runs WHERE name = ? AND status = 'done'",
                           (name,)).fetchone()
         if old == (steps, args.d_model, args.layers, seed, corpus_name):
             log(f"{name}: already in {args.results}; skipped")
             continue
-        train(args, name, opts, fraction, steps, warmup, seed)
+        if trained(args, name, opts, fraction, steps, seed):
+            log(f"{name}: already trained in {args.models}, not in the results; evaluating it")
+        else:
+            train(args, name, opts, fraction, steps, warmup, seed)
         bpb, tps, rel_ms, plain_ms, cfg = evaluate(args, name, wins)
         t = cfg["training"]
         scheme = opts["position"]
-        record(res, {"name": name, "scheme": scheme, "clip": opts.get("clip"),
+        record(args.results, {"name": name, "scheme": scheme, "clip": opts.get("clip"),
                      "rel_v": int(opts["values"]) if scheme == "shaw" else None, "data_fraction": fraction,
                      "status": "done", "steps": t["steps"], "d_model": cfg["d_model"], "layers": cfg["n_layers"],
                      "heads": cfg["n_heads"], "seq_len": t["settings"]["seq_len"], "seed": t["seed"],
@@ -516,6 +552,8 @@ def main(argv=None):
                      "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         log(f"{name}: bits/byte " + ", ".join(f"{n}: {bpb[n]:.3f}" for n in LENGTHS) +
             f"; {t['seconds']:.0f} s training, {tps:.0f} tokens/s, relative/plain {rel_ms / plain_ms:.2f}")
+    res.close()
+    res = sqlite3.connect(args.results)
     for p in pictures(res, outdir) + profiles(args, res, [n for n in args.profiles.split(",") if n], outdir):
         log(f"wrote {p}")
     res.close()
