@@ -299,3 +299,26 @@ def test_relative_key_up_to_max_position_embeddings(db, rng, tmp_path, case):
     assert str(e.value) == (
         f"relattn_embed: tokens has {M - 1} tokens with bos and the appended token, "
         f"over the model's position.max_position_embeddings = {M} (its learned positions)")
+
+
+@pytest.mark.parametrize("case", ["bert-cls-rk", "deberta-v3-cls"])
+def test_scan_label_prob_and_pooled_embedding(db, rng, tmp_path, case):
+    """relattn_scan over a table of text: label and prob as
+    relattn_labels' best row, embedding with pooling='cls' as the port's
+    final row 0."""
+    ck = make(case, tmp_path, rng)
+    import_checkpoint(db, ck)
+    texts = [checkpoints.sample_text(rng, int(n)) for n in rng.integers(3, 25, 7)]
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body TEXT)")
+    db.executemany("INSERT INTO docs(body) VALUES (?)", [(t,) for t in texts])
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan("
+               "model='m', source='docs', tokens='body', pooling='cls')")
+    rows = db.execute("SELECT id, label, prob, embedding FROM temp.job").fetchall()
+    names = [ck.config["id2label"][str(i)] for i in range(len(ck.config["id2label"]))]
+    assert [r[0] for r in rows] == list(range(1, len(texts) + 1))
+    for (i, label, prob, emb), text in zip(rows, texts):
+        out = port(ck, ck.encode(text))
+        p = ports.softmax(out["logits"])
+        assert label == names[int(np.argmax(p))]
+        check(case, "scan prob", [prob], [p.max()])
+        check(case, "scan embedding cls", from_f32(emb), out["hidden"][0])
