@@ -65,11 +65,20 @@ int relattn_hf_is_config(sqlite3 *db, const char *config);
 ** the model leaves out and own[i] for data it rewrites (sqlite3_malloc'd),
 ** and gives the native config. raw[i] (or raw NULL) names a tensor's dtype
 ** that is no float. Returns an SQLite code with *pzErr set on error. */
+typedef struct relattn_hf_info {
+  int family;      /* which rules named the tensors */
+  int prefixed;    /* the base model's names carry "bert." / "deberta." */
+  int gated;       /* T5: wi_0 / wi_1 */
+  int lm_predictions; /* DeBERTa: Microsoft's masked-LM names */
+} relattn_hf_info;
 int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
                    relattn_st_tensor *t, int n, const char *const *raw,
                    const uint8_t *data, const uint8_t *tok, size_t tok_n,
-                   unsigned char *skip, uint8_t **own, char **native,
-                   char **pzErr);
+                   unsigned char *skip, uint8_t **own, char **hf_names,
+                   relattn_hf_info *info, char **native, char **pzErr);
+/* ext/hf.c: the Hugging Face name a native tensor of such a checkpoint
+** has (sqlite3_malloc'd), or NULL: for messages about a missing tensor. */
+char *relattn_hf_name_of(const relattn_hf_info *info, const char *native);
 void relattn_export_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* relattn_weights(model, tensor): float32 weights as the cache holds them. */
 void relattn_weights_func(sqlite3_context *ctx, int argc,

@@ -125,6 +125,15 @@ static double jnum(jdoc *j, const char *key, double def) {
   return sqlite3_column_double(j->st, 1);
 }
 
+/* A size read from key: 1 to max, named by its Hugging Face key (the
+** native check would name the native one). */
+static void jsize(jdoc *j, const char *key, int v, int max) {
+  if (j->rc != SQLITE_OK || (v >= 1 && v <= max)) return;
+  *j->pzErr = sqlite3_mprintf("%s: %s: '%s' must be between 1 and %d, not %d",
+                              FN, j->what, key, max, v);
+  j->rc = SQLITE_ERROR;
+}
+
 /* true, false; absent or null: def (-1 for "no value"). */
 static int jbool(jdoc *j, const char *key, int def) {
   const char *type = jstep(j, key);
@@ -529,6 +538,11 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
     m->layers = jint(j, "num_layers", 6);
     m->heads = jint(j, "num_heads", 8);
     m->ff = jint(j, "d_ff", 2048);
+    jsize(j, "vocab_size", m->vocab, 1 << 24);
+    jsize(j, "d_model", m->d, 1 << 24);
+    jsize(j, "num_layers", m->layers, 1 << 16);
+    jsize(j, "num_heads", m->heads, 1 << 24);
+    jsize(j, "d_ff", m->ff, 1 << 24);
     v = jint(j, "d_kv", 64);
     m->eps = jnum(j, "layer_norm_epsilon", 1e-6);
     m->t5_buckets = jint(j, "relative_attention_num_buckets", 32);
@@ -569,6 +583,11 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
   m->layers = jint(j, "num_hidden_layers", 12);
   m->heads = jint(j, "num_attention_heads", 12);
   m->ff = jint(j, "intermediate_size", 3072);
+  jsize(j, "vocab_size", m->vocab, 1 << 24);
+  jsize(j, "hidden_size", m->d, 1 << 24);
+  jsize(j, "num_hidden_layers", m->layers, 1 << 16);
+  jsize(j, "num_attention_heads", m->heads, 1 << 24);
+  jsize(j, "intermediate_size", m->ff, 1 << 24);
   m->eps = jnum(j, "layer_norm_eps", m->family == FAM_BERT ? 1e-12 : 1e-7);
   m->types = jint(j, "type_vocab_size", m->family == FAM_BERT ? 2 : 0);
   m->tied = jbool(j, "tie_word_embeddings", 1);
@@ -1116,11 +1135,42 @@ static uint8_t *transposed(const uint8_t *p, int64_t rows, int64_t cols,
   return q;
 }
 
+char *relattn_hf_name_of(const relattn_hf_info *info, const char *native) {
+  const name_rule *r = info->family == FAM_BERT      ? bert_rules
+                       : info->family == FAM_DEBERTA ? deberta_rules
+                                                     : t5_rules;
+  int layer;
+  for (; r->hf; r++) {
+    const char *pfx = "";
+    char *hf, *out;
+    if (!r->native || !ruleMatch(r->native, native, &layer)) continue;
+    /* the rule of this checkpoint's kind, when several give one tensor */
+    if (info->family == FAM_T5 &&
+        (strstr(r->hf, info->gated ? ".wi.weight" : ".wi_0.") ||
+         strcmp(r->hf, "encoder.embed_tokens.weight") == 0))
+      continue;
+    if (info->family == FAM_DEBERTA &&
+        strncmp(r->hf, info->lm_predictions ? "cls." : "lm_predictions.",
+                info->lm_predictions ? 4 : 15) == 0)
+      continue;
+    if (info->prefixed &&
+        (strncmp(r->hf, "embeddings.", 11) == 0 ||
+         strncmp(r->hf, "encoder.", 8) == 0 ||
+         (info->family == FAM_BERT && strncmp(r->hf, "pooler.", 7) == 0)))
+      pfx = info->family == FAM_BERT ? "bert." : "deberta.";
+    hf = nativeName(r->hf, layer);
+    out = hf ? sqlite3_mprintf("%s%s", pfx, hf) : NULL;
+    sqlite3_free(hf);
+    return out;
+  }
+  return NULL;
+}
+
 int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
                    relattn_st_tensor *t, int n, const char *const *raw_dtype,
                    const uint8_t *data, const uint8_t *tok, size_t tok_n,
-                   unsigned char *skip, uint8_t **own, char **native,
-                   char **pzErr) {
+                   unsigned char *skip, uint8_t **own, char **hf_names,
+                   relattn_hf_info *info, char **native, char **pzErr) {
   hf_model m;
   hf_tok k;
   jdoc j;
@@ -1140,6 +1190,14 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
   ** before any is renamed) */
   has_pred_bias = hasTensor(t, n, &m, "cls.predictions.bias");
   has_shared = hasTensor(t, n, &m, "shared.weight");
+  memset(info, 0, sizeof *info);
+  info->family = m.family;
+  info->gated = m.gated;
+  for (i = 0; i < n; i++) {
+    if (stripPrefix(&m, t[i].name) != t[i].name) info->prefixed = 1;
+    if (strncmp(t[i].name, "lm_predictions.", 15) == 0)
+      info->lm_predictions = 1;
+  }
   orig = sqlite3_malloc64(sizeof *orig * ((sqlite3_uint64)n + 1));
   if (!orig) goto nomem;
   memset(orig, 0, sizeof *orig * ((size_t)n + 1));
@@ -1217,8 +1275,9 @@ nomem:
   sqlite3_free(*pzErr);
   *pzErr = sqlite3_mprintf("%s: out of memory", FN);
 done:
+  /* the file's names, for the caller's messages */
   if (orig)
-    for (i = 0; i < n; i++) sqlite3_free(orig[i]);
+    for (i = 0; i < n; i++) hf_names[i] = orig[i];
   sqlite3_free(orig);
   modelFree(&m);
   if (*pzErr && rc == SQLITE_OK) rc = SQLITE_ERROR;

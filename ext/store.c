@@ -933,6 +933,8 @@ typedef struct import_state {
                          ** ("I64": a position_ids buffer), kept as U8 bytes */
   unsigned char *skip;   /* (n) 1: not part of the model */
   uint8_t **own;         /* (n) the data, rewritten (transposed), or NULL */
+  char **hf_name;        /* (n) the file's name of a renamed tensor */
+  relattn_hf_info hf;
 } import_state;
 
 static void importFree(import_state *s) {
@@ -940,13 +942,38 @@ static void importFree(import_state *s) {
   for (i = 0; i < s->n; i++) {
     sqlite3_free((char *)s->t[i].name);
     if (s->own) sqlite3_free(s->own[i]);
+    if (s->hf_name) sqlite3_free(s->hf_name[i]);
   }
+  sqlite3_free(s->hf_name);
   sqlite3_free(s->t);
   sqlite3_free(s->config);
   sqlite3_free(s->tok_config);
   sqlite3_free(s->raw);
   sqlite3_free(s->skip);
   sqlite3_free(s->own);
+}
+
+/* Tensor i's name as the file has it (for messages). */
+static const char *fileName(const import_state *s, int i) {
+  return s->hf_name && s->hf_name[i] ? s->hf_name[i] : s->t[i].name;
+}
+
+/* "tensor 'x' is missing" for spec i of cfg, with its name in a Hugging
+** Face file. */
+static char *missingMsg(const import_state *s, const relattn_config *cfg,
+                        int i, const char *fn) {
+  relattn_tensor_spec spec;
+  char *hf;
+  if (!s->hf_name) return relattn_missing_tensor_msg(cfg, i, fn);
+  relattn_model_spec(cfg, i, &spec);
+  hf = relattn_hf_name_of(&s->hf, spec.name);
+  if (!hf) return relattn_missing_tensor_msg(cfg, i, fn);
+  {
+    char *msg = sqlite3_mprintf("%s: tensor '%s' is missing (the config "
+                                "needs it, as '%s')", fn, hf, spec.name);
+    sqlite3_free(hf);
+    return msg;
+  }
 }
 
 /* Tensor i's data: in the file, or rewritten by the mapping. */
@@ -1485,11 +1512,14 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     char *native = NULL;
     s.skip = sqlite3_malloc64((sqlite3_uint64)s.n + 1);
     s.own = sqlite3_malloc64(sizeof *s.own * ((sqlite3_uint64)s.n + 1));
-    if (!s.skip || !s.own) goto nomem;
+    s.hf_name = sqlite3_malloc64(sizeof *s.hf_name * ((sqlite3_uint64)s.n + 1));
+    if (!s.skip || !s.own || !s.hf_name) goto nomem;
     memset(s.skip, 0, (size_t)s.n + 1);
     memset(s.own, 0, sizeof *s.own * ((size_t)s.n + 1));
+    memset(s.hf_name, 0, sizeof *s.hf_name * ((size_t)s.n + 1));
     if ((rc = relattn_hf_map(db, s.config, tok_config, s.t, s.n, s.raw, data,
-                             tok, tok_n, s.skip, s.own, &native, &zErr)) !=
+                             tok, tok_n, s.skip, s.own, s.hf_name, &s.hf,
+                             &native, &zErr)) !=
         SQLITE_OK) {
       fail_code = rc;
       goto fail;
@@ -1512,7 +1542,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     i = relattn_missing_tensor(&cfg, names, s.n);
     sqlite3_free(names);
     if (i == -2) goto nomem;
-    zErr = relattn_missing_tensor_msg(&cfg, i, fn);
+    zErr = missingMsg(&s, &cfg, i, fn);
     goto fail;
   }
   {
@@ -1535,7 +1565,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     char ename[RELATTN_ECHO_BUF]; /* input bytes, for messages */
     size_t bad;
     if (s.skip && s.skip[i]) continue; /* left out by the HF mapping */
-    relattn_echo(ename, t->name, -1);
+    relattn_echo(ename, fileName(&s, i), -1);
     if (relattn_interrupted(db)) goto interrupted; /* ~1 s a GB of checks */
     if (relattn_is_tokfile(t->name)) {
       if (tok) {
@@ -1586,7 +1616,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   }
   for (i = 0; i < n_need; i++)
     if (order[i] < 0) {
-      zErr = relattn_missing_tensor_msg(&cfg, i, fn);
+      zErr = missingMsg(&s, &cfg, i, fn);
       goto fail;
     }
   /* the tokenizer's file: the kind the config names, parsed to check it */

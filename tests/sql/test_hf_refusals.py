@@ -275,3 +275,103 @@ def test_deberta_model_leaves_out_what_hf_leaves_out(db, tmp_path, rng):
                                "norm_rel_ebd": "layer_norm"}
     assert cfg["tokenizer"]["mask"] == ck.special["mask"]  # an added token
     assert (cfg["tokenizer"]["bos"], cfg["tokenizer"]["append"]) == (1, 2)
+
+
+def test_mutated_checkpoints_never_crash(db, tmp_path, rng):
+    """Random damage to real-looking checkpoints (a key dropped or of
+    another type or value, a tensor renamed, dropped or reshaped, another
+    dtype): each import either succeeds or fails with a relattn_import
+    message, and a failure stores nothing (the sanitized run of make test
+    checks the memory side)."""
+    cks = [checkpoints.bert(tmp_path / "b", rng, "BertForMaskedLM",
+                            "relative_key_query", position_ids=True),
+           checkpoints.bert(tmp_path / "c", rng, "BertForSequenceClassification"),
+           checkpoints.deberta(tmp_path / "d", rng, "DebertaV2ForMaskedLM",
+                               style="v2"),
+           checkpoints.deberta(tmp_path / "e", rng,
+                               "DebertaV2ForSequenceClassification"),
+           checkpoints.t5(tmp_path / "t", rng, "T5ForConditionalGeneration",
+                          ffn="gated-gelu")]
+    values = [None, -1, 0, 1, 3, 2 ** 40, 1.5, "", "gelu", "relu", "[SEP]",
+              [], ["c2p"], {}, {"0": "x"}, True, False]
+    outcomes = {"ok": 0, "refused": 0}
+    for trial in range(150):
+        ck = cks[trial % len(cks)]
+        cfg = json.loads(json.dumps(ck.config))
+        params = dict(ck.params)
+        buffers = dict(ck.buffers)
+        tok_config = json.loads(json.dumps(ck.tok_config))
+        for _ in range(int(rng.integers(1, 3))):
+            what = int(rng.integers(0, 6))
+            if what <= 1:
+                doc = cfg if what == 0 else tok_config
+                key = sorted(doc)[int(rng.integers(0, len(doc)))]
+                v = values[int(rng.integers(0, len(values)))]
+                if v is None:
+                    del doc[key]
+                else:
+                    doc[key] = v
+            else:
+                name = sorted(params)[int(rng.integers(0, len(params)))]
+                a = params.pop(name)
+                if what == 3:
+                    params[name.replace(".", "_", 1)] = a
+                elif what == 4:
+                    params[name] = a.reshape(-1)[: max(1, a.size - 1)]
+                elif what == 5:
+                    params[name] = a.astype(np.float16)
+        try:
+            n = run(db, ck, config=cfg, params=params, buffers=buffers,
+                    tok_config=json.dumps(tok_config))
+        except sqlite3.DatabaseError as e:
+            assert str(e).startswith("relattn_import: "), str(e)
+            outcomes["refused"] += 1
+            assert db.execute("SELECT count(*) FROM sqlite_master WHERE name "
+                              "= 'relattn_model'").fetchone()[0] == 0 or \
+                db.execute("SELECT count(*) FROM relattn_model").fetchone()[0] == 0
+            continue
+        outcomes["ok"] += 1
+        assert n == db.execute("SELECT count(*) FROM relattn_tensor WHERE "
+                               "model = 'm'").fetchone()[0]
+        db.execute("DELETE FROM relattn_model")
+    assert outcomes["ok"] > 5 and outcomes["refused"] > 50, outcomes
+
+
+def test_messages_name_the_files_tensors(db, tmp_path, rng, bert):
+    """A tensor missing or of the wrong shape is named as the file names it
+    (with the file's prefix, the checkpoint's style of names), and as the
+    native tensor it would be."""
+    p = dict(bert.params)
+    del p["bert.encoder.layer.1.output.dense.bias"]
+    refused(db, bert, "relattn_import: tensor 'bert.encoder.layer.1.output."
+            "dense.bias' is missing (the config needs it, as "
+            "'layers.1.ffn.b2')", params=p)
+    p = dict(bert.params)
+    p["bert.encoder.layer.0.attention.self.query.weight"] = np.ones((16, 32), np.float32)
+    refused(db, bert, "relattn_import: tensor 'bert.encoder.layer.0.attention."
+            "self.query.weight' has shape [16,32]; the config needs [32,32]",
+            params=p)
+    model = checkpoints.bert(tmp_path / "bm", rng, "BertModel", "relative_key")
+    p = {k: v for k, v in model.params.items() if not k.startswith("pooler.")}
+    p.pop("embeddings.token_type_embeddings.weight")
+    refused(db, model, "relattn_import: tensor 'embeddings.token_type_"
+            "embeddings.weight' is missing (the config needs it, as "
+            "'type_emb')", params=p)
+    deb = checkpoints.deberta(tmp_path / "d", rng, "DebertaV2ForMaskedLM",
+                              legacy=False)
+    p = dict(deb.params)
+    del p["lm_predictions.lm_head.bias"]
+    refused(db, deb, "relattn_import: tensor 'lm_predictions.lm_head.bias' "
+            "is missing (the config needs it, as 'mlm.bias')", params=p)
+    t5 = checkpoints.t5(tmp_path / "t", rng, "T5EncoderModel", ffn="gated-gelu")
+    p = dict(t5.params)
+    del p["encoder.block.1.layer.1.DenseReluDense.wi_0.weight"]
+    refused(db, t5, "relattn_import: tensor 'encoder.block.1.layer.1."
+            "DenseReluDense.wi_0.weight' is missing (the config needs it, as "
+            "'layers.1.ffn.w1')", params=p)
+    del p["shared.weight"]
+    refused(db, t5, "relattn_import: tensor 'shared.weight' is missing (the "
+            "config needs it, as 'tok_emb')", params=p)
+    refused(db, bert, "relattn_import: config_json: 'num_hidden_layers' must "
+            "be between 1 and 65536, not 0",
+            config=with_keys(bert, num_hidden_layers=0))
