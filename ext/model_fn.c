@@ -8,7 +8,8 @@
 **   relattn_classify(model, tokens)    -> TEXT  a classifier's best label
 **   SELECT * FROM relattn_logprobs(model, tokens)
 **       -> pos, token, logprob, top_token, top_logprob
-**       (a masked-LM model: one row per [MASK], its best fill)
+**       (a masked-LM model: k rows per [MASK], its k best fills by hidden
+**       rank, relattn_logprobs(model, tokens, k); k is 1 by default)
 **   SELECT * FROM relattn_labels(model, tokens) -> label, logit, prob
 **   SELECT * FROM relattn_attention_weights(model, tokens) WHERE layer=0 AND head=1
 **       -> layer, head, qpos, kpos, distance, weight
@@ -487,7 +488,7 @@ static int bestIndexEq(sqlite3_index_info *info, const int *cols, int n_cols,
 
 enum {
   LP_POS, LP_TOKEN, LP_LOGPROB, LP_TOP_TOKEN, LP_TOP_LOGPROB, LP_MODEL,
-  LP_TOKENS
+  LP_TOKENS, LP_K, LP_RANK
 };
 
 typedef struct lpCursor {
@@ -496,7 +497,9 @@ typedef struct lpCursor {
   float *logprob;           /* (n - 1) */
   float *top_logprob;       /* (n - 1) */
   int32_t *top_token;       /* (n - 1) */
-  int32_t *fill;            /* masked LM: (rows) input rows of [MASK], or NULL */
+  int32_t *fill;            /* masked LM: input rows of [MASK], or NULL; then
+                            ** top_token, top_logprob are (masks, k) */
+  int k;                    /* masked LM: best fills per [MASK] */
   int n, bos, row;
   int rows;                 /* rows of the answer */
 } lpCursor;
@@ -519,6 +522,7 @@ static void lpReset(lpCursor *c) {
   c->top_token = NULL;
   c->fill = NULL;
   c->n = c->row = c->rows = 0;
+  c->k = 1;
 }
 
 static int lpClose(sqlite3_vtab_cursor *cur) {
@@ -527,38 +531,44 @@ static int lpClose(sqlite3_vtab_cursor *cur) {
   return SQLITE_OK;
 }
 
-/* A masked-LM model: one row per [MASK] of the input (tokenizer.mask),
-** with the head's best fill; none when the input has no [MASK]. Takes mc. */
-static int lpFill(lpCursor *c, model_call *mc) {
+/* A masked-LM model: k rows per [MASK] of the input (tokenizer.mask), its
+** k best fills; none when the input has no [MASK]. Takes mc. */
+static int lpFill(lpCursor *c, model_call *mc, int k) {
   static const char fn[] = "relattn_logprobs";
   relattn_fwd f;
   char *zErr = NULL;
   int rc, i, rows = 0;
+  sqlite3_uint64 cells, bytes;
   for (i = 0; i < mc->n; i++) rows += mc->input[i] == mc->m->cfg.mask;
   if (rows == 0) {
     callEnd(mc);
     return SQLITE_OK;
   }
-  /* one allocation: fill rows, top_token, top_logprob, each (rows) */
-  rc = callMemory(mc, fn, 3 * sizeof(float) * (sqlite3_uint64)rows, &zErr);
+  /* one allocation: fill rows (rows), top_token and top_logprob (rows, k) */
+  cells = (sqlite3_uint64)rows * (sqlite3_uint64)k;
+  bytes = sizeof(float) * (2 * cells + (sqlite3_uint64)rows);
+  rc = cells > INT32_MAX ? SQLITE_TOOBIG : callMemory(mc, fn, bytes, &zErr);
   if (rc != SQLITE_OK) {
+    if (!zErr)
+      zErr = sqlite3_mprintf("%s: %d [MASK] x k = %d is over 2^31 rows", fn,
+                             rows, k);
     callEnd(mc);
     return vtabError(c->base.pVtab, rc, zErr);
   }
-  c->logprob = sqlite3_malloc64(3 * sizeof(float) * (sqlite3_uint64)rows);
+  c->logprob = sqlite3_malloc64(bytes);
   if (!c->logprob) {
     callEnd(mc);
     return SQLITE_NOMEM;
   }
   c->top_logprob = c->logprob;
-  c->top_token = (int32_t *)(c->top_logprob + rows);
-  c->fill = c->top_token + rows;
+  c->top_token = (int32_t *)(c->top_logprob + cells);
+  c->fill = c->top_token + cells;
   for (i = 0, rows = 0; i < mc->n; i++)
     if (mc->input[i] == mc->m->cfg.mask) c->fill[rows++] = i;
   memset(&f, 0, sizeof f);
   f.fill = c->fill;
   f.n_fill = rows;
-  f.fill_k = 1;
+  f.fill_k = k;
   f.fill_token = c->top_token;
   f.fill_logprob = c->top_logprob;
   rc = callRun(mc, fn, &f, &zErr);
@@ -571,15 +581,16 @@ static int lpFill(lpCursor *c, model_call *mc) {
   mc->input = NULL;
   c->n = mc->n;
   c->bos = mc->bos;
-  c->rows = rows;
+  c->rows = (int)cells;
+  c->k = k;
   callEnd(mc);
   return SQLITE_OK;
 }
 
 static int lpBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *info) {
-  static const int cols[] = {LP_MODEL, LP_TOKENS};
+  static const int cols[] = {LP_MODEL, LP_TOKENS, LP_K};
   (void)pVtab;
-  return bestIndexEq(info, cols, 2, 3);
+  return bestIndexEq(info, cols, 3, 3);
 }
 
 static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
@@ -594,14 +605,40 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   (void)idxStr;
   (void)argc;
   lpReset(c);
-  if (idxNum != 3)
+  if ((idxNum & 3) != 3)
     return vtabError(cur->pVtab, SQLITE_ERROR,
                      sqlite3_mprintf("%s: model and tokens arguments are "
                                      "required", fn));
   rc = callBegin(v->conn, fn, argv[0], argv[1], NEED_FILL, &mc, &zErr);
   if (rc != SQLITE_OK) return vtabError(cur->pVtab, rc, zErr);
+  if (mc.n > 0 && (idxNum & 4)) {
+    /* k: the best fills per [MASK], a masked-LM model's */
+    const relattn_config *cfg = &mc.m->cfg;
+    sqlite3_value *kv = argv[2];
+    sqlite3_int64 k = sqlite3_value_int64(kv);
+    char e[RELATTN_ECHO_BUF];
+    if (cfg->head != RELATTN_HEAD_MLM &&
+        !(sqlite3_value_numeric_type(kv) == SQLITE_INTEGER && k == 1))
+      zErr = sqlite3_mprintf("%s: k (the best fills per [MASK]) needs a "
+                             "masked-LM model; model '%s' has head '%s'",
+                             fn, relattn_echo(e, sqlite3_value_text(argv[0]), -1),
+                             relattn_head_name(cfg->head));
+    else if (sqlite3_value_numeric_type(kv) != SQLITE_INTEGER || k < 1 ||
+             k > cfg->vocab_size)
+      zErr = sqlite3_mprintf("%s: k must be an integer from 1 to vocab_size "
+                             "(%d), not %s",
+                             fn, cfg->vocab_size,
+                             sqlite3_value_type(kv) == SQLITE_NULL
+                                 ? "NULL"
+                                 : relattn_echo(e, sqlite3_value_text(kv), -1));
+    if (zErr) {
+      callEnd(&mc);
+      return vtabError(cur->pVtab, SQLITE_ERROR, zErr);
+    }
+    if (cfg->head == RELATTN_HEAD_MLM) return lpFill(c, &mc, (int)k);
+  }
   if (mc.n > 0 && mc.m->cfg.head == RELATTN_HEAD_MLM)
-    return lpFill(c, &mc);
+    return lpFill(c, &mc, 1);
   if (mc.n < 2) { /* NULL tokens, or nothing scored */
     callEnd(&mc);
     return SQLITE_OK;
@@ -651,14 +688,19 @@ static int lpEof(sqlite3_vtab_cursor *cur) {
 static int lpColumn(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
   lpCursor *c = (lpCursor *)cur;
   int r = c->row;
-  if (c->fill) { /* masked LM: row r fills input row fill[r]; no logprob */
+  if (c->fill) {
+    /* masked LM: row r is fill r % k of [MASK] r / k (input row fill[r / k]);
+    ** no logprob (the token there is the mask) */
+    const int m = c->fill[r / c->k];
     switch (col) {
-      case LP_POS: sqlite3_result_int(ctx, c->fill[r] - c->bos); break;
-      case LP_TOKEN: sqlite3_result_int(ctx, c->input[c->fill[r]]); break;
+      case LP_POS: sqlite3_result_int(ctx, m - c->bos); break;
+      case LP_TOKEN: sqlite3_result_int(ctx, c->input[m]); break;
       case LP_TOP_TOKEN: sqlite3_result_int(ctx, c->top_token[r]); break;
       case LP_TOP_LOGPROB:
         sqlite3_result_double(ctx, c->top_logprob[r]);
         break;
+      case LP_K: sqlite3_result_int(ctx, c->k); break;
+      case LP_RANK: sqlite3_result_int(ctx, r % c->k + 1); break;
       default: break;
     }
     return SQLITE_OK;
@@ -670,6 +712,8 @@ static int lpColumn(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
     case LP_LOGPROB: sqlite3_result_double(ctx, c->logprob[r]); break;
     case LP_TOP_TOKEN: sqlite3_result_int(ctx, c->top_token[r]); break;
     case LP_TOP_LOGPROB: sqlite3_result_double(ctx, c->top_logprob[r]); break;
+    case LP_K:
+    case LP_RANK: sqlite3_result_int(ctx, 1); break;
     default: break; /* hidden arguments: NULL */
   }
   return SQLITE_OK;
@@ -687,7 +731,7 @@ static int lpConnect(sqlite3 *db, void *aux, int argc, const char *const *argv,
   return fnConnect(db, aux,
                    "CREATE TABLE x(pos INTEGER, token INTEGER, logprob REAL, "
                    "top_token INTEGER, top_logprob REAL, model HIDDEN, "
-                   "tokens HIDDEN)",
+                   "tokens HIDDEN, k HIDDEN, rank HIDDEN)",
                    0, NULL, ppVtab, pzErr);
 }
 

@@ -136,6 +136,22 @@ def test_mlm_fills_masks_as_reference(db, rng, case):
         row = want[pos + off]
         assert abs(top_lp - row.max()) < 1e-4
         assert row[top] > row.max() - 1e-4   # the argmax, up to a near-tie
+    # k best fills per [MASK] (the hidden k argument), best first: the
+    # reference's k largest, up to near-ties; rank 1 is the row above
+    k = 5
+    got_k = db.execute("SELECT pos, rank, top_token, top_logprob FROM "
+                       "relattn_logprobs('m', ?, ?)", (toks(tokens), k)).fetchall()
+    assert [(r[0], r[1]) for r in got_k] == [(p, j) for p in masks for j in range(1, k + 1)]
+    for i, pos in enumerate(masks):
+        rows = got_k[i * k:(i + 1) * k]
+        assert (rows[0][2], rows[0][3]) == (got[i][3], got[i][4])
+        row = want[pos + off]
+        kth = np.sort(row)[::-1][:k]
+        assert np.abs(np.array([r[3] for r in rows]) - kth).max() < 1e-4
+        assert all(row[r[2]] > kth[j] - 1e-4 for j, r in enumerate(rows))
+        assert len({r[2] for r in rows}) == k
+    assert db.execute("SELECT count(*) FROM relattn_logprobs('m', ?) WHERE k = 3",
+                      (toks(tokens),)).fetchone() == (3 * len(masks),)
     # no [MASK]: no rows
     plain = [t for t in tokens if t != mask]
     if plain:
@@ -237,8 +253,10 @@ def test_same_bits_for_any_thread_count(db, rng):
         got = (db.execute("SELECT * FROM relattn_labels('c', ?)", (t[:400],)).fetchall(),
                db.execute("SELECT relattn_classify('c', ?), relattn_embed('c', ?, 'pooler'), "
                           "relattn_embed('c', ?, 'cls')", (t[:400],) * 3).fetchall(),
-               db.execute("SELECT * FROM relattn_logprobs('m', ?)", (t,)).fetchall())
-        assert len(got[2]) == 79
+               db.execute("SELECT * FROM relattn_logprobs('m', ?)", (t,)).fetchall(),
+               db.execute("SELECT rank, top_token, top_logprob FROM relattn_logprobs('m', ?, 4)",
+                          (t,)).fetchall())
+        assert len(got[2]) == 79 and len(got[3]) == 4 * 79
         if first is None:
             first = got
         assert got == first, f"threads={threads}"
@@ -274,6 +292,17 @@ def test_errors(db, rng):
     assert err(db, "SELECT * FROM relattn_logprobs('mlm', ?)", t) == (
         "relattn_logprobs: model 'mlm' has no tokenizer.mask: no [MASK] "
         "positions to fill")
+    fill = ref.with_head(base, "mlm", mask=259)
+    load(db, "fill", fill, ref.random_params(rng, fill))
+    for k, shown in ((0, "0"), (261, "261"), ("two", "two"), (1.5, "1.5"), (None, "NULL")):
+        assert err(db, "SELECT * FROM relattn_logprobs('fill', ?, ?)", t, k) == (
+            f"relattn_logprobs: k must be an integer from 1 to vocab_size (260), not {shown}")
+    assert err(db, "SELECT * FROM relattn_logprobs('lm', ?, 2)", t) == (
+        "relattn_logprobs: k (the best fills per [MASK]) needs a masked-LM model; "
+        "model 'lm' has head 'lm'")
+    # k = 1 is every model's rows as they are
+    assert db.execute("SELECT * FROM relattn_logprobs('lm', ?, 1)", (t,)).fetchall() == \
+        db.execute("SELECT * FROM relattn_logprobs('lm', ?)", (t,)).fetchall()
     assert err(db, "SELECT relattn_score('mlm', ?)", t) == (
         "relattn_score: model 'mlm' is an encoder; only decoder models give "
         "next-token probabilities")
@@ -377,7 +406,7 @@ def test_doc_examples_on_head_models(tmp_path, rng):
 
     logprobs, classify, labels, scan = doc_blocks()
     out = shell(tmp_path, "heads.db", logprobs)
-    assert out == ["1|259|1|1|1", "4|259|1|1|1", "0"]
+    assert out == ["1|259|1|1|1", "4|259|1|1|1", "0", "1|1|1", "1|2|1", "1|3|1"]
     out = shell(tmp_path, "heads.db", classify)
     assert out == [best("A fine day.")] + [f"{b}|{best(b)}" for b in bodies]
     out = shell(tmp_path, "heads.db", labels)

@@ -64,6 +64,8 @@ CASES = [
     ("relattn_score: tokens is empty", "SELECT relattn_score('m', '')", ()),
     ("relattn_attention_weights: layer = 9 is out of range: the model has 2 layers (0 to 1)",
      "SELECT * FROM relattn_attention_weights('m', 'abc') WHERE layer = 9", ()),
+    ("relattn_classify: model 'm' has no classifier head (its head is 'lm')",
+     "SELECT relattn_classify('m', 'abc')", ()),
 ]
 
 
@@ -72,6 +74,7 @@ def test_readme_error_is_real(db, msg, sql, args):
     modelgen.load(db, "m", modelgen.config(n_layers=2), np.random.default_rng(0))
     # the README's example for the layer uses the bundled model's 4 layers
     quoted = msg.replace("2 layers (0 to 1)", "4 layers (0 to 3)")
+    quoted = quoted.replace("model 'm'", "model 'tiny'")  # and its name
     assert quoted in README_FLAT, f"README.md does not quote: {quoted}"
     with pytest.raises(sqlite3.Error) as e:
         db.execute(sql, args).fetchall()
