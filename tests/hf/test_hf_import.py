@@ -49,6 +49,10 @@ CASES = {
     "bert-cls-rk-regression": ("bert", "BertForSequenceClassification",
                                dict(position="relative_key", n_labels=1,
                                     problem_type="regression")),
+    # no problem_type: HF's forward decides by the label count (1: regression)
+    "bert-cls-rkq-one-label": ("bert", "BertForSequenceClassification",
+                               dict(position="relative_key_query", n_labels=1,
+                                    problem_type=None)),
     "deberta-v3-model": ("deberta", "DebertaV2Model", dict(style="v3")),
     "deberta-v2-model": ("deberta", "DebertaV2Model", dict(style="v2")),
     "deberta-v3-mlm-legacy": ("deberta", "DebertaV2ForMaskedLM", dict(style="v3")),
@@ -59,7 +63,7 @@ CASES = {
                                  dict(style="v3", tied_copy=True)),
     "deberta-v3-cls": ("deberta", "DebertaV2ForSequenceClassification", dict(style="v3")),
     "deberta-v2-cls": ("deberta", "DebertaV2ForSequenceClassification",
-                       dict(style="v2", n_labels=2)),
+                       dict(style="v2", n_labels=2, problem_type=None)),
     "deberta-v3-cls-f16": ("deberta", "DebertaV2ForSequenceClassification",
                            dict(style="v3", dtype="F16")),
     "t5-encoder-relu": ("t5", "T5EncoderModel", dict(ffn="relu")),
@@ -185,8 +189,14 @@ def test_labels_and_classify(db, rng, tmp_path, case):
                           (toks(tokens),)).fetchall()
         assert [r[0] for r in rows] == names
         check(case, "logits", [r[1] for r in rows], logits)
-        if ck.config.get("problem_type") == "regression":
+        if ck.config.get("problem_type", "regression" if len(names) == 1 else
+                         "single_label_classification") == "regression":
             assert [r[2] for r in rows] == [None]      # the logit is the value
+            with pytest.raises(sqlite3.OperationalError) as e:
+                db.execute("SELECT relattn_classify('m', ?)", (toks(tokens),))
+            assert str(e.value) == ("relattn_classify: model 'm' is a regression model "
+                                    "(problem_type regression): its value is the logit "
+                                    "of relattn_labels")
             continue
         check(case, "probs", [r[2] for r in rows], probs)
         best = db.execute("SELECT relattn_classify('m', ?)", (toks(tokens),)).fetchone()[0]
