@@ -222,6 +222,15 @@ def test_masked_lm(db, rng, tmp_path, case):
     # the best fill is the port's (ties closer than the tolerance excepted)
     for r, row in zip(rows, want):
         assert row[r[3]] > row.max() - TOL
+    # the k best fills: k rows per [MASK], ranks 1..k, the port's k largest
+    k = 5
+    rows = db.execute("SELECT pos, rank, top_token, top_logprob FROM "
+                      "relattn_logprobs('m', ?, ?)", (toks(tokens), k)).fetchall()
+    assert [(r[0], r[1]) for r in rows] == [(i, j) for i in where for j in range(1, k + 1)]
+    for n, row in enumerate(want):
+        mine = rows[n * k:(n + 1) * k]
+        check(case, "mlm top-k logprobs", [r[3] for r in mine], np.sort(row)[::-1][:k])
+        check(case, "mlm top-k logprobs", [r[3] for r in mine], row[[r[2] for r in mine]])
 
 
 @pytest.mark.parametrize("case", ["bert-model-rk", "bert-cls-rkq", "deberta-v3-cls",
