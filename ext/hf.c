@@ -951,6 +951,15 @@ static int readTokenizer(sqlite3 *db, const hf_model *m,
     out->lower = jbool(&j, "do_lower_case", out->lower);
     out->strip = jbool(&j, "strip_accents", -1);
     out->chinese = jbool(&j, "tokenize_chinese_chars", 1);
+    if (out->kind == RELATTN_TOK_WORDPIECE &&
+        jbool(&j, "do_basic_tokenize", 1) == 0 && j.rc == SQLITE_OK) {
+      /* BertTokenizer then splits on whitespace only: not what the
+      ** wordpiece tokenizer does */
+      *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: do_basic_tokenize "
+                               "false is not supported", FN);
+      jclose(&j);
+      return SQLITE_ERROR;
+    }
     for (i = 0; i < N_ROLES && j.rc == SQLITE_OK; i++)
       text[i] = jstr(&j, roles[i].key, 1);
     rc = j.rc;

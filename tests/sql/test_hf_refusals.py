@@ -197,6 +197,10 @@ def test_tokenizer_refusals(db, bert, deberta):
             "tokenizer", tok_config=json.dumps(tc))
     refused(db, deberta, "relattn_import: tokenizer_config_json is not a "
             "JSON object", tok_config="[1]")
+    tc = dict(bert.tok_config, do_basic_tokenize=False)
+    refused(db, bert, "relattn_import: tokenizer_config_json: "
+            "do_basic_tokenize false is not supported",
+            tok_config=json.dumps(tc))
 
 
 def test_tokenizer_config_needs_an_hf_config(db):
