@@ -44,7 +44,7 @@ DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
 DEB_MODEL ?= python3-torch bible-kjv bible-kjv-text sqlite3-doc
 
-.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster fuzz fuzz-build clean
+.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo model hf-model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -91,6 +91,12 @@ demo: deps
 # models/tiny.* and sql/demo_corpus.sql. Not part of `make test`.
 model: deps-model
 	$(PYTHON) models/train.py
+
+# Retrains the Hugging Face-layout DeBERTa-v3-style classifier of models/deberta-licenses
+# (PyTorch, python3-sentencepiece, the licences of /usr/share/common-licenses; a few minutes
+# on one thread). Not part of `make test`.
+hf-model: deps
+	$(PYTHON) models/train_deberta.py
 
 # The position sweep: small models trained on the bundled corpus, scored in SQL,
 # rows in experiments/results.db, pictures in docs/img/experiments (docs/experiments.md).

@@ -222,3 +222,36 @@ def test_training_writes_hf_files(tmp_path):
                                                          facts["settings"]["max_chars"])[0]}
     assert not train_texts & {r["text"] for r in rows}
 
+
+# ---------------------------------------------------------------------------------------------
+# The committed checkpoint (models/deberta-licenses)
+
+BUNDLED = ROOT / "models" / "deberta-licenses"
+
+
+def test_bundled_run_used_the_script_defaults():
+    import train_deberta
+    run = json.loads((BUNDLED / "train.json").read_text())
+    defaults = vars(train_deberta.parse_args([]))
+    assert {k: defaults[k] for k in run["settings"]} == run["settings"]
+    assert {p.name for p in BUNDLED.iterdir()} == HF_FILES | {"heldout.csv", "train.json"}
+
+
+def test_bundled_checkpoint_gives_its_recorded_accuracy():
+    """PyTorch, reading the committed files: the held-out accuracy train.json records."""
+    import sentencepiece as spm
+    import deberta_classifier as dc
+    run = json.loads((BUNDLED / "train.json").read_text())
+    model = dc.from_pretrained(BUNDLED)
+    sp = spm.SentencePieceProcessor(model_file=str(BUNDLED / "spm.model"))
+    labels = model.config["label2id"]
+    with open(BUNDLED / "heldout.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    right = 0
+    with torch.inference_mode():
+        for r in rows:
+            ids = torch.tensor([[1] + sp.encode(r["text"]) + [2]])
+            right += int(model(ids).argmax(-1)) == labels[r["label"]]
+    assert len(rows) == run["passages"]["heldout"]
+    assert right / len(rows) == pytest.approx(run["heldout_accuracy"], abs=1e-4)
+    assert right / len(rows) > 0.5    # six documents: chance is about 1/6
