@@ -5,6 +5,7 @@
 #                   numerical ones again under each OpenBLAS kernel set
 #   make asan       the same tests under -fsanitize=address,undefined
 #   make demo       the bundled model on the bundled corpus, in the sqlite3 shell
+#   make hf-demo    a Hugging Face classifier (models/deberta-licenses) over a table, in SQL
 #   make bench      ratios: relative vs plain attention, SQL overhead, scaling
 #   make experiments  the position sweep (experiments/sweep.py, docs/experiments.md)
 #   make fuzz       libFuzzer targets, bounded time each
@@ -44,7 +45,7 @@ DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
 DEB_MODEL ?= python3-torch bible-kjv bible-kjv-text sqlite3-doc
 
-.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo model hf-model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster fuzz fuzz-build clean
+.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo hf-demo model hf-model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -86,6 +87,15 @@ demo: deps
 	$(MAKE) all
 	rm -f demo.db
 	sqlite3 demo.db < sql/demo.sql
+
+# A Hugging Face DeBERTa-v3-style classifier imported from its own files and run over a table
+# of held-out paragraphs: sql/classify_demo.sql on a fresh hf-demo.db. The checkpoint is
+# committed; when it is missing, it is trained first (make hf-model, a few minutes).
+hf-demo: deps
+	$(MAKE) all
+	@test -f models/deberta-licenses/model.safetensors || $(PYTHON) models/train_deberta.py
+	rm -f hf-demo.db
+	sqlite3 hf-demo.db < sql/classify_demo.sql
 
 # Retrains the bundled model from scratch on one thread (about half an hour) and rewrites
 # models/tiny.* and sql/demo_corpus.sql. Not part of `make test`.
@@ -254,4 +264,4 @@ uninstall:
 	  $(DESTDIR)$(DATADIR)/doc/relattn 2>/dev/null
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz $(SO) demo.db
+	rm -rf $(BUILD) build-asan build-fuzz $(SO) demo.db hf-demo.db

@@ -255,3 +255,43 @@ def test_bundled_checkpoint_gives_its_recorded_accuracy():
     assert len(rows) == run["passages"]["heldout"]
     assert right / len(rows) == pytest.approx(run["heldout_accuracy"], abs=1e-4)
     assert right / len(rows) > 0.5    # six documents: chance is about 1/6
+
+
+def test_sql_matches_pytorch():
+    """relattn_import of the committed files as Hugging Face wrote them, then every held-out
+    passage: the tokenizer's ids are sentencepiece's, relattn_labels' logits are PyTorch's in
+    float64 within 1e-4, and the scan's label and prob are the argmax and its softmax."""
+    import sentencepiece as spm
+    import deberta_classifier as dc
+    from conftest import connect
+    model = dc.from_pretrained(BUNDLED).double()
+    sp = spm.SentencePieceProcessor(model_file=str(BUNDLED / "spm.model"))
+    labels = [model.config["id2label"][str(i)] for i in range(len(model.config["id2label"]))]
+    db = connect()
+    files = [(BUNDLED / f).read_bytes() for f in
+             ("model.safetensors", "config.json", "spm.model", "tokenizer_config.json")]
+    assert db.execute("SELECT relattn_import('lic', ?, ?, ?, ?)", files).fetchone()[0] == 43
+    with open(BUNDLED / "heldout.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    db.execute("CREATE TABLE heldout(id INTEGER PRIMARY KEY, label TEXT, text TEXT)")
+    db.executemany("INSERT INTO heldout VALUES (?, ?, ?)", [(int(r["id"]), r["label"], r["text"]) for r in rows])
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='lic', source='heldout', tokens='text')")
+    scan = {i: (lab, p) for i, lab, p in db.execute("SELECT id, label, prob FROM temp.job")}
+    worst = 0.0
+    for r in rows:
+        ids = sp.encode(r["text"])
+        got_ids = np.frombuffer(db.execute("SELECT relattn_tokenize('lic', ?)", (r["text"],)).fetchone()[0], "<i4")
+        assert got_ids.tolist() == ids
+        with torch.inference_mode():
+            ref = model(torch.tensor([[1] + ids + [2]]))[0].numpy()
+        got = db.execute("SELECT label, logit, prob FROM relattn_labels('lic', ?)", (r["text"],)).fetchall()
+        assert [g[0] for g in got] == labels
+        logits = np.array([g[1] for g in got])
+        worst = max(worst, np.abs(logits - ref).max() / max(1.0, np.abs(ref).max()))
+        probs = np.exp(ref - ref.max()) / np.exp(ref - ref.max()).sum()
+        assert np.abs(np.array([g[2] for g in got]) - probs).max() < 1e-5
+        lab, p = scan[int(r["id"])]
+        assert lab == labels[int(ref.argmax())] and abs(p - probs.max()) < 1e-5
+    print(f"largest logit difference, relative: {worst:.1e}")
+    assert worst < 1e-4, worst
+    db.close()
