@@ -43,6 +43,8 @@ CASES = {
     "bert-mlm-rk-gelu-new": ("bert", "BertForMaskedLM", dict(position="relative_key",
                                                              hidden_act="gelu_new")),
     "bert-cls-rk": ("bert", "BertForSequenceClassification", dict(position="relative_key")),
+    "bert-cls-rk-cased": ("bert", "BertForSequenceClassification",
+                          dict(position="relative_key", do_lower_case=False)),
     "bert-cls-rkq": ("bert", "BertForSequenceClassification",
                      dict(position="relative_key_query", n_labels=4,
                           problem_type="multi_label_classification")),
@@ -238,7 +240,8 @@ def test_masked_lm(db, rng, tmp_path, case):
         check(case, "mlm top-k logprobs", [r[3] for r in mine], row[[r[2] for r in mine]])
 
 
-@pytest.mark.parametrize("case", ["bert-model-rk", "bert-cls-rkq", "deberta-v3-cls",
+@pytest.mark.parametrize("case", ["bert-model-rk", "bert-cls-rkq", "bert-cls-rk-cased",
+                                  "deberta-v3-cls",
                                   "deberta-v2-model", "t5-encoder-gated-gelu",
                                   "t5-cg-relu"])
 def test_text_through_the_checkpoints_tokenizer(db, rng, tmp_path, case):
@@ -302,6 +305,36 @@ def test_export_round_trip(db, rng, tmp_path, case):
         q = "SELECT label, logit, prob FROM relattn_labels(?, ?)"
         assert (db.execute(q, ("m", tokens)).fetchall()
                 == db.execute(q, ("m2", tokens)).fetchall())
+
+
+# ---- long inputs under the checkpoints' real position settings -----------------
+
+LONG = {
+    # deberta-v3-base's: 256 log buckets, max_relative_positions -1 -> 512
+    "deberta-v3-256-buckets": ("deberta", "DebertaV2ForSequenceClassification",
+                               dict(style="v3", position_buckets=256,
+                                    max_position_embeddings=512)),
+    # T5's defaults: 32 buckets, max_distance 128
+    "t5-32-buckets": ("t5", "T5EncoderModel", dict(ffn="gated-gelu", num_buckets=32,
+                                                   max_distance=128)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LONG))
+def test_long_input_real_position_settings(db, rng, tmp_path, case):
+    """600 tokens: distances past DeBERTa's 128 exact positions into its
+    log buckets and past the clamp at 256 buckets, past T5's max_distance
+    128; the kernel's far blocks (beyond the band) against the port."""
+    writer, cls, kw = LONG[case]
+    ck = WRITERS[writer](tmp_path, rng, cls, **kw)
+    import_checkpoint(db, ck)
+    tokens = random_tokens(rng, ck, 600)
+    out = port(ck, tokens)
+    check(case, "embed mean (600)", embed(db, toks(tokens)), mean_pooled(ck, out["hidden"]))
+    check(case, "embed cls (600)", embed(db, toks(tokens), "cls"), out["hidden"][0])
+    if "logits" in out:
+        rows = db.execute("SELECT logit FROM relattn_labels('m', ?)", (toks(tokens),)).fetchall()
+        check(case, "logits (600)", [r[0] for r in rows], out["logits"])
 
 
 # ---- relative_key's table ends at max_position_embeddings ----------------------
