@@ -95,6 +95,13 @@ variants = [tiny, config(norm="post"), config(act="relu"), config(tie=False),
             config(per_head=True), config(values=False), config(arch="encoder"),
             config(bos=None, eos=None, pad=None), config(clip=0), config(layers=0),
             config(d=10 ** 9), config(layers=2 ** 31 - 1), config(vocab=-1)]
+# the heads' keys: a bare encoder (the tensors fit), and heads whose tensors
+# the file lacks or whose keys are wrong
+variants += [dict(config(arch="encoder"), head="none"),
+             dict(config(arch="encoder"), head="classifier", labels=["a", "b"],
+                  problem_type="multi_label_classification", pooler={"activation": "tanh"}),
+             dict(config(arch="encoder", pad=None), head="mlm", head_activation="gelu_tanh"),
+             dict(config(), labels=[1, "b"], pooler="tanh")]
 for i, c in enumerate(variants):
     write("config", f"import_{i}", bytes([0]) + json.dumps(c).encode())
     write("config", f"update_{i}", bytes([1]) + json.dumps(c).encode())
