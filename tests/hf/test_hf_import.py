@@ -379,3 +379,31 @@ def test_scan_label_prob_and_pooled_embedding(db, rng, tmp_path, case):
         assert label == names[int(np.argmax(p))]
         check(case, "scan prob", [prob], [p.max()])
         check(case, "scan embedding cls", from_f32(emb), out["hidden"][0])
+
+
+@pytest.mark.parametrize("case", ["bert-model-rk", "bert-mlm-rk", "deberta-v3-cls"])
+def test_config_without_architectures(db, rng, tmp_path, case):
+    """An older config.json without architectures: the head is the one
+    whose tensors the file has (pooler, MLM head, classifier), and the
+    outputs are the class's."""
+    ck = make(case, tmp_path, rng)
+    cfg = {k: v for k, v in ck.config.items() if k != "architectures"}
+    db.execute("SELECT relattn_import('m', ?, ?, ?, ?)",
+               (ck.read("weights"), json.dumps(cfg), ck.read("tokenizer"),
+                ck.path("tokenizer_config").read_text()))
+    tokens = random_tokens(rng, ck, 17)
+    out = port(ck, tokens)
+    check(case, "embed cls (no architectures)", embed(db, toks(tokens), "cls"), out["hidden"][0])
+    if "pooled" in out:
+        check(case, "embed pooler (no architectures)", embed(db, toks(tokens), "pooler"),
+              out["pooled"])
+    if "logits" in out:
+        rows = db.execute("SELECT logit FROM relattn_labels('m', ?)", (toks(tokens),)).fetchall()
+        check(case, "logits (no architectures)", [r[0] for r in rows], out["logits"])
+    if "mlm_logits" in out:
+        tokens[5] = ck.special["mask"]
+        lp = ports.log_softmax(port(ck, tokens)["mlm_logits"])
+        rows = db.execute("SELECT pos, top_logprob FROM relattn_logprobs('m', ?)",
+                          (toks(tokens),)).fetchall()
+        assert [r[0] for r in rows] == [5]
+        check(case, "mlm (no architectures)", [rows[0][1]], [lp[6].max()])
