@@ -130,6 +130,8 @@ static const struct config_key {
     {"$.n_layers", "n_layers", K_INT, 0, 0, F(n_layers), 0, 1},
     {"$.n_heads", "n_heads", K_INT, 0, 0, F(n_heads), 0, 1},
     {"$.d_ff", "d_ff", K_INT, 0, 0, F(d_ff), 0, 1},
+    /* optional: absent, d_model / n_heads (0 in the field) */
+    {"$.d_head", "d_head", K_INT, 0, 0, F(d_head), 0, 0},
     {"$.norm", "norm", K_ENUM, "pre|post", 0, F(norm), 0, 1},
     {"$.norm_eps", "norm_eps", K_NUM, 0, 0, F(norm_eps), 0, 1},
     {"$.activation", "activation", K_ENUM, "gelu|gelu_tanh|relu", activations,
@@ -365,6 +367,14 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
           goto done;
         }
         if (k->kind == K_ID && iv == -1) iv = -2; /* -1 means absent */
+        if (k->field == offsetof(relattn_config, d_head) && iv < 1) {
+          /* 0 in the field means absent: a d_head given is at least 1 */
+          *pzErr = sqlite3_mprintf("%s: 'd_head' must be between 1 and %d, "
+                                   "not %lld",
+                                   what, 1 << 24, iv);
+          rc = SQLITE_ERROR;
+          goto done;
+        }
         break;
       case K_NUM:
       case K_DBL:

@@ -24,9 +24,12 @@
 **
 ** HOW IT WORKS
 ** Activations live in three buffers kept in the pool's scratch slot 1 across
-** calls: x (n, d) the residual stream, h (n, d) a normed copy and then the
-** attention output, qkv (n, 3d) the projections side by side (the kernel
-** reads them with a stride). Everything that is row-wise (LayerNorm, the
+** calls: x (n, d) the residual stream, h (n, hw) a normed copy (rows of d)
+** and then the attention output (rows of i), qkv (n, 3i) the projections
+** side by side (the kernel reads them with a stride); i = n_heads * d_head
+** is the attention's inner width, d_model unless the config's d_head says
+** otherwise, and hw = max(d, i), so a block's rows of h are its own under
+** either use. Everything that is row-wise (LayerNorm, the
 ** projections, the FFN, the LM head) runs as tasks over blocks of 64 to 256 rows
 ** on the pool, each with a small per-worker buffer (slot 2) for the FFN's
 ** hidden rows or a block of logits, so no (n, d_ff) or (n, vocab) matrix is
@@ -101,15 +104,28 @@ static size_t rows_floats(const relattn_config *c, int rows) {
 
 static size_t fill_floats(const relattn_config *c, int rows);
 
+/* The width of h's rows: the normed input's (d_model) or the attention
+** output's (the inner width), the larger. */
+static int h_width(const relattn_config *c) {
+  const int in = relattn_config_inner(c);
+  return in > c->d_model ? in : c->d_model;
+}
+
 /* Floats of the activation buffers for n rows in count sequences; 0 on
 ** overflow. */
 static size_t acts_floats(const relattn_config *c, int n, int count) {
-  size_t nd, total;
+  size_t nd, nh, ni, total, qkv;
   if (n < 1 || count < 1 ||
-      !relattn_mul_ok((size_t)n, (size_t)c->d_model, &nd))
+      !relattn_mul_ok((size_t)n, (size_t)c->d_model, &nd) ||
+      !relattn_mul_ok((size_t)n, (size_t)h_width(c), &nh) ||
+      !relattn_mul_ok((size_t)n, (size_t)relattn_config_inner(c), &ni) ||
+      !relattn_mul_ok(round16(ni), 3, &qkv))
     return 0;
-  /* x, h: (n, d); qkv: (n, 3d); start: (count); blocks: (max_blocks, 3) */
-  if (!relattn_mul_ok(round16(nd), 5, &total) ||
+  /* x: (n, d); h: (n, hw); qkv: (n, 3i); start: (count); blocks:
+  ** (max_blocks, 3) */
+  total = round16(nd);
+  if (!relattn_add_ok(total, round16(nh), &total) ||
+      !relattn_add_ok(total, qkv, &total) ||
       !relattn_add_ok(total, round16((size_t)count), &total) ||
       !relattn_add_ok(total, round16(3 * max_blocks(n, count)), &total))
     return 0;
@@ -143,7 +159,7 @@ size_t relattn_forward_memory(const relattn_model *m, int n, int count,
   memset(&a, 0, sizeof a);
   a.n = n;
   a.heads = c->n_heads;
-  a.d_head = c->n_heads > 0 ? c->d_model / c->n_heads : 0;
+  a.d_head = relattn_config_d_head(c);
   if (c->pos.type == RELATTN_POS_SHAW) {
     a.clip = c->clip;
     a.rel_k = (const float *)m; /* only whether there is a table counts */
@@ -428,9 +444,10 @@ typedef struct fwd_ctx {
   relattn_pool *pool;
   const relattn_layer *layer;
   int n, d;              /* n: rows of all sequences */
+  int in, hw;            /* the attention's inner width; h's row width */
   float *x;              /* (n, d) residual stream */
-  float *h;              /* (n, d) normed input, then attention output */
-  float *qkv;            /* (n, 3d) */
+  float *h;              /* (n, hw) normed input, then attention output */
+  float *qkv;            /* (n, 3 in) */
   int *start;            /* (count) first row of each sequence */
   int32_t *blocks;       /* (n_blocks, 3): sequence, first row, rows */
   int n_blocks;
@@ -452,25 +469,25 @@ static int block_rows(const fwd_ctx *c, int task, int *r0) {
 static void qkv_task(void *ctxp, int task, int worker) {
   fwd_ctx *c = ctxp;
   const relattn_layer *L = c->layer;
-  int r0, rows = block_rows(c, task, &r0), d = c->d;
+  int r0, rows = block_rows(c, task, &r0), d = c->d, w = c->in;
   const float *in = c->x + (size_t)r0 * d;
-  float *qkv = c->qkv + (size_t)r0 * 3 * d;
+  float *qkv = c->qkv + (size_t)r0 * 3 * w;
   (void)worker;
   if (c->m->cfg.norm == RELATTN_NORM_PRE) {
-    float *h = c->h + (size_t)r0 * d;
+    float *h = c->h + (size_t)r0 * c->hw; /* rows of d in the block's rows */
     model_norm(c->m, h, in, rows, L->ln1_w, L->ln1_b);
     in = h;
   }
-  if (L->wk == L->wq + (size_t)d * d && L->wv == L->wk + (size_t)d * d &&
-      (L->bq ? L->bk == L->bq + d && L->bv == L->bk + d : !L->bk && !L->bv)) {
+  if (L->wk == L->wq + (size_t)w * d && L->wv == L->wk + (size_t)w * d &&
+      (L->bq ? L->bk == L->bq + w && L->bv == L->bk + w : !L->bk && !L->bv)) {
     /* the store lays wq, wk, wv (and bq, bk, bv) out back to back: one
-    ** (3d, d) product fills the three side by side */
-    linear(qkv, 3 * d, in, d, rows, d, 3 * d, L->wq, L->bq, 0.0f);
+    ** (3i, d) product fills the three side by side */
+    linear(qkv, 3 * w, in, d, rows, d, 3 * w, L->wq, L->bq, 0.0f);
     return;
   }
-  linear(qkv, 3 * d, in, d, rows, d, d, L->wq, L->bq, 0.0f);
-  linear(qkv + d, 3 * d, in, d, rows, d, d, L->wk, L->bk, 0.0f);
-  linear(qkv + 2 * d, 3 * d, in, d, rows, d, d, L->wv, L->bv, 0.0f);
+  linear(qkv, 3 * w, in, d, rows, d, w, L->wq, L->bq, 0.0f);
+  linear(qkv + w, 3 * w, in, d, rows, d, w, L->wk, L->bk, 0.0f);
+  linear(qkv + 2 * w, 3 * w, in, d, rows, d, w, L->wv, L->bv, 0.0f);
 }
 
 /* The rest of a layer for one block: output projection and residual, the
@@ -480,7 +497,7 @@ static void ffn_task(void *ctxp, int task, int worker) {
   const relattn_layer *L = c->layer;
   const relattn_config *cfg = &c->m->cfg;
   int r0, rows = block_rows(c, task, &r0), d = c->d, pre;
-  float *x = c->x + (size_t)r0 * d, *h = c->h + (size_t)r0 * d, *in;
+  float *x = c->x + (size_t)r0 * d, *h = c->h + (size_t)r0 * c->hw, *in;
   float *hid = relattn_pool_scratch_slot(c->pool, worker, SLOT_ROWS,
                                          rows_floats(cfg, c->block_max) * sizeof(float));
   if (!hid) {
@@ -488,7 +505,9 @@ static void ffn_task(void *ctxp, int task, int worker) {
     return;
   }
   pre = cfg->norm == RELATTN_NORM_PRE;
-  linear(x, d, h, d, rows, d, d, L->wo, L->bo, 1.0f);
+  /* the attention output's rows (hw apart), then the block's rows of h
+  ** hold its normed rows (d apart) */
+  linear(x, d, h, c->hw, rows, c->in, d, L->wo, L->bo, 1.0f);
   if (pre) {
     model_norm(c->m, h, x, rows, L->ln2_w, L->ln2_b);
     in = h;
@@ -628,7 +647,7 @@ static void pool_rows(const fwd_ctx *c, relattn_fwd *f, int s) {
   int o, j;
   if (f->cls) memcpy(f->cls, x0, sizeof(float) * d);
   if (cfg->pooler && (f->pooled || f->logits)) {
-    if (!pooled) pooled = c->h + (size_t)c->start[s] * d; /* spent rows */
+    if (!pooled) pooled = c->h + (size_t)c->start[s] * c->hw; /* spent rows */
     for (o = 0; o < d; o++) {
       const float *w = m->pool_w + (size_t)o * d;
       double acc = m->pool_b[o];
@@ -654,14 +673,14 @@ static relattn_attn layer_attn(const fwd_ctx *c, int s) {
   memset(&a, 0, sizeof a);
   a.n = c->f[s].n;
   a.heads = cfg->n_heads;
-  a.d_head = cfg->d_model / cfg->n_heads;
+  a.d_head = relattn_config_d_head(cfg);
   a.clip = cfg->clip;
   a.causal = cfg->arch == RELATTN_DECODER;
   a.per_head = cfg->per_head;
-  a.q = c->qkv + r0 * 3 * c->d;
-  a.k = a.q + c->d;
-  a.v = a.q + 2 * c->d;
-  a.ldq = a.ldk = a.ldv = 3 * c->d;
+  a.q = c->qkv + r0 * 3 * c->in;
+  a.k = a.q + c->in;
+  a.v = a.q + 2 * c->in;
+  a.ldq = a.ldk = a.ldv = 3 * c->in;
   if (c->schemes || c->m->terms) {
     a.clip = 0;
     a.per_head = 0;
@@ -671,8 +690,8 @@ static relattn_attn layer_attn(const fwd_ctx *c, int s) {
     a.rel_k = c->layer->rel_k;
     a.rel_v = cfg->rel_values ? c->layer->rel_v : NULL;
   }
-  a.out = c->h + r0 * c->d;
-  a.ldo = c->d;
+  a.out = c->h + r0 * c->hw;
+  a.ldo = c->hw;
   return a;
 }
 
@@ -698,7 +717,7 @@ static int build_schemes(fwd_ctx *c, char *err, size_t errlen) {
   }
   for (s = 0; s < c->count; s++) {
     rc = relattn_scheme_build(&c->schemes[s], &pos, &tb, c->f[s].n,
-                              cfg->n_heads, cfg->d_model / cfg->n_heads,
+                              cfg->n_heads, relattn_config_d_head(cfg),
                               cfg->arch == RELATTN_DECODER, 0, err, errlen);
     if (rc != RELATTN_OK) return rc;
   }
@@ -838,11 +857,13 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
   c.pool = pool;
   c.n = (int)total;
   c.d = cfg->d_model;
+  c.in = relattn_config_inner(cfg);
+  c.hw = h_width(cfg);
   nd = total * (size_t)c.d;
   c.x = acts;
   c.h = acts + round16(nd);
-  c.qkv = c.h + round16(nd);
-  c.start = (int *)(c.qkv + round16(3 * nd));
+  c.qkv = c.h + round16(total * (size_t)c.hw);
+  c.start = (int *)(c.qkv + 3 * round16(total * (size_t)c.in));
   c.blocks = (int32_t *)(c.start + round16((size_t)count));
 
   /* Blocks aligned to each sequence's start, sized by its length alone. */

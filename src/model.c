@@ -29,7 +29,9 @@
 ** the array, and when a config has it. A new tensor is one row here.
 ** Shape rules: */
 enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS, S_POS, S_HD, S_RELEMB,
-       S_TYPES, S_V, S_LD, S_L };
+       S_TYPES, S_V, S_LD, S_L, S_ID, S_DI, S_I };
+/* (S_ID, S_DI, S_I: the attention's inner width i = n_heads * d_head by
+** d_model, d_model by i, and i alone) */
 /* Presence rules: */
 enum { W_ALL, W_REL_K, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5, W_ABSOLUTE, W_XL,
        W_DEBERTA, W_REL_LN, W_GATED, W_TYPES, W_EMB_NORM, W_MLM, W_POOLER,
@@ -50,17 +52,17 @@ typedef struct tensor_row {
 static const tensor_row layer_rows[] = {
     {"ln1.weight", S_D, W_ALL, L(ln1_w), B_NONE},
     {"ln1.bias", S_D, W_ALL, L(ln1_b), B_NORM},
-    {"attn.wq", S_DD, W_ALL, L(wq), B_NONE},
-    {"attn.wk", S_DD, W_ALL, L(wk), B_NONE},
-    {"attn.wv", S_DD, W_ALL, L(wv), B_NONE},
-    {"attn.wo", S_DD, W_ALL, L(wo), B_NONE},
-    {"attn.bq", S_D, W_ALL, L(bq), B_LINEAR},
-    {"attn.bk", S_D, W_ALL, L(bk), B_LINEAR},
-    {"attn.bv", S_D, W_ALL, L(bv), B_LINEAR},
+    {"attn.wq", S_ID, W_ALL, L(wq), B_NONE},
+    {"attn.wk", S_ID, W_ALL, L(wk), B_NONE},
+    {"attn.wv", S_ID, W_ALL, L(wv), B_NONE},
+    {"attn.wo", S_DI, W_ALL, L(wo), B_NONE},
+    {"attn.bq", S_I, W_ALL, L(bq), B_LINEAR},
+    {"attn.bk", S_I, W_ALL, L(bk), B_LINEAR},
+    {"attn.bv", S_I, W_ALL, L(bv), B_LINEAR},
     {"attn.bo", S_D, W_ALL, L(bo), B_LINEAR},
     {"attn.rel_k", S_REL, W_REL_K, L(rel_k), B_NONE},
     {"attn.rel_v", S_REL, W_SHAW_VALUES, L(rel_v), B_NONE},
-    {"attn.wr", S_DD, W_XL, L(wr), B_NONE},
+    {"attn.wr", S_ID, W_XL, L(wr), B_NONE},
     {"attn.u", S_HD, W_XL, L(u), B_NONE},
     {"attn.w", S_HD, W_XL, L(w), B_NONE},
     {"ln2.weight", S_D, W_ALL, L(ln2_w), B_NONE},
@@ -143,10 +145,13 @@ static int deberta_span(const relattn_config *c) {
 static void shape_of(const relattn_config *c, int rule,
                      relattn_tensor_spec *s) {
   int64_t d = c->d_model, f = c->d_ff, v = c->vocab_size;
-  int64_t rows = 2 * (int64_t)c->clip + 1, dh = d / c->n_heads;
-  int64_t a = d, b = 0, e = 0;
+  int64_t rows = 2 * (int64_t)c->clip + 1, dh = relattn_config_d_head(c);
+  int64_t a = d, b = 0, e = 0, in = dh * c->n_heads;
   switch (rule) {
     case S_DD: b = d; break;
+    case S_ID: a = in, b = d; break;
+    case S_DI: b = in; break;
+    case S_I: a = in; break;
     case S_F: a = f; break;
     case S_FD: a = f, b = d; break;
     case S_DF: b = f; break;
@@ -175,6 +180,15 @@ static void shape_of(const relattn_config *c, int rule,
 ** number of tensors (at most 23 per layer) small enough to list. */
 #define MAX_DIM (1 << 24)
 #define MAX_LAYERS (1 << 16)
+
+int relattn_config_d_head(const relattn_config *c) {
+  if (c->d_head) return c->d_head;
+  return c->n_heads > 0 ? c->d_model / c->n_heads : 0;
+}
+
+int relattn_config_inner(const relattn_config *c) {
+  return relattn_config_d_head(c) * c->n_heads;
+}
 
 const char *relattn_head_name(int head) {
   static const char *const names[] = {"lm", "mlm", "classifier", "none"};
@@ -248,7 +262,18 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
                           "%s: 'vocab_size' must be at least 256 (the byte "
                           "tokenizer), not %d",
                           what, c->vocab_size);
-  if (c->d_model % c->n_heads != 0)
+  /* d_head: the heads' width as given (T5's d_kv), their inner width
+  ** n_heads * d_head free of d_model; without it, d_model split in n_heads */
+  if (c->d_head < 0 || c->d_head > MAX_DIM)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: 'd_head' must be between 1 and %d, not %d",
+                          what, MAX_DIM, c->d_head);
+  if ((int64_t)c->d_head * c->n_heads > MAX_DIM)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: 'n_heads' * 'd_head' (%d * %d) must be at most "
+                          "%d",
+                          what, c->n_heads, c->d_head, MAX_DIM);
+  if (!c->d_head && c->d_model % c->n_heads != 0)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "%s: 'd_model' (%d) is not divisible by 'n_heads' "
                           "(%d)",
@@ -303,13 +328,14 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
                             what, 2 * (mr - 1), pb);
   }
   if (c->pos.type == RELATTN_POS_ROPE) {
-    const int dh = c->d_model / c->n_heads;
+    const int dh = relattn_config_d_head(c);
     const int r = c->pos.rotary_dim ? c->pos.rotary_dim : dh;
     if (r < 2 || r % 2 || r > dh)
       return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                             "%s: 'position.rotary_dim' must be even, at least "
-                            "2 and at most d_model/n_heads = %d, not %d",
-                            what, dh, r);
+                            "2 and at most %s = %d, not %d",
+                            what, c->d_head ? "d_head" : "d_model/n_heads",
+                            dh, r);
     if (!(c->pos.base > 1.0) || !(c->pos.base < 1e300))
       return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                             "%s: 'position.base' must be a number over 1",
@@ -550,16 +576,19 @@ float *relattn_model_slot(relattn_model *m, int i) {
 
 size_t relattn_model_prepared_bytes(const relattn_config *c) {
   size_t per, total;
-  const size_t dh = (size_t)(c->d_model / c->n_heads);
+  const size_t dh = (size_t)relattn_config_d_head(c);
+  const size_t in = (size_t)relattn_config_inner(c);
   if (c->pos.type == RELATTN_POS_XL)
-    per = (2 * (size_t)c->clip + 1) * (size_t)c->d_model;
+    per = (2 * (size_t)c->clip + 1) * in;
   else if (c->pos.type == RELATTN_POS_REL_KEY ||
            c->pos.type == RELATTN_POS_REL_KEY_QUERY)
     per = (2 * (size_t)c->max_len - 1) * dh; /* the flipped table */
   else if (c->pos.type == RELATTN_POS_DEBERTA)
-    /* the c2p and p2c tables, and the bucket map (its band is at most
-    ** about max_relative_positions: the clamp) */
-    per = 5 * (size_t)deberta_span(c) * (size_t)c->d_model +
+    /* the c2p and p2c tables (2 span rows of the inner width each), the
+    ** normed table (2 span rows of d_model, once), and the bucket map (its
+    ** band is at most about max_relative_positions: the clamp) */
+    per = 4 * (size_t)deberta_span(c) * in +
+          2 * (size_t)deberta_span(c) * (size_t)c->d_model +
           4 * (size_t)c->pos.max_relative_positions + 8;
   else
     return 0;
@@ -575,11 +604,11 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
                           size_t errlen) {
   const relattn_config *c = &m->cfg;
   relattn_pos_tables tb;
-  const int dh = c->d_model / c->n_heads, xl = c->pos.type == RELATTN_POS_XL;
+  const int dh = relattn_config_d_head(c), xl = c->pos.type == RELATTN_POS_XL;
   const int deb = c->pos.type == RELATTN_POS_DEBERTA;
-  const size_t rows = 2 * (size_t)c->clip + 1;
+  const size_t rows = 2 * (size_t)c->clip + 1, in = (size_t)dh * c->n_heads;
   const size_t drows = deb ? 2 * (size_t)deberta_span(c) : 0;
-  const size_t per = drows * (size_t)c->d_model; /* one deberta table */
+  const size_t per = drows * in; /* one deberta table (heads, rows, d_head) */
   const float *rel = NULL;
   int l, rc;
   if (c->pos.type != RELATTN_POS_REL_KEY &&
@@ -589,8 +618,9 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
     /* HF DisentangledSelfAttention (share_att_key): pos_key =
     ** key_proj(rel_embeddings), pos_query = query_proj(rel_embeddings),
     ** each layer its own, built once here */
-    m->rel_proj = relattn_alloc(sizeof(float) * per * (2 *
-                                    (size_t)c->n_layers + 1) + 1);
+    m->rel_proj = relattn_alloc(sizeof(float) * (per * 2 * (size_t)c->n_layers +
+                                                 drows * (size_t)c->d_model) +
+                                1);
     if (!m->rel_proj)
       return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
                             "%s: out of memory for the deberta tables", what);
@@ -619,7 +649,7 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
     tb.count[0] = (2 * (int64_t)c->max_len - 1) * dh;
     if (xl) {
       /* (heads, 2 clip + 1, d_head), owned by the layer's terms below */
-      table = relattn_alloc(sizeof(float) * rows * (size_t)c->d_model);
+      table = relattn_alloc(sizeof(float) * rows * in);
       if (!table)
         return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
                               "%s: out of memory for the xl tables", what);
@@ -630,9 +660,9 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
         return rc;
       }
       tb.t[0] = table;
-      tb.count[0] = (int64_t)(rows * (size_t)c->d_model);
-      tb.t[2] = m->layers[l].u, tb.count[2] = (int64_t)c->d_model;
-      tb.t[3] = m->layers[l].w, tb.count[3] = (int64_t)c->d_model;
+      tb.count[0] = (int64_t)(rows * in);
+      tb.t[2] = m->layers[l].u, tb.count[2] = (int64_t)in;
+      tb.t[3] = m->layers[l].w, tb.count[3] = (int64_t)in;
     }
     if (deb) {
       float *pk = m->rel_proj + (size_t)l * 2 * per, *pq = pk + per;

@@ -374,18 +374,23 @@ typedef struct relattn_config {
   int pooler_activation;  /* its activation (RELATTN_TANH, RELATTN_GELU, ...) */
   int n_labels;           /* classifier: rows of classifier.weight (labels) */
   int problem_type;       /* classifier: RELATTN_PROBLEM_* */
+  /* the attention's width per head (config d_head), 0 when absent:
+  ** d_model / n_heads (relattn_config_d_head); last, so configs written
+  ** field by field stay as they were */
+  int d_head;
 } relattn_config;
 
 typedef struct relattn_tokenizer relattn_tokenizer; /* src/tokenizer.c */
 
 typedef struct relattn_layer {
   const float *ln1_w, *ln1_b;         /* (d_model) */
-  const float *wq, *wk, *wv, *wo;     /* (d_model, d_model), y = x W^T + b */
-  const float *bq, *bk, *bv, *bo;     /* (d_model) */
+  const float *wq, *wk, *wv;          /* (n_heads*d_head, d_model), y = x W^T + b */
+  const float *wo;                    /* (d_model, n_heads*d_head) */
+  const float *bq, *bk, *bv, *bo;     /* (n_heads*d_head); bo (d_model) */
   const float *rel_k;                 /* (2*clip+1, d_head) or (n_heads, 2*clip+1, d_head);
                                       ** rel_key*: (2M-1, d_head) */
   const float *rel_v;                 /* same; NULL unless rel_values */
-  const float *wr;                    /* xl: W_r (d_model, d_model), or NULL */
+  const float *wr;                    /* xl: W_r (n_heads*d_head, d_model), or NULL */
   const float *u, *w;                 /* xl: (n_heads, d_head) offsets, or NULL */
   const float *ln2_w, *ln2_b;         /* (d_model) */
   const float *w1, *b1;               /* (d_ff, d_model), (d_ff) */
@@ -486,7 +491,12 @@ void relattn_sha256_set_portable(int on);
 
 /* ---- model tensors (src/model.c) ---------------------------------------- */
 
-/* Checks a decoded config: sizes positive, d_model divisible by n_heads,
+/* The attention's width per head: the config's d_head, else d_model /
+** n_heads; and its inner width, n_heads times that (q, k, v's columns). */
+int relattn_config_d_head(const relattn_config *c);
+int relattn_config_inner(const relattn_config *c);
+/* Checks a decoded config: sizes positive, d_model divisible by n_heads
+** (without d_head; with it, n_heads * d_head at most 2^24),
 ** clip >= 0, vocab_size >= 256 (the byte tokenizer), the tokenizer's ids
 ** absent (-1) or in [256, vocab_size), the options in range. Messages start
 ** with what. */
@@ -629,7 +639,8 @@ int relattn_label_best(const float *logits, int n);
 /* Bytes of scratch relattn_forward_batch may hold for count sequences of n
 ** tokens in all on a pool of workers workers (0 with an overflow): the one
 ** estimate callers check a memory bound against before anything is
-** allocated. Activations (n, 5 d_model) once; on every worker a block
+** allocated. Activations (n, d_model + max(d_model, i) + 3 i) once, i the
+** attention's inner width (5 d_model without d_head); on every worker a block
 ** buffer of min(n, 256) x max(d_ff (2 d_ff gated), vocab_size) floats (a
 ** masked-LM head's rows: 2 d_model + vocab_size, when more) and the
 ** attention kernel's scratch, which grows with min(clip, n). */

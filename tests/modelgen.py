@@ -46,12 +46,14 @@ def shapes(cfg):
     """[(name, shape)] in the store's order."""
     d, f, v = cfg["d_model"], cfg["d_ff"], cfg["vocab_size"]
     h = cfg["n_heads"]
+    dh = cfg.get("d_head", d // h)   # the heads' width; inner width h * dh
+    hd = h * dh
     pos = cfg["position"]
     shaw = pos.get("type", "shaw") == "shaw"
     rows = 2 * pos.get("clip", 0) + 1
-    rel = [h, rows, d // h] if pos.get("per_head") else [rows, d // h]
+    rel = [h, rows, dh] if pos.get("per_head") else [rows, dh]
     if pos.get("type") in ("rel_key", "rel_key_query"):
-        shaw, rel = True, [2 * pos["max_position_embeddings"] - 1, d // h]
+        shaw, rel = True, [2 * pos["max_position_embeddings"] - 1, dh]
     rms = cfg.get("norm_kind", "layernorm") == "rmsnorm"
     biases = cfg.get("biases", True)
     gated = cfg.get("ffn", "plain") == "gated"
@@ -60,13 +62,15 @@ def shapes(cfg):
     for i in range(cfg["n_layers"]):
         p = f"layers.{i}."
         out += [(p + "ln1.weight", [d]), (p + "ln1.bias", [d])]
-        out += [(p + "attn." + w, [d, d]) for w in ("wq", "wk", "wv", "wo")]
-        out += [(p + "attn." + b, [d]) for b in ("bq", "bk", "bv", "bo")]
+        out += [(p + "attn." + w, [hd, d]) for w in ("wq", "wk", "wv")]
+        out += [(p + "attn.wo", [d, hd])]
+        out += [(p + "attn." + b, [hd]) for b in ("bq", "bk", "bv")]
+        out += [(p + "attn.bo", [d])]
         if shaw:
             out += [(p + "attn.rel_k", rel)]
         if pos.get("type") == "xl":
-            out += [(p + "attn.wr", [d, d]), (p + "attn.u", [h, d // h]),
-                    (p + "attn.w", [h, d // h])]
+            out += [(p + "attn.wr", [hd, d]), (p + "attn.u", [h, dh]),
+                    (p + "attn.w", [h, dh])]
         if shaw and pos.get("values"):
             out += [(p + "attn.rel_v", rel)]
         out += [(p + "ln2.weight", [d]), (p + "ln2.bias", [d])]

@@ -57,7 +57,8 @@ def random_params(rng, cfg):
     flat nor one-hot; LayerNorm gains around 1."""
     d, f, v = cfg["d_model"], cfg["d_ff"], cfg["vocab_size"]
     h = cfg["n_heads"]
-    dh = d // h
+    dh = cfg.get("d_head", d // h)   # d_head: the heads' width, h dh in all
+    hd = h * dh
     pos = cfg["position"]
     shaw = pos["type"] == "shaw"
     bert = pos["type"] in ("rel_key", "rel_key_query")
@@ -75,14 +76,16 @@ def random_params(rng, cfg):
         pre = f"layers.{i}."
         p[pre + "ln1.weight"] = u(d, scale=0.3, offset=1.0)
         p[pre + "ln1.bias"] = u(d, scale=0.1)
-        for w, s in (("wq", 2.0), ("wk", 2.0), ("wv", 1.0), ("wo", 1.0)):
-            p[pre + "attn." + w] = u(d, d, scale=s / math.sqrt(d))
-        for b in ("bq", "bk", "bv", "bo"):
-            p[pre + "attn." + b] = u(d, scale=0.1)
+        for w, s in (("wq", 2.0), ("wk", 2.0), ("wv", 1.0)):
+            p[pre + "attn." + w] = u(hd, d, scale=s / math.sqrt(d))
+        p[pre + "attn.wo"] = u(d, hd, scale=1.0 / math.sqrt(hd))
+        for b in ("bq", "bk", "bv"):
+            p[pre + "attn." + b] = u(hd, scale=0.1)
+        p[pre + "attn.bo"] = u(d, scale=0.1)
         if shaw or bert:
             p[pre + "attn.rel_k"] = u(*tab)
         if pos["type"] == "xl":
-            p[pre + "attn.wr"] = u(d, d, scale=1 / math.sqrt(d))
+            p[pre + "attn.wr"] = u(hd, d, scale=1 / math.sqrt(d))
             p[pre + "attn.u"] = u(h, dh, scale=0.5)
             p[pre + "attn.w"] = u(h, dh, scale=0.5)
         if shaw and pos["values"]:
@@ -300,7 +303,7 @@ def forward(cfg, params, ids, maps=False):
     maps[layer][head] (n, n)."""
     p = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
     d, h = cfg["d_model"], cfg["n_heads"]
-    dh = d // h
+    dh = cfg.get("d_head", d // h)   # head hd is columns hd*dh .. of q, k, v
     eps = cfg["norm_eps"]
     pos = cfg["position"]
     clip = pos.get("clip", 0)

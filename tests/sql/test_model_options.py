@@ -301,3 +301,176 @@ def test_gated_ffn_counts_its_gate_rows_against_the_memory_limit(db, rng):
     db.execute("SELECT relattn_threads(2)")
     got = from_f32(db.execute("SELECT relattn_embed('g', ?)", (toks(tokens),)).fetchone()[0])
     assert rel_err(got, ref.embedding(cfg, weights, tokens)) < 1e-5
+
+
+# ---- d_head: the attention's width apart from d_model ----------------------
+# (d_model 24, 3 heads: d_head 12 is wider than d_model / n_heads = 8, 5
+# narrower; every position scheme's tables follow d_head)
+D_HEAD_CASES = {
+    "shaw-wide": (12, {}),
+    "shaw-narrow-per-head": (5, {"per_head": True}),
+    "t5-like": (10, {"activation": "gelu_tanh", "position": T5,
+                     "options": {"norm_kind": "rmsnorm", "biases": False,
+                                 "ffn": "gated"}}),
+    "rel_key_query": (7, {"position": {"type": "rel_key_query",
+                                       "max_position_embeddings": 90}}),
+    "xl": (10, {"position": {"type": "xl", "clip": 6}}),
+    "deberta": (6, {"position": {"type": "deberta", "position_buckets": 8,
+                                 "max_relative_positions": 20,
+                                 "norm_rel_ebd": "layer_norm"},
+                    "options": {"embedding": {"norm": True}}}),
+    "rope": (10, {"position": {"type": "rope", "rotary_dim": 6}}),
+    "alibi": (9, {"position": {"type": "alibi"}}),
+}
+
+
+def make_d_head(rng, case, arch, norm):
+    d_head, kw = D_HEAD_CASES[case]
+    kw = json.loads(json.dumps(kw))
+    options = dict(kw.pop("options", {}), d_head=d_head)
+    cfg = ref.random_config(rng, arch=arch, norm=norm, n_heads=3, d_model=24,
+                            bos=arch == "decoder", options=options, **kw)
+    return cfg, ref.random_params(rng, cfg)
+
+
+def check_export(db, cfg, params):
+    """The exported file: the store's order, the same bytes and config, and
+    it imports again."""
+    blob = export(db, "m")
+    out, meta = safetensors_py.read(blob)
+    assert list(out) == [name for name, _ in modelgen.shapes(cfg)]
+    assert set(out) == set(params)
+    for name, (dtype, shape, raw) in out.items():
+        assert dtype == "F32" and shape == list(params[name].shape)
+        assert raw == params[name].astype("<f4").tobytes(), name
+    assert json.loads(meta["relattn.config"]) == cfg
+    db.execute("SELECT relattn_import('again', ?)", (blob,))
+
+
+@pytest.mark.parametrize("case", sorted(D_HEAD_CASES))
+def test_d_head_decoder_logprobs(db, rng, case):
+    cfg, params = make_d_head(rng, case, "decoder", "pre")
+    d, h, dh = cfg["d_model"], cfg["n_heads"], cfg["d_head"]
+    assert params["layers.0.attn.wq"].shape == (h * dh, d)
+    assert params["layers.0.attn.wo"].shape == (d, h * dh)
+    db.execute("SELECT relattn_import('m', ?)", (ref.safetensors_bytes(params, cfg),))
+    shapes = dict(db.execute("SELECT name, shape FROM relattn_tensor WHERE "
+                             "model = 'm' AND name LIKE 'layers.0.attn.%'"))
+    assert shapes["layers.0.attn.wk"] == f"[{h * dh},{d}]"
+    assert shapes["layers.0.attn.wo"] == f"[{d},{h * dh}]"
+    tokens = random_tokens(rng, 70, cfg)
+    want = ref.logprob_rows(cfg, params, tokens)
+    sql = "SELECT pos, token, logprob, top_token, top_logprob FROM relattn_logprobs(?, ?)"
+    got = db.execute(sql, ("m", toks(tokens))).fetchall()
+    assert [r[:2] for r in got] == [r[:2] for r in want]
+    assert np.abs(np.array([r[2] for r in got]) - [r[2] for r in want]).max() < 1e-4
+    assert np.abs(np.array([r[4] for r in got]) - [r[4] for r in want]).max() < 1e-4
+    score = db.execute("SELECT relattn_score('m', ?)", (toks(tokens),)).fetchone()[0]
+    assert abs(score - ref.score(cfg, params, tokens)) < 1e-4 * len(want)
+    check_export(db, cfg, params)
+    assert db.execute(sql, ("again", toks(tokens))).fetchall() == got
+
+
+@pytest.mark.parametrize("case", sorted(D_HEAD_CASES))
+def test_d_head_encoder_embed_and_maps(db, rng, case):
+    cfg, params = make_d_head(rng, case, "encoder",
+                              "pre" if case == "t5-like" else "post")
+    db.execute("SELECT relattn_import('m', ?)", (ref.safetensors_bytes(params, cfg),))
+    for n in (1, 45):
+        tokens = random_tokens(rng, n, cfg)
+        got = from_f32(db.execute("SELECT relattn_embed('m', ?)",
+                                  (toks(tokens),)).fetchone()[0])
+        assert len(got) == cfg["d_model"]
+        assert rel_err(got, ref.embedding(cfg, params, tokens)) < 1e-5
+    tokens = random_tokens(rng, 30, cfg)
+    maps = np.array(ref.forward(cfg, params, ref.model_input(cfg, tokens),
+                                maps=True)["maps"])
+    rows = db.execute("SELECT layer, head, qpos, kpos, weight FROM "
+                      "relattn_attention_weights('m', ?)", (toks(tokens),)).fetchall()
+    assert len(rows) == maps.size
+    got = np.zeros_like(maps)
+    for layer, head, q, k, w in rows:
+        got[layer, head, q, k] = w
+    assert np.abs(got - maps).max() < 1e-5
+    svg = db.execute("SELECT relattn_svg_attention('m', ?, 1, 2)",
+                     (toks(tokens),)).fetchone()[0]
+    assert "<svg " in svg and svg.rstrip().endswith("</svg>")
+    check_export(db, cfg, params)
+    assert db.execute("SELECT relattn_embed('again', ?) = relattn_embed('m', ?)",
+                      (toks(tokens), toks(tokens))).fetchone()[0] == 1
+
+
+def test_d_head_rows_past_a_block(db, rng):
+    # several row blocks (64 to 256 rows each) and several threads: the
+    # attention's rows and the normed rows share h's rows block by block
+    for d_head in (20, 3):
+        cfg, params = make_d_head(rng, "shaw-wide", "encoder", "pre")
+        cfg["d_head"] = d_head
+        params = ref.random_params(rng, cfg)
+        db.execute("SELECT relattn_import(?, ?)", (f"m{d_head}",
+                                                   ref.safetensors_bytes(params, cfg)))
+        tokens = random_tokens(rng, 300, cfg)
+        want = ref.embedding(cfg, params, tokens)
+        got = []
+        for threads in (1, 2):
+            db.execute("SELECT relattn_threads(?)", (threads,))
+            got.append(db.execute("SELECT relattn_embed(?, ?)",
+                                  (f"m{d_head}", toks(tokens))).fetchone()[0])
+        assert got[0] == got[1]
+        assert rel_err(from_f32(got[0]), want) < 1e-5
+
+
+def test_d_head_errors(db, rng):
+    pre = "relattn_import: config: "
+    for options, kw, message in [
+        ({"d_head": 0}, {}, "'d_head' must be between 1 and 16777216, not 0"),
+        ({"d_head": -3}, {}, "'d_head' must be between 1 and 16777216, not -3"),
+        ({"d_head": "4"}, {}, "'d_head' must be an integer, not text"),
+        ({"d_head": 4.5}, {}, "'d_head' must be an integer, not real"),
+        ({"d_head": None}, {}, "'d_head' must be an integer, not null"),
+        ({"d_head": 1 << 24}, {},
+         "'n_heads' * 'd_head' (2 * 16777216) must be at most 16777216"),
+        ({"d_head": 3}, {"position": {"type": "rope", "rotary_dim": 4}},
+         "'position.rotary_dim' must be even, at least 2 and at most d_head = "
+         "3, not 4"),
+        ({"d_head": 3}, {"position": {"type": "rope"}},
+         "'position.rotary_dim' must be even, at least 2 and at most d_head = "
+         "3, not 3"),
+    ]:
+        assert import_error(db, rng, options, **kw) == pre + message, options
+    # the tensors follow d_head: d_model-wide ones are refused
+    for name, shape, want in [("layers.0.attn.wq", (8, 8), "[6,8]"),
+                              ("layers.0.attn.wo", (8, 8), "[8,6]"),
+                              ("layers.0.attn.bv", (8,), "[6]")]:
+        def edit(p, name=name, shape=shape):
+            p[name] = np.ones(shape, np.float32)
+        assert import_error(db, rng, {"d_head": 3}, edit) == (
+            f"relattn_import: tensor '{name}' has shape "
+            f"{json.dumps(list(shape)).replace(' ', '')}; the config needs {want}")
+
+
+def test_d_head_frees_d_model_from_n_heads(db, rng):
+    # d_model 25 with 3 heads: refused without d_head, a model with it
+    cfg = ref.random_config(rng, arch="encoder", norm="post", n_heads=3,
+                            d_model=25, options={"d_head": 8})
+    params = ref.random_params(rng, cfg)
+    db.execute("SELECT relattn_import('m', ?)", (ref.safetensors_bytes(params, cfg),))
+    tokens = random_tokens(rng, 20, cfg)
+    got = from_f32(db.execute("SELECT relattn_embed('m', ?)",
+                              (toks(tokens),)).fetchone()[0])
+    assert rel_err(got, ref.embedding(cfg, params, tokens)) < 1e-5
+    del cfg["d_head"]
+    with pytest.raises(Exception) as e:
+        db.execute("SELECT relattn_import('x', ?)",
+                   (ref.safetensors_bytes(params, cfg),))
+    assert str(e.value) == ("relattn_import: config: 'd_model' (25) is not "
+                            "divisible by 'n_heads' (3)")
+    # d_head equal to d_model / n_heads is today's model, key and all
+    cfg = ref.random_config(rng, arch="decoder", n_heads=3, d_model=24)
+    params = ref.random_params(rng, cfg)
+    db.execute("SELECT relattn_import('plain', ?)", (ref.safetensors_bytes(params, cfg),))
+    cfg["d_head"] = 8
+    db.execute("SELECT relattn_import('keyed', ?)", (ref.safetensors_bytes(params, cfg),))
+    tokens = toks(random_tokens(rng, 40, cfg))
+    assert db.execute("SELECT relattn_score('plain', ?) = relattn_score('keyed', ?)",
+                      (tokens, tokens)).fetchone()[0] == 1

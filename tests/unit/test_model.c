@@ -81,6 +81,43 @@ int main(void) {
     CHECK(relattn_config_check(&c, "cfg", err, sizeof err) == RELATTN_ERR_ARG &&
               !strcmp(err, "cfg: 'd_model' (13) is not divisible by 'n_heads' (3)"),
           "%s", err);
+    /* d_head: the attention's width apart from d_model (13 = 3 x 5 is
+    ** not needed then); q, k, v (15, 13), o (13, 15), rel_k (5, 5) */
+    {
+      static const struct { const char *name; int ndim; int64_t a, b; } want[] = {
+          {"layers.0.attn.wq", 2, 15, 13}, {"layers.2.attn.wv", 2, 15, 13},
+          {"layers.1.attn.wo", 2, 13, 15}, {"layers.0.attn.bk", 1, 15, 0},
+          {"layers.0.attn.bo", 1, 13, 0},  {"layers.1.attn.rel_k", 2, 5, 5},
+          {"layers.0.ffn.w1", 2, 20, 13}};
+      relattn_tensor_spec s;
+      size_t k;
+      c.d_head = 5;
+      CHECK(relattn_config_check(&c, "cfg", err, sizeof err) == RELATTN_OK,
+            "%s", err);
+      CHECK(relattn_config_d_head(&c) == 5 && relattn_config_inner(&c) == 15,
+            "d_head");
+      for (k = 0; k < sizeof want / sizeof want[0]; k++) {
+        int i = relattn_model_index(&c, want[k].name);
+        CHECK(i >= 0, "%s", want[k].name);
+        relattn_model_spec(&c, i, &s);
+        CHECK(s.ndim == want[k].ndim && s.shape[0] == want[k].a &&
+                  (s.ndim == 1 || s.shape[1] == want[k].b),
+              "%s shape", want[k].name);
+      }
+      c.d_head = -1;
+      CHECK(relattn_config_check(&c, "cfg", err, sizeof err) == RELATTN_ERR_ARG &&
+                !strcmp(err, "cfg: 'd_head' must be between 1 and 16777216, "
+                             "not -1"),
+            "%s", err);
+      c.d_head = 1 << 23;
+      CHECK(relattn_config_check(&c, "cfg", err, sizeof err) == RELATTN_ERR_ARG &&
+                !strcmp(err, "cfg: 'n_heads' * 'd_head' (3 * 8388608) must "
+                             "be at most 16777216"),
+            "%s", err);
+      c = base();
+      CHECK(relattn_config_d_head(&c) == 4 && relattn_config_inner(&c) == 12,
+            "no d_head");
+    }
     c = base();
     c.d_model = 1 << 24, c.n_heads = 1, c.vocab_size = 1 << 24, c.d_ff = 1 << 24;
     c.n_layers = 1 << 24;
