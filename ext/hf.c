@@ -374,6 +374,8 @@ typedef struct hf_model {
   int family, head;
   char *model_type, *cls;  /* cls: architectures[0], or NULL */
   int vocab, d, layers, heads, ff;
+  int d_head;              /* T5's d_kv when d_kv * heads is not d: the
+                           ** native d_head; else 0 (d / heads) */
   double eps;
   const char *act;         /* native activation */
   const char *head_act;    /* mlm: hidden_act */
@@ -544,6 +546,7 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
     jsize(j, "num_heads", m->heads, 1 << 24);
     jsize(j, "d_ff", m->ff, 1 << 24);
     v = jint(j, "d_kv", 64);
+    jsize(j, "d_kv", v, 1 << 24);
     m->eps = jnum(j, "layer_norm_epsilon", 1e-6);
     m->t5_buckets = jint(j, "relative_attention_num_buckets", 32);
     m->t5_dist = jint(j, "relative_attention_max_distance", 128);
@@ -567,12 +570,16 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
       }
     }
     if (j->rc) goto out;
-    if (m->heads > 0 && (sqlite3_int64)v * m->heads != m->d) {
-      *pzErr = sqlite3_mprintf("%s: T5 with d_kv * num_heads (%d * %d) other "
-                               "than d_model (%d) is not supported",
-                               FN, v, m->heads, m->d);
+    /* T5Attention's inner_dim = n_heads * d_kv, which need not be d_model
+    ** (t5-v1_1-small, flan-t5-small, mt5-small: 6 * 64 for 512): the
+    ** native d_head, written when it differs from d_model / num_heads */
+    if ((sqlite3_int64)v * m->heads > 1 << 24) {
+      *pzErr = sqlite3_mprintf("%s: config_json: 'd_kv' * 'num_heads' (%d * "
+                               "%d) must be at most %d",
+                               FN, v, m->heads, 1 << 24);
       goto fail;
     }
+    if ((sqlite3_int64)v * m->heads != m->d) m->d_head = v;
     m->pos_type = "t5";
     goto out;
   }
@@ -1035,6 +1042,7 @@ static char *nativeConfig(sqlite3 *db, const hf_model *m, const hf_tok *k) {
                       "\"d_ff\": %d, \"norm\": \"%s\", \"norm_eps\": %.15g, ",
                       m->vocab, m->d, m->layers, m->heads, m->ff,
                       t5 ? "pre" : "post", m->eps);
+  if (m->d_head) sqlite3_str_appendf(o, "\"d_head\": %d, ", m->d_head);
   if (t5) {
     sqlite3_str_appendf(o, "\"norm_kind\": \"rmsnorm\", \"biases\": false, ");
     if (m->gated) sqlite3_str_appendf(o, "\"ffn\": \"gated\", ");

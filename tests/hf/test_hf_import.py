@@ -81,6 +81,16 @@ CASES = {
     "t5-cg-gated-gelu": ("t5", "T5ForConditionalGeneration", dict(ffn="gated-gelu")),
     "t5-cg-gated-gelu-bf16": ("t5", "T5ForConditionalGeneration",
                               dict(ffn="gated-gelu", dtype="BF16")),
+    # d_kv * num_heads other than d_model (the native d_head): shaped as
+    # flan-t5-small / t5-v1_1-small / mt5-small (512 wide, 6 heads of 64),
+    # attention narrower than the model; and wider
+    "t5-encoder-flan-small-shaped": ("t5", "T5EncoderModel",
+                                     dict(ffn="gated-gelu", d=48, heads=3, d_kv=8,
+                                          ff=80, write_derived=True)),
+    "t5-cg-flan-small-shaped": ("t5", "T5ForConditionalGeneration",
+                                dict(ffn="gated-gelu", d=48, heads=3, d_kv=8, ff=80)),
+    "t5-encoder-relu-wide-kv": ("t5", "T5EncoderModel",
+                                dict(ffn="relu", d=32, heads=4, d_kv=16)),
 }
 WRITERS = {"bert": checkpoints.bert, "deberta": checkpoints.deberta, "t5": checkpoints.t5}
 
@@ -243,7 +253,7 @@ def test_masked_lm(db, rng, tmp_path, case):
 @pytest.mark.parametrize("case", ["bert-model-rk", "bert-cls-rkq", "bert-cls-rk-cased",
                                   "deberta-v3-cls",
                                   "deberta-v2-model", "t5-encoder-gated-gelu",
-                                  "t5-cg-relu"])
+                                  "t5-cg-relu", "t5-cg-flan-small-shaped"])
 def test_text_through_the_checkpoints_tokenizer(db, rng, tmp_path, case):
     """TEXT is tokenized as HF's tokenizer does (BertTokenizer with the
     tokenizer_config's do_lower_case; the SentencePiece model), and the
@@ -307,6 +317,26 @@ def test_export_round_trip(db, rng, tmp_path, case):
                 == db.execute(q, ("m2", tokens)).fetchall())
 
 
+@pytest.mark.parametrize("case", ["t5-encoder-flan-small-shaped", "t5-encoder-relu-wide-kv",
+                                  "t5-encoder-gated-gelu"])
+def test_t5_d_kv_is_the_native_d_head(db, rng, tmp_path, case):
+    """T5Attention's inner_dim = num_heads * d_kv: the native d_head when
+    it is not d_model (absent when it is), q/k/v [inner, d], o [d, inner]."""
+    ck = make(case, tmp_path, rng)
+    import_checkpoint(db, ck)
+    d, h, kv = ck.config["d_model"], ck.config["num_heads"], ck.config["d_kv"]
+    cfg = json.loads(db.execute("SELECT config FROM relattn_model WHERE name = 'm'"
+                                ).fetchone()[0])
+    assert cfg.get("d_head") == (kv if kv * h != d else None)
+    shapes = dict(db.execute("SELECT name, shape FROM relattn_tensor WHERE model = 'm'"))
+    assert shapes["layers.1.attn.wv"] == f"[{h * kv},{d}]"
+    assert shapes["layers.1.attn.wo"] == f"[{d},{h * kv}]"
+    assert shapes["rel_bias"] == f"[{h},{ck.config['relative_attention_num_buckets']}]"
+    tokens = random_tokens(rng, ck, 33)
+    check(case, "embed mean", embed(db, toks(tokens)),
+          mean_pooled(ck, port(ck, tokens)["hidden"]))
+
+
 # ---- long inputs under the checkpoints' real position settings -----------------
 
 LONG = {
@@ -317,6 +347,12 @@ LONG = {
     # T5's defaults: 32 buckets, max_distance 128
     "t5-32-buckets": ("t5", "T5EncoderModel", dict(ffn="gated-gelu", num_buckets=32,
                                                    max_distance=128)),
+    # and flan-t5-small's shape (d_kv * num_heads under d_model): several
+    # row blocks of the forward pass with the attention narrower than d_model
+    "t5-32-buckets-flan-small-shaped": ("t5", "T5EncoderModel",
+                                        dict(ffn="gated-gelu", num_buckets=32,
+                                             max_distance=128, d=48, heads=3, d_kv=8,
+                                             ff=80)),
 }
 
 

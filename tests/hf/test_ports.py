@@ -370,13 +370,15 @@ def test_bert_pair_port_matches_native_options(db, rng, tmp_path):
     assert rel_err(flat, want) > 1e-3
 
 
-@pytest.mark.parametrize("ffn", ["relu", "gated-gelu"])
-def test_t5_port_matches_native_options(db, rng, tmp_path, ffn):
+@pytest.mark.parametrize("ffn,shape", [("relu", {}), ("gated-gelu", {}),
+                                       ("gated-gelu", dict(d=48, heads=3, d_kv=8))])
+def test_t5_port_matches_native_options(db, rng, tmp_path, ffn, shape):
     """T5EncoderModel renamed by hand onto norm_kind rmsnorm, biases false,
     ffn plain / gated with relu / gelu_tanh, pre-norm with ln_f the
     final_layer_norm, position t5 with rel_bias the transpose of block 0's
-    relative_attention_bias; </s> passed as a token."""
-    ck = checkpoints.t5(tmp_path, rng, "T5EncoderModel", ffn)
+    relative_attention_bias, d_head = d_kv when num_heads * d_kv is not
+    d_model (flan-t5-small's shape); </s> passed as a token."""
+    ck = checkpoints.t5(tmp_path, rng, "T5EncoderModel", ffn, **shape)
     hf = ck.config
     p = ck.params
     gated = ffn == "gated-gelu"
@@ -388,6 +390,8 @@ def test_t5_port_matches_native_options(db, rng, tmp_path, ffn):
            "position": {"type": "t5", "num_buckets": hf["relative_attention_num_buckets"],
                         "max_distance": hf["relative_attention_max_distance"]},
            "tokenizer": {"type": "sentencepiece", "pad": 0, "eos": 1}}
+    if hf["d_kv"] * hf["num_heads"] != hf["d_model"]:
+        cfg["d_head"] = hf["d_kv"]
     t = {"tok_emb": p["shared.weight"],
          "rel_bias": p["encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"].T,
          "ln_f.weight": p["encoder.final_layer_norm.weight"]}

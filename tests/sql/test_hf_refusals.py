@@ -134,9 +134,16 @@ def test_deberta_refusals(db, deberta, key, value, message):
 
 
 def test_t5_refusals(db, t5, tmp_path, rng):
-    refused(db, t5, "relattn_import: T5 with d_kv * num_heads (16 * 4) other "
-            "than d_model (32) is not supported",
+    # d_kv * num_heads other than d_model is the native d_head
+    # (tests/hf/test_hf_import.py): the tensors must follow it
+    refused(db, t5, "relattn_import: tensor 'encoder.block.0.layer.0."
+            "SelfAttention.q.weight' has shape [32,32]; the config needs [64,32]",
             config=with_keys(t5, d_kv=16))
+    refused(db, t5, "relattn_import: config_json: 'd_kv' must be between 1 and "
+            "16777216, not 0", config=with_keys(t5, d_kv=0))
+    refused(db, t5, "relattn_import: config_json: 'd_kv' * 'num_heads' "
+            "(8388608 * 4) must be at most 16777216",
+            config=with_keys(t5, d_kv=1 << 23))
     refused(db, t5, "relattn_import: feed_forward_proj 'gated-silu' is not "
             "supported (relu, gated-gelu, gated-relu, gelu_new)",
             config=with_keys(t5, feed_forward_proj="gated-silu"))
