@@ -4,7 +4,8 @@
 ** (decoder/encoder, pre/post norm, GELU/GELU-tanh/ReLU, shared/per-head
 ** tables, value term on/off, tied/untied, clip 0/1/16; the forward pass's
 ** options: layernorm/rmsnorm, biases or none, plain/gated FFN, embedding
-** norm, token types split at a sep), with 1 to 3 threads.
+** norm, token types split at a sep; d_head apart from d_model / n_heads,
+** the attention narrower or wider than d_model), with 1 to 3 threads.
 ** Tolerances: log-probs 1e-4 absolute, embeddings 1e-5 relative (L2),
 ** attention maps 1e-5 absolute with rows summing to 1. Batches of several
 ** sequences match each sequence run alone.
@@ -33,13 +34,15 @@ static float *take(test_model *t, size_t count, double scale, double offset) {
 }
 
 static void make_model(test_model *t, relattn_config cfg) {
-  int d = cfg.d_model, R = 2 * cfg.clip + 1, dh = d / cfg.n_heads, l;
+  int d = cfg.d_model, R = 2 * cfg.clip + 1, l;
+  int dh = relattn_config_d_head(&cfg), in = dh * cfg.n_heads;
   size_t tab = (size_t)(cfg.per_head ? cfg.n_heads : 1) * R * dh;
   double ws = 1.0 / sqrt((double)d);
   memset(t, 0, sizeof *t);
   t->cap = 2 * (size_t)cfg.vocab_size * d +
-           (size_t)cfg.n_layers * (4 * d * d + 9 * d + 2 * tab +
-                                   3 * (size_t)cfg.d_ff * d + 2 * cfg.d_ff + 16) +
+           (size_t)cfg.n_layers * (4 * (size_t)in * d + 3 * in + 6 * d +
+                                   2 * tab + 3 * (size_t)cfg.d_ff * d +
+                                   2 * cfg.d_ff + 16) +
            (4 + (size_t)cfg.token_types) * d;
   t->arena = malloc(t->cap * sizeof(float));
   t->m.cfg = cfg;
@@ -49,15 +52,15 @@ static void make_model(test_model *t, relattn_config cfg) {
     relattn_layer *L = &t->m.layers[l];
     L->ln1_w = take(t, d, 0.3, 1.0);
     L->ln1_b = cfg.norm_kind == RELATTN_RMSNORM ? NULL : take(t, d, 0.1, 0);
-    L->wq = take(t, (size_t)d * d, 2 * ws, 0);
-    L->wk = take(t, (size_t)d * d, 2 * ws, 0);
+    L->wq = take(t, (size_t)in * d, 2 * ws, 0);
+    L->wk = take(t, (size_t)in * d, 2 * ws, 0);
     if (unit_next() % 2) take(t, 16, 0, 0); /* not back to back: 3 products */
-    L->wv = take(t, (size_t)d * d, ws, 0);
-    L->wo = take(t, (size_t)d * d, ws, 0);
+    L->wv = take(t, (size_t)in * d, ws, 0);
+    L->wo = take(t, (size_t)d * in, 1.0 / sqrt((double)in), 0);
     if (!cfg.no_biases) {
-      L->bq = take(t, d, 0.1, 0);
-      L->bk = take(t, d, 0.1, 0);
-      L->bv = take(t, d, 0.1, 0);
+      L->bq = take(t, in, 0.1, 0);
+      L->bk = take(t, in, 0.1, 0);
+      L->bv = take(t, in, 0.1, 0);
       L->bo = take(t, d, 0.1, 0);
     }
     L->rel_k = take(t, tab, 1.0, 0);
@@ -129,11 +132,14 @@ static void ref_forward(const relattn_model *m, const int32_t *tok, int n,
                         double *emb,
                         int ml, int mh, double *map) {
   const relattn_config *cfg = &m->cfg;
-  int d = cfg->d_model, H = cfg->n_heads, dh = d / H, K = cfg->clip, R = 2 * K + 1;
+  int d = cfg->d_model, H = cfg->n_heads, K = cfg->clip, R = 2 * K + 1;
+  /* the heads' width: d_head when given, else d / H; q, k, v, z are
+  ** (n, in) with head h at columns h dh .. */
+  int dh = cfg->d_head ? cfg->d_head : d / H, in = H * dh;
   int i, j, c, l, h, V = cfg->vocab_size, pre = cfg->norm == RELATTN_NORM_PRE;
   double *x = calloc((size_t)n * d, 8), *a = calloc((size_t)n * d, 8);
-  double *q = calloc((size_t)n * d, 8), *k = calloc((size_t)n * d, 8);
-  double *v = calloc((size_t)n * d, 8), *z = calloc((size_t)n * d, 8);
+  double *q = calloc((size_t)n * in, 8), *k = calloc((size_t)n * in, 8);
+  double *v = calloc((size_t)n * in, 8), *z = calloc((size_t)n * in, 8);
   double *o = calloc((size_t)n * d, 8), *w = calloc((size_t)n, 8);
   double *f1 = calloc((size_t)n * cfg->d_ff, 8);
   double *f3 = calloc((size_t)n * cfg->d_ff, 8);
@@ -151,9 +157,9 @@ static void ref_forward(const relattn_model *m, const int32_t *tok, int n,
     const relattn_layer *L = &m->layers[l];
     memcpy(a, x, (size_t)n * d * 8);
     if (pre) ref_ln(a, n, d, L->ln1_w, L->ln1_b, cfg->norm_eps, rms);
-    ref_linear(q, a, n, d, d, L->wq, L->bq);
-    ref_linear(k, a, n, d, d, L->wk, L->bk);
-    ref_linear(v, a, n, d, d, L->wv, L->bv);
+    ref_linear(q, a, n, d, in, L->wq, L->bq);
+    ref_linear(k, a, n, d, in, L->wk, L->bk);
+    ref_linear(v, a, n, d, in, L->wv, L->bv);
     for (h = 0; h < H; h++) {
       const float *rk = L->rel_k + (cfg->per_head ? (size_t)h * R * dh : 0);
       const float *rv = L->rel_v ? L->rel_v + (cfg->per_head ? (size_t)h * R * dh : 0) : NULL;
@@ -167,8 +173,8 @@ static void ref_forward(const relattn_model *m, const int32_t *tok, int n,
             continue;
           }
           for (c = 0; c < dh; c++)
-            e += q[(size_t)i * d + h * dh + c] *
-                 (k[(size_t)j * d + h * dh + c] + rk[(r + K) * dh + c]);
+            e += q[(size_t)i * in + h * dh + c] *
+                 (k[(size_t)j * in + h * dh + c] + rk[(r + K) * dh + c]);
           w[j] = e / sqrt((double)dh);
           if (w[j] > mx) mx = w[j];
         }
@@ -180,13 +186,13 @@ static void ref_forward(const relattn_model *m, const int32_t *tok, int n,
           double s = 0;
           for (j = 0; j < n; j++) {
             int r = j - i < -K ? -K : (j - i > K ? K : j - i);
-            s += w[j] * (v[(size_t)j * d + h * dh + c] + (rv ? rv[(r + K) * dh + c] : 0));
+            s += w[j] * (v[(size_t)j * in + h * dh + c] + (rv ? rv[(r + K) * dh + c] : 0));
           }
-          z[(size_t)i * d + h * dh + c] = s;
+          z[(size_t)i * in + h * dh + c] = s;
         }
       }
     }
-    ref_linear(o, z, n, d, d, L->wo, L->bo);
+    ref_linear(o, z, n, in, d, L->wo, L->bo);
     for (i = 0; i < n * d; i++) x[i] += o[i];
     if (!pre) ref_ln(x, n, d, L->ln1_w, L->ln1_b, cfg->norm_eps, rms);
     memcpy(a, x, (size_t)n * d * 8);
@@ -515,6 +521,12 @@ int main(void) {
         cfg.emb_norm = (int)(unit_next() % 2);
         cfg.token_types = (int)(unit_next() % 4);
         cfg.sep = (int)(unit_next() % cfg.vocab_size); /* random tokens hit it */
+      }
+      /* d_head in a third of the cases: 1 to 24 wide, d_model then free
+      ** of n_heads (the attention narrower or wider than d_model) */
+      if (unit_next() % 3 == 0) {
+        cfg.d_head = 1 + (int)(unit_next() % 24);
+        cfg.d_model += (int)(unit_next() % 3);
       }
       run_case(pool, cfg, lens[unit_next() % 7]);
       run_batch(pool, cfg);
