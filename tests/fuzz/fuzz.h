@@ -82,12 +82,13 @@ typedef struct fuzz_model {
   const char *arch, *norm, *activation;
   int vocab, d_model, n_layers, n_heads, d_ff, clip, values, per_head, tie;
   int bos, eos, pad; /* -1: none */
+  int d_head;        /* 0: absent (d_model / n_heads) */
 } fuzz_model;
 
 static const fuzz_model FUZZ_TINY = {"decoder", "pre", "gelu", 259, 8, 1, 2,
-                                     16, 2, 1, 0, 1, 256, 257, 258};
+                                     16, 2, 1, 0, 1, 256, 257, 258, 0};
 static const fuzz_model FUZZ_ENC = {"encoder", "post", "relu", 260, 8, 2, 2,
-                                    12, 1, 0, 1, 0, -1, -1, -1};
+                                    12, 1, 0, 1, 0, -1, -1, -1, 0};
 
 static inline void fuzz_id_json(char *out, size_t n, int id) {
   if (id < 0)
@@ -98,18 +99,19 @@ static inline void fuzz_id_json(char *out, size_t n, int id) {
 
 /* The config JSON of m into out (DESIGN section 4). */
 static inline void fuzz_config_json(const fuzz_model *m, char *out, size_t n) {
-  char b[16], e[16], p[16];
+  char b[16], e[16], p[16], dh[32] = "";
+  if (m->d_head) snprintf(dh, sizeof dh, "\"d_head\":%d,", m->d_head);
   fuzz_id_json(b, sizeof b, m->bos);
   fuzz_id_json(e, sizeof e, m->eos);
   fuzz_id_json(p, sizeof p, m->pad);
   snprintf(out, n,
            "{\"arch\":\"%s\",\"vocab_size\":%d,\"d_model\":%d,\"n_layers\":%d,"
-           "\"n_heads\":%d,\"d_ff\":%d,\"norm\":\"%s\",\"norm_eps\":1e-5,"
+           "\"n_heads\":%d,%s\"d_ff\":%d,\"norm\":\"%s\",\"norm_eps\":1e-5,"
            "\"activation\":\"%s\",\"tie_embeddings\":%s,"
            "\"position\":{\"type\":\"shaw\",\"clip\":%d,\"values\":%s,"
            "\"per_head\":%s},"
            "\"tokenizer\":{\"type\":\"bytes\",\"bos\":%s,\"eos\":%s,\"pad\":%s}}",
-           m->arch, m->vocab, m->d_model, m->n_layers, m->n_heads, m->d_ff,
+           m->arch, m->vocab, m->d_model, m->n_layers, m->n_heads, dh, m->d_ff,
            m->norm, m->activation, m->tie ? "true" : "false", m->clip,
            m->values ? "true" : "false", m->per_head ? "true" : "false", b, e,
            p);
@@ -164,7 +166,9 @@ static inline void fuzz_tensor(fuzz_buf *hdr, fuzz_buf *data, const char *name,
 static inline uint8_t *fuzz_model_safetensors(const fuzz_model *m, size_t *size) {
   fuzz_buf hdr = {0}, data = {0};
   char cfg[1024], esc[2048], name[64];
-  int l, i, j, dh = m->d_model / m->n_heads, rows = 2 * m->clip + 1;
+  int l, i, j, rows = 2 * m->clip + 1;
+  int dh = m->d_head ? m->d_head : m->d_model / m->n_heads;
+  int in = dh * m->n_heads; /* the attention's inner width */
   static const char *proj[] = {"wq", "wk", "wv", "wo"};
   static const char *bias[] = {"bq", "bk", "bv", "bo"};
   uint8_t *out;
@@ -187,11 +191,12 @@ static inline uint8_t *fuzz_model_safetensors(const fuzz_model *m, size_t *size)
     T("ln1.weight", m->d_model, 0, 0, 1);
     T("ln1.bias", m->d_model, 0, 0, 0);
     for (i = 0; i < 4; i++) {
+      /* q, k, v: [in, d_model]; o: [d_model, in]; bo: [d_model] */
       char s[32];
       snprintf(s, sizeof s, "attn.%s", proj[i]);
-      T(s, m->d_model, m->d_model, 0, 0);
+      T(s, i < 3 ? in : m->d_model, i < 3 ? m->d_model : in, 0, 0);
       snprintf(s, sizeof s, "attn.%s", bias[i]);
-      T(s, m->d_model, 0, 0, 0);
+      T(s, i < 3 ? in : m->d_model, 0, 0, 0);
     }
     if (m->per_head) {
       T("attn.rel_k", m->n_heads, rows, dh, 0);

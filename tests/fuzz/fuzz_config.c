@@ -51,6 +51,7 @@ static void shaped(sqlite3 *db, fuzz_in *in) {
   m.n_layers = 1 + (int)fuzz_u8(in) % 3;
   m.d_ff = 1 + (int)fuzz_u8(in) % 12;
   m.clip = (int)fuzz_u8(in) % 7;
+  m.d_head = (int)fuzz_u8(in) % 9; /* 0: absent; else the heads' width */
   m.arch = flags & 1 ? "encoder" : "decoder";
   m.norm = flags & 2 ? "post" : "pre";
   m.activation = flags & 4 ? "relu" : "gelu";

@@ -102,6 +102,9 @@ variants += [dict(config(arch="encoder"), head="none"),
                   problem_type="multi_label_classification", pooler={"activation": "tanh"}),
              dict(config(arch="encoder", pad=None), head="mlm", head_activation="gelu_tanh"),
              dict(config(), labels=[1, "b"], pooler="tanh")]
+# d_head: today's width given (the tensors fit), another width (they do
+# not), and 0
+variants += [dict(config(), d_head=4), dict(config(), d_head=3), dict(config(), d_head=0)]
 for i, c in enumerate(variants):
     write("config", f"import_{i}", bytes([0]) + json.dumps(c).encode())
     write("config", f"update_{i}", bytes([1]) + json.dumps(c).encode())
@@ -169,7 +172,9 @@ for i in range(8):
     write("sql", f"random_{i}", bytes(R.randrange(256) for _ in range(64)))
 
 # config, mode 2: a model of odd shape made by the harness; flags, ids, then
-# heads, d_model/heads, vocab-256, layers, d_ff, clip, sequence length, ids.
+# heads, d_model/heads, vocab-256, layers, d_ff, clip, d_head (0: absent),
+# sequence length, ids. (shaped_0 .. 11 were written before the d_head byte:
+# their clip byte is followed by what is now d_head.)
 for i in range(12):
     flags, ids = R.randrange(256), R.randrange(8)
     shape = [R.randrange(4), R.randrange(6), R.randrange(8), R.randrange(3),
@@ -186,3 +191,13 @@ for op, lh, clip, arg in [(0, 0x11, 0, hostile), (1, 0x12, 0, hostile), (0 | 16,
                           (2, 0, 0, hostile), (2 | 16, 0, 0, svg_ids), (3, 0, 0, b"abc"),
                           (4, 0x01, 10, hostile), (5, 0x03, 2, hostile), (0, 0x07, 0, b"x" * 300)]:
     write("svg", f"op{op}_{len(arg)}_{arg[:4].hex()}", bytes([op, lh, clip]) + arg)
+
+# config, mode 2 with a d_head byte (1 to 8: the attention narrower or
+# wider than d_model); a generator of its own, so the seeds above stay
+R2 = random.Random(14)
+for i in range(6):
+    flags, ids = R2.randrange(256), R2.randrange(8)
+    shape = [R2.randrange(4), R2.randrange(6), R2.randrange(8), R2.randrange(3),
+             R2.randrange(12), R2.randrange(7), 1 + R2.randrange(8), R2.randrange(48)]
+    write("config", f"shaped_d_head_{i}", bytes([2, flags, ids] + shape)
+          + bytes(R2.randrange(256) for _ in range(48)))
