@@ -460,17 +460,25 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
        m->cfg.pos.type == RELATTN_POS_REL_KEY ||
        m->cfg.pos.type == RELATTN_POS_REL_KEY_QUERY) &&
       n + bos + append > m->cfg.max_len) {
-    *pzErr = sqlite3_mprintf("%s: %s has %d tokens%s, over the model's "
-                             "position.%s = %d (its learned positions)",
-                             fn, arg, n,
-                             bos && append ? " with bos and the appended token"
-                             : bos         ? " and bos"
-                             : append      ? " and the appended token"
-                                           : "",
-                             m->cfg.pos.type == RELATTN_POS_ABSOLUTE
-                                 ? "max_len"
-                                 : "max_position_embeddings",
-                             m->cfg.max_len);
+    /* counted in input rows, which is what the positions index */
+    char note[64];
+    if (m->cfg.pos.type == RELATTN_POS_ABSOLUTE)
+      sqlite3_snprintf(sizeof note, note, "the rows of its pos_emb");
+    else
+      sqlite3_snprintf(sizeof note, note,
+                       "its rel_k tables cover distances up to %d",
+                       m->cfg.max_len - 1);
+    *pzErr = sqlite3_mprintf(
+        "%s: %s makes %d input rows (%d tokens%s), over the model's "
+        "position.%s = %d (%s)",
+        fn, arg, n + bos + append, n,
+        bos && append ? " with bos and the appended token"
+        : bos         ? " with bos"
+        : append      ? " with the appended token"
+                      : "",
+        m->cfg.pos.type == RELATTN_POS_ABSOLUTE ? "max_len"
+                                                : "max_position_embeddings",
+        m->cfg.max_len, note);
     sqlite3_free(in->ids);
     in->ids = NULL;
     return SQLITE_TOOBIG;

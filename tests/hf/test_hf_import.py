@@ -390,8 +390,9 @@ def test_relative_key_up_to_max_position_embeddings(db, rng, tmp_path, case):
     with pytest.raises(sqlite3.DataError) as e:       # SQLITE_TOOBIG
         embed(db, toks(tokens + tokens[:1]), "cls")
     assert str(e.value) == (
-        f"relattn_embed: tokens has {M - 1} tokens with bos and the appended token, "
-        f"over the model's position.max_position_embeddings = {M} (its learned positions)")
+        f"relattn_embed: tokens makes {M + 1} input rows ({M - 1} tokens with bos and "
+        f"the appended token), over the model's position.max_position_embeddings = {M} "
+        f"(its rel_k tables cover distances up to {M - 1})")
 
 
 @pytest.mark.parametrize("case", ["bert-cls-rk", "deberta-v3-cls"])

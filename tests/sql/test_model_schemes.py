@@ -248,9 +248,9 @@ def test_absolute_past_max_len_is_refused(db, rng):
                     ("SELECT * FROM relattn_logprobs('m', ?)", "relattn_logprobs")):
         with pytest.raises(Exception) as e:
             db.execute(sql, (long,)).fetchall()
-        assert str(e.value) == (f"{fn}: tokens has 10 tokens and bos, over the "
-                                "model's position.max_len = 10 (its learned "
-                                "positions)")
+        assert str(e.value) == (f"{fn}: tokens makes 11 input rows (10 tokens "
+                                "with bos), over the model's position.max_len "
+                                "= 10 (the rows of its pos_emb)")
 
 
 def test_rel_key_past_max_position_embeddings_is_refused(db, rng):
@@ -263,9 +263,9 @@ def test_rel_key_past_max_position_embeddings_is_refused(db, rng):
                       (toks(random_tokens(rng, 6, cfg)),)).fetchone()[0] < 0
     with pytest.raises(Exception) as e:
         db.execute("SELECT relattn_embed('m', ?)", (toks(random_tokens(rng, 7, cfg)),))
-    assert str(e.value) == ("relattn_embed: tokens has 7 tokens, over the model's "
-                            "position.max_position_embeddings = 6 (its learned "
-                            "positions)")
+    assert str(e.value) == ("relattn_embed: tokens makes 7 input rows (7 tokens), "
+                            "over the model's position.max_position_embeddings "
+                            "= 6 (its rel_k tables cover distances up to 5)")
     assert import_error(db, rng, {"type": "rel_key", "max_position_embeddings": 4},
                         lambda p: p.update({"layers.0.attn.rel_k": np.ones((8, 4), np.float32)})) == (
         "relattn_import: tensor 'layers.0.attn.rel_k' has shape [8,4]; the config "

@@ -112,17 +112,17 @@ def test_learned_positions_count_the_appended_token(db, rng):
     with pytest.raises(sqlite3.DataError) as e:
         db.execute("SELECT relattn_embed('m', ?)", (toks([65] * 7),))
     assert str(e.value) == (
-        "relattn_embed: tokens has 7 tokens with bos and the appended token, "
-        "over the model's position.max_position_embeddings = 8 (its learned "
-        "positions)")
+        "relattn_embed: tokens makes 9 input rows (7 tokens with bos and the "
+        "appended token), over the model's position.max_position_embeddings = "
+        "8 (its rel_k tables cover distances up to 7)")
     cfg["tokenizer"]["bos"] = None
     load(db, "m", cfg, ref.random_params(rng, cfg))
     with pytest.raises(sqlite3.DataError) as e:
         db.execute("SELECT relattn_embed('m', ?)", (toks([65] * 8),))
     assert str(e.value) == (
-        "relattn_embed: tokens has 8 tokens and the appended token, over the "
-        "model's position.max_position_embeddings = 8 (its learned "
-        "positions)")
+        "relattn_embed: tokens makes 9 input rows (8 tokens with the appended "
+        "token), over the model's position.max_position_embeddings = 8 (its "
+        "rel_k tables cover distances up to 7)")
 
 
 def test_wordpiece_template_exact(db, rng):
