@@ -474,3 +474,39 @@ def test_d_head_frees_d_model_from_n_heads(db, rng):
     tokens = toks(random_tokens(rng, 40, cfg))
     assert db.execute("SELECT relattn_score('plain', ?) = relattn_score('keyed', ?)",
                       (tokens, tokens)).fetchone()[0] == 1
+
+
+def test_d_head_counts_the_inner_width_against_the_memory_limit(db, rng):
+    # The activations are x (n, d_model), h (n, max(d_model, inner)) and
+    # q, k, v (n, 3 inner) (src/forward.c, acts_floats): models with the
+    # same heads' width (8, so the same attention scratch) and d_model 16,
+    # their inner widths 16 (2 heads, no d_head), 128 (16 heads) and 8 (one
+    # head) differ by exactly that, on any thread count. 4000 tokens and
+    # bos: 4001 rows.
+    def need(name, threads, **kw):
+        cfg = modelgen.config(vocab_size=259, d_model=16, d_ff=32, n_layers=1,
+                              clip=4, **kw)
+        modelgen.load(db, name, cfg, rng)
+        db.execute("SELECT relattn_threads(?)", (threads,))
+        db.execute("SELECT relattn_max_memory(1048576)")
+        with pytest.raises(Exception) as e:
+            db.execute("SELECT relattn_embed(?, ?)",
+                       (name, rng.integers(0, 256, 4000).astype("<i4").tobytes()))
+        db.execute("SELECT relattn_max_memory(1 << 31)")
+        db.execute("DELETE FROM relattn_model WHERE name = ?", (name,))
+        return int(str(e.value).split("needs ")[1].split()[0])
+    r16 = lambda n: (n + 15) // 16 * 16   # noqa: E731
+    for threads in (1, 3):
+        plain = need("plain", threads, n_heads=2)
+        wide = need("wide", threads, n_heads=16, d_head=8)
+        narrow = need("narrow", threads, n_heads=1, d_head=8)
+        assert wide - plain == 4 * 4 * 4001 * (128 - 16)
+        assert narrow - plain == 4 * 3 * (r16(4001 * 8) - 4001 * 16)
+    # and the wide one runs within its bound, as the reference says
+    cfg = modelgen.config(vocab_size=259, d_model=16, d_ff=32, n_layers=2, clip=4,
+                          n_heads=16, d_head=8)
+    weights = modelgen.load(db, "w", cfg, rng)
+    tokens = [int(t) for t in rng.integers(0, 256, 300)]
+    db.execute("SELECT relattn_threads(2)")
+    got = from_f32(db.execute("SELECT relattn_embed('w', ?)", (toks(tokens),)).fetchone()[0])
+    assert rel_err(got, ref.embedding(cfg, weights, tokens)) < 1e-5
