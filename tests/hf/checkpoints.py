@@ -451,7 +451,7 @@ def deberta(root, rng, cls, style="v3", prefix=None, n_labels=3,
 
 def t5(root, rng, cls, ffn="relu", embed_copy=False, write_derived=False,
        d=32, heads=4, d_kv=8, layers=2, ff=48, num_buckets=8,
-       max_distance=20, decoder_layers=1, dtype="F32"):
+       max_distance=20, decoder_layers=1, dtype="F32", model_type="t5"):
     """modeling_t5.py: T5EncoderModel (shared.weight; encoder.embed_tokens
     tied to it and left out unless embed_copy) or T5ForConditionalGeneration
     (the same encoder, plus decoder.* and, untied as v1.1, lm_head.weight).
@@ -460,7 +460,9 @@ def t5(root, rng, cls, ffn="relu", embed_copy=False, write_derived=False,
     .layer.0.layer_norm.weight, .layer.1.DenseReluDense.wi/wo (relu) or
     wi_0/wi_1/wo (gated-gelu, v1.1 / flan), .layer.1.layer_norm.weight,
     encoder.final_layer_norm.weight. write_derived puts dense_act_fn and
-    is_gated_act in config.json as newer T5Config saves do."""
+    is_gated_act in config.json as newer T5Config saves do. model_type
+    "mt5" with the MT5 classes (modeling_mt5.py: the same modules and
+    names) is an mT5 checkpoint."""
     sp_bytes = spm_model("t5")
     import sentencepiece as spm
     sp = spm.SentencePieceProcessor(model_proto=sp_bytes)
@@ -501,13 +503,13 @@ def t5(root, rng, cls, ffn="relu", embed_copy=False, write_derived=False,
         W.norm(p, name + ".final_layer_norm", d, bias=False)
 
     stack("encoder", layers, False)
-    if cls == "T5ForConditionalGeneration":
+    if cls.endswith("ForConditionalGeneration"):
         stack("decoder", decoder_layers, True)
         if gated:
             p["lm_head.weight"] = W.u(V, d)
     cfg = {
         "_name_or_path": "tiny-t5-" + ffn, "architectures": [cls],
-        "model_type": "t5", "d_ff": ff, "d_kv": d_kv, "d_model": d,
+        "model_type": model_type, "d_ff": ff, "d_kv": d_kv, "d_model": d,
         "decoder_start_token_id": 0, "dropout_rate": 0.1,
         "eos_token_id": 1, "feed_forward_proj": ffn,
         "initializer_factor": 1.0, "is_encoder_decoder": True,

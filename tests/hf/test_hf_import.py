@@ -91,6 +91,9 @@ CASES = {
                                 dict(ffn="gated-gelu", d=48, heads=3, d_kv=8, ff=80)),
     "t5-encoder-relu-wide-kv": ("t5", "T5EncoderModel",
                                 dict(ffn="relu", d=32, heads=4, d_kv=16)),
+    "mt5-cg-small-shaped": ("t5", "MT5ForConditionalGeneration",
+                            dict(ffn="gated-gelu", d=48, heads=3, d_kv=8, ff=80,
+                                 model_type="mt5")),
 }
 WRITERS = {"bert": checkpoints.bert, "deberta": checkpoints.deberta, "t5": checkpoints.t5}
 
@@ -318,7 +321,7 @@ def test_export_round_trip(db, rng, tmp_path, case):
 
 
 @pytest.mark.parametrize("case", ["t5-encoder-flan-small-shaped", "t5-encoder-relu-wide-kv",
-                                  "t5-encoder-gated-gelu"])
+                                  "t5-encoder-gated-gelu", "mt5-cg-small-shaped"])
 def test_t5_d_kv_is_the_native_d_head(db, rng, tmp_path, case):
     """T5Attention's inner_dim = num_heads * d_kv: the native d_head when
     it is not d_model (absent when it is), q/k/v [inner, d], o [d, inner]."""
