@@ -45,7 +45,7 @@ DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
 DEB_MODEL ?= python3-torch bible-kjv bible-kjv-text sqlite3-doc
 
-.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo hf-demo model hf-model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster fuzz fuzz-build clean
+.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo hf-demo model hf-model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster bench-deberta fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -223,7 +223,12 @@ bench-interrupt: all
 
 bench: deps-bench
 	$(MAKE) bench-attention bench-torch bench-forward bench-scan bench-interrupt \
-	  bench-cluster bench-tokenize
+	  bench-cluster bench-tokenize bench-deberta
+
+# A DeBERTa-v3-style encoder over a table: relattn_scan (embedding; label, prob) vs the same
+# Hugging Face model in PyTorch, same threads, tuned batches (target: 2x).
+bench-deberta: all
+	$(PYTHON) tests/bench/bench_deberta.py $(abspath $(SO))
 
 # SentencePiece encoding: relattn vs python3-sentencepiece, one thread.
 bench-tokenize: all
