@@ -146,5 +146,12 @@ char *relattn_tokfile_parse(const relattn_config *c, const char *name,
 /* After a model's rows are read: the byte tokenizer when the config asks
 ** for it, else an error when its file was missing. NULL when m->tok is set. */
 char *relattn_tokfile_finish(relattn_model *m, const char *what);
+/* tokenizer.split_special: gives tok the config's special ids and
+** tokenizer.added_tokens (from config, the JSON c was decoded from).
+** NULL when good (or split_special is false), else a message starting
+** with what. */
+char *relattn_tokfile_special(sqlite3 *db, const char *config,
+                              const relattn_config *c, relattn_tokenizer *tok,
+                              const char *what);
 
 #endif /* RELATTN_EXT_H */

@@ -886,7 +886,55 @@ typedef struct hf_tok {
   int kind;                        /* RELATTN_TOK_* */
   int bos, eos, pad, append, sep, mask, unk;
   int lower, strip, chinese;       /* wordpiece options, -1: null */
+  char *added;                     /* sentencepiece: tokenizer.added_tokens
+                                   ** (a JSON object), or NULL */
 } hf_tok;
+
+/* tokenizer.added_tokens for the special ids: their entries of
+** added_tokens_decoder (content, lstrip, rstrip), which give the text of an
+** id past the file's pieces (DeBERTa-v3's [MASK]) and how the token takes
+** the whitespace around it. NULL with *rc SQLITE_OK: none. */
+static char *addedTokens(sqlite3 *db, const char *tok_config, const int *ids,
+                         int n_ids, int *rc) {
+  sqlite3_stmt *st = NULL;
+  sqlite3_str *o;
+  int any = 0, k;
+  *rc = SQLITE_OK;
+  if (!tok_config) return NULL;
+  if ((*rc = sqlite3_prepare_v2(
+           db,
+           "SELECT key, json_extract(value, '$.content'), "
+           "json_type(value, '$.lstrip') = 'true', "
+           "json_type(value, '$.rstrip') = 'true' FROM json_each(?1, "
+           "'$.added_tokens_decoder') WHERE json_type(value, '$.content') "
+           "= 'text' AND key NOT GLOB '*[^0-9]*' AND length(key) BETWEEN 1 "
+           "AND 9 ORDER BY CAST(key AS INTEGER)",
+           -1, &st, NULL)) != SQLITE_OK)
+    return NULL;
+  sqlite3_bind_text(st, 1, tok_config, -1, SQLITE_STATIC);
+  o = sqlite3_str_new(db);
+  sqlite3_str_appendchar(o, 1, '{');
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int id = sqlite3_column_int(st, 0);
+    for (k = 0; k < n_ids && ids[k] != id; k++) {
+    }
+    if (k == n_ids) continue;
+    sqlite3_str_appendf(o, "%s\"%d\": {\"content\": ", any ? ", " : "", id);
+    jsonString(o, (const char *)sqlite3_column_text(st, 1));
+    sqlite3_str_appendf(o, ", \"lstrip\": %s, \"rstrip\": %s}",
+                        sqlite3_column_int(st, 2) ? "true" : "false",
+                        sqlite3_column_int(st, 3) ? "true" : "false");
+    any = 1;
+  }
+  sqlite3_str_appendchar(o, 1, '}');
+  *rc = sqlite3_finalize(st);
+  if (*rc != SQLITE_OK || !any) {
+    sqlite3_free(sqlite3_str_finish(o));
+    return NULL;
+  }
+  if (sqlite3_str_errcode(o)) *rc = SQLITE_NOMEM;
+  return sqlite3_str_finish(o);
+}
 
 /* The id of token text in the tokenizer's file, else in tokenizer_config's
 ** added_tokens_decoder ({"128000": {"content": "[MASK]"}}), else -1. */
@@ -1018,6 +1066,19 @@ static int readTokenizer(sqlite3 *db, const hf_model *m,
     out->eos = out->append = out->sep = id[R_SEP];
     out->mask = id[R_MASK];
   }
+  if (out->kind == RELATTN_TOK_SENTENCEPIECE) {
+    /* DebertaV2Tokenizer and T5Tokenizer split their special tokens out of
+    ** a text: tokenizer.split_special, with the flags the file gives */
+    int roles[7];
+    roles[0] = out->bos, roles[1] = out->eos, roles[2] = out->pad;
+    roles[3] = out->append, roles[4] = out->sep, roles[5] = out->mask;
+    roles[6] = out->unk;
+    out->added = addedTokens(db, tok_config, roles, 7, &rc);
+    if (rc != SQLITE_OK) {
+      *pzErr = relattn_sql_errmsg(db, FN, rc);
+      goto done;
+    }
+  }
 done:
   relattn_tokenizer_free(t);
   for (i = 0; i < N_ROLES; i++) sqlite3_free(text[i]);
@@ -1101,6 +1162,10 @@ static char *nativeConfig(sqlite3 *db, const hf_model *m, const hf_tok *k) {
   idKey(o, "sep", k->sep);
   idKey(o, "mask", k->mask);
   idKey(o, "unk", k->unk);
+  if (k->kind == RELATTN_TOK_SENTENCEPIECE) {
+    sqlite3_str_appendf(o, ", \"split_special\": true");
+    if (k->added) sqlite3_str_appendf(o, ", \"added_tokens\": %s", k->added);
+  }
   if (k->kind == RELATTN_TOK_WORDPIECE) {
     sqlite3_str_appendf(o, ", \"do_lower_case\": %s",
                         k->lower ? "true" : "false");
@@ -1196,6 +1261,7 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
   *native = NULL;
   *pzErr = NULL;
   memset(&m, 0, sizeof m);
+  memset(&k, 0, sizeof k);
   if (jopen(&j, db, hf_config, "config_json", pzErr)) return SQLITE_ERROR;
   rc = readConfig(&j, &m, t, n, pzErr);
   jclose(&j);
@@ -1296,6 +1362,7 @@ done:
   if (orig)
     for (i = 0; i < n; i++) hf_names[i] = orig[i];
   sqlite3_free(orig);
+  sqlite3_free(k.added);
   modelFree(&m);
   if (*pzErr && rc == SQLITE_OK) rc = SQLITE_ERROR;
   return rc;

@@ -187,6 +187,11 @@ static const struct config_key {
     {"$.tokenizer.sep", "tokenizer.sep", K_ID, 0, 0, F(sep), 0, 0},
     {"$.tokenizer.mask", "tokenizer.mask", K_ID, 0, 0, F(mask), 0, 0},
     {"$.tokenizer.unk", "tokenizer.unk", K_ID, 0, 0, F(unk), 0, 0},
+    /* checked entry by entry where the tokenizer is made (ext/tokens.c) */
+    {"$.tokenizer.split_special", "tokenizer.split_special", K_BOOL, 0, 0,
+     F(split_special), 0, 0},
+    {"$.tokenizer.added_tokens", "tokenizer.added_tokens", K_OBJ, 0, 0,
+     NO_FIELD, 0, 0},
     /* absent or null: do_lower_case and chinese chars true, strip_accents
     ** -1 (as do_lower_case) */
     {"$.tokenizer.do_lower_case", "tokenizer.do_lower_case", K_OPTBOOL, 0, 0,
@@ -735,7 +740,9 @@ static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
     }
     *pzErr = relattn_missing_tensor_msg(c, i, what);
     rc = SQLITE_ERROR;
-  } else if ((*pzErr = relattn_tokfile_finish(m, what)) != NULL) {
+  } else if ((*pzErr = relattn_tokfile_finish(m, what)) != NULL ||
+             (*pzErr = relattn_tokfile_special(db, e->config, c, m->tok,
+                                               what)) != NULL) {
     rc = SQLITE_ERROR;
   }
   sqlite3_finalize(st);
@@ -1634,7 +1641,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     tok = data + s.t[tok_i].begin;
     tok_n = (size_t)(s.t[tok_i].end - s.t[tok_i].begin);
   }
-  if (tok || cfg.tok_type != RELATTN_TOK_BYTES) {
+  if (tok || cfg.tok_type != RELATTN_TOK_BYTES || cfg.split_special) {
     char name[32];
     sqlite3_snprintf(sizeof name, name, "tokenizer.%s",
                      relattn_tokenizer_kind_name(cfg.tok_type));
@@ -1649,9 +1656,16 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
       char ename[RELATTN_ECHO_BUF];
       strcpy(name, relattn_echo(ename, s.t[tok_i].name, -1));
     }
-    zErr = relattn_tokfile_parse(&cfg, name, "U8", NULL, tok, tok_n, fn,
-                                 &parsed);
+    if (tok) {
+      zErr = relattn_tokfile_parse(&cfg, name, "U8", NULL, tok, tok_n, fn,
+                                   &parsed);
+    } else if (relattn_tokenizer_new(&parsed, &cfg, NULL, 0, fn, err,
+                                     sizeof err) != RELATTN_OK) {
+      zErr = sqlite3_mprintf("%s", err);
+    }
+    if (!zErr) zErr = relattn_tokfile_special(db, s.config, &cfg, parsed, fn);
     relattn_tokenizer_free(parsed);
+    parsed = NULL;
     if (zErr) goto fail;
   }
 

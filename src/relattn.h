@@ -360,6 +360,9 @@ typedef struct relattn_config {
   int append, sep, mask, unk; /* tokenizer ids, -1 when absent: append goes
                           ** after the sequence (ext/util.c), sep splits
                           ** token types, mask is [MASK], unk informational */
+  int split_special;      /* tokenizer.split_special: the special ids' texts
+                          ** are cut out of a text first (ext/tokens.c
+                          ** gives them: relattn_tokenizer_set_special) */
   /* The forward pass's options; zeros are the defaults (a config made by
   ** hand with memset 0 is today's model). */
   int norm_kind;          /* RELATTN_LAYERNORM | RELATTN_RMSNORM (no biases) */
@@ -569,8 +572,25 @@ int relattn_tokenizer_piece_id(const relattn_tokenizer *t, const char *piece);
 int relattn_tokenizer_encode(const relattn_tokenizer *t, const uint8_t *text,
                              size_t n, size_t lead, size_t max_ids,
                              int32_t **ids, size_t *n_ids);
+/* tokenizer.split_special: the tokens a text is split on before it is
+** encoded, each becoming its id, as Hugging Face's tokenizers split their
+** added tokens out (docs/reference.md, Tokenizers). text NULL: the
+** tokenizer's own text of id (its piece or line in the file). lstrip /
+** rstrip: the whitespace on the token's left / right goes with it. key
+** names the entry in messages ("tokenizer.mask"). An id given twice takes
+** the last text given. Messages start with what. */
+typedef struct relattn_special_token {
+  int32_t id;
+  const char *text;   /* NUL-terminated, or NULL */
+  int lstrip, rstrip;
+  const char *key;
+} relattn_special_token;
+int relattn_tokenizer_set_special(relattn_tokenizer *t,
+                                  const relattn_special_token *s, int n,
+                                  const char *what, char *err, size_t errlen);
 /* The text of ids, malloc'd, NUL after *len bytes; an id the tokenizer does
-** not define is an error naming its position. */
+** not define is an error naming its position. With split_special, a
+** special id is its text, a space between it and the text around it. */
 int relattn_tokenizer_decode(const relattn_tokenizer *t, const int32_t *ids,
                              size_t n, uint8_t **text, size_t *len,
                              const char *what, char *err, size_t errlen);

@@ -28,13 +28,27 @@ struct relattn_tokenizer {
   /* Appends the ids of text (n bytes, any bytes) to out. */
   int (*encode)(const relattn_tokenizer *t, const uint8_t *text, size_t n,
                 relattn_idbuf *out);
-  /* Appends the text of ids to out; errors name what. */
+  /* Appends the text of ids to out; errors name what and the position
+  ** (at + i: ids may be a part of the caller's sequence). */
   int (*decode)(const relattn_tokenizer *t, const int32_t *ids, size_t n,
-                relattn_bytebuf *out, const char *what, char *err,
+                size_t at, relattn_bytebuf *out, const char *what, char *err,
                 size_t errlen);
   void (*destroy)(relattn_tokenizer *t);
   /* The id of the token whose text is p[0..n), or -1; NULL: none. */
   int32_t (*piece_id)(const relattn_tokenizer *t, const uint8_t *p, size_t n);
+  /* The text of id in the file (*n bytes), or NULL; NULL: none. */
+  const uint8_t *(*id_text)(const relattn_tokenizer *t, int32_t id,
+                            size_t *n);
+  /* tokenizer.split_special (src/tokenizer.c): the tokens split out of a
+  ** text before it is encoded; n_special 0: none */
+  struct tok_special {
+    int32_t id;
+    uint8_t *text; /* (n) malloc'd */
+    size_t n;
+    int lstrip, rstrip;
+  } *special;
+  int n_special;
+  uint8_t first[256]; /* 1: a special text starts with this byte */
 };
 
 /* The kinds' constructors: t is allocated and its common fields set by

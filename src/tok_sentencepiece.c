@@ -603,11 +603,19 @@ static int32_t spmPieceId(const relattn_tokenizer *t, const uint8_t *p,
   return -1;
 }
 
+static const uint8_t *spmIdText(const relattn_tokenizer *t, int32_t id,
+                                size_t *n) {
+  const spm *s = (const spm *)t;
+  if (id < 0 || id >= s->n) return NULL;
+  *n = s->len[id];
+  return s->file + s->off[id];
+}
+
 /* ---- decode ------------------------------------------------------------------- */
 
 static int spmDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
-                     relattn_bytebuf *out, const char *what, char *err,
-                     size_t errlen) {
+                     size_t at, relattn_bytebuf *out, const char *what,
+                     char *err, size_t errlen) {
   static const uint8_t ws[3] = {0xE2, 0x96, 0x81};
   static const uint8_t fffd[3] = {0xEF, 0xBF, 0xBD};
   const spm *s = (const spm *)t;
@@ -619,7 +627,7 @@ static int spmDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
       return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                             "%s: token %d at position %zu is not in the "
                             "tokenizer's vocabulary (%d pieces)",
-                            what, (int)id, i, s->n);
+                            what, (int)id, at + i, s->n);
     if (s->type[id] == P_BYTE) {
       /* a run of byte pieces: its UTF-8 characters, each invalid byte
       ** U+FFFD */
@@ -888,6 +896,7 @@ int relattn_sentencepiece_init(relattn_tokenizer **out, const relattn_config *c,
   s->base.decode = spmDecode;
   s->base.destroy = spmDestroy;
   s->base.piece_id = spmPieceId;
+  s->base.id_text = spmIdText;
   *out = &s->base;
   return RELATTN_OK;
 nomem:

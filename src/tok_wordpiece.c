@@ -80,6 +80,14 @@ static int32_t wpPieceId(const relattn_tokenizer *t, const uint8_t *p,
   return id < 0 ? -1 : w->final[id];
 }
 
+static const uint8_t *wpIdText(const relattn_tokenizer *t, int32_t id,
+                               size_t *n) {
+  const wordpiece *w = (const wordpiece *)t;
+  if (id < 0 || id >= t->n_ids) return NULL;
+  *n = w->len[id];
+  return w->pool + w->off[id];
+}
+
 static void wpDestroy(relattn_tokenizer *t) {
   wordpiece *w = (wordpiece *)t;
   free(w->pool);
@@ -291,8 +299,8 @@ static int isPySpace(const uint8_t *p, size_t n, size_t *len) {
 }
 
 static int wpDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
-                    relattn_bytebuf *out, const char *what, char *err,
-                    size_t errlen) {
+                    size_t at, relattn_bytebuf *out, const char *what,
+                    char *err, size_t errlen) {
   const wordpiece *w = (const wordpiece *)t;
   relattn_bytebuf joined = {0};
   size_t i, a, b, len;
@@ -304,7 +312,7 @@ static int wpDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
       return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                             "%s: token %d at position %zu is not in the "
                             "tokenizer's vocabulary (%d tokens)",
-                            what, (int)id, i, t->n_ids);
+                            what, (int)id, at + i, t->n_ids);
     }
     if (w->final[id] != id) id = w->unk; /* as ids_to_tokens gives it */
     if (i) rc = relattn_bytebuf_add(&joined, " ", 1);
@@ -412,6 +420,7 @@ int relattn_wordpiece_init(relattn_tokenizer **out, const relattn_config *c,
   w->base.decode = wpDecode;
   w->base.destroy = wpDestroy;
   w->base.piece_id = wpPieceId;
+  w->base.id_text = wpIdText;
   w->unk = lookup(w, (const uint8_t *)"[UNK]", 5);
   for (k = 0; k < 5; k++)
     w->special[k] = lookup(w, (const uint8_t *)specials[k], strlen(specials[k]));

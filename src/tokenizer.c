@@ -7,8 +7,13 @@
 ** or sentencepiece (tok_sentencepiece.c). The kinds with a file parse it
 ** once, when the model is loaded; encode and decode then only read it, so
 ** one tokenizer serves every thread.
+**
+** tokenizer.split_special sits in front of every kind: the text is cut at
+** the special tokens' texts, each becoming its id, and the parts between
+** are encoded as they are (below, "special tokens").
 */
 #include "tok.h"
+#include "unicode.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -57,8 +62,8 @@ static int bytesEncode(const relattn_tokenizer *t, const uint8_t *text,
 }
 
 static int bytesDecode(const relattn_tokenizer *t, const int32_t *ids,
-                       size_t n, relattn_bytebuf *out, const char *what,
-                       char *err, size_t errlen) {
+                       size_t n, size_t at, relattn_bytebuf *out,
+                       const char *what, char *err, size_t errlen) {
   size_t i;
   for (i = 0; i < n; i++) {
     int32_t id = ids[i];
@@ -69,13 +74,208 @@ static int bytesDecode(const relattn_tokenizer *t, const int32_t *ids,
       return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                             "%s: token %d at position %zu is not a byte "
                             "(0-255) nor the tokenizer's bos, eos or pad",
-                            what, (int)id, i);
+                            what, (int)id, at + i);
     if (relattn_bytebuf_add(out, &b, 1)) return RELATTN_ERR_NOMEM;
   }
   return RELATTN_OK;
 }
 
 static void plainDestroy(relattn_tokenizer *t) { free(t); }
+
+/* ---- special tokens ----------------------------------------------------------- */
+
+/* As transformers' PreTrainedTokenizer.tokenize (tokenization_utils.py)
+** with its added tokens: Trie.split cuts the text at each match, the
+** earliest first and of those the longest; a token with rstrip takes the
+** whitespace (Python's str.isspace) at the start of the part after it, one
+** with lstrip that at the end of the part before it; parts left empty are
+** dropped, the others go to the tokenizer's own encode (_tokenize). HF's
+** single_word flag is not followed. */
+
+static void specialsFree(relattn_tokenizer *t) {
+  int k;
+  for (k = 0; k < t->n_special; k++) free(t->special[k].text);
+  free(t->special);
+  t->special = NULL;
+  t->n_special = 0;
+  memset(t->first, 0, sizeof t->first);
+}
+
+int relattn_tokenizer_set_special(relattn_tokenizer *t,
+                                  const relattn_special_token *s, int n,
+                                  const char *what, char *err,
+                                  size_t errlen) {
+  struct tok_special *sp;
+  int k, m = 0, a, b, *from;
+  specialsFree(t);
+  if (n <= 0) return RELATTN_OK;
+  sp = calloc((size_t)n, sizeof *sp);
+  from = malloc((size_t)n * sizeof *from);
+  if (!sp || !from) {
+    free(sp);
+    free(from);
+    return RELATTN_ERR_NOMEM;
+  }
+  /* one entry per id: the last one with a text, else the first */
+  for (k = 0; k < n; k++) {
+    for (a = 0; a < m && sp[a].id != s[k].id; a++) {
+    }
+    if (a == m) sp[m].id = s[k].id, from[m++] = k;
+    else if (s[k].text) from[a] = k;
+  }
+  t->special = sp;
+  t->n_special = m;
+  for (a = 0; a < m; a++) {
+    const relattn_special_token *e = &s[from[a]];
+    const uint8_t *text = (const uint8_t *)e->text;
+    size_t len = text ? strlen(e->text) : 0;
+    if (!text && t->id_text) text = t->id_text(t, e->id, &len);
+    if (!text || len == 0) {
+      specialsFree(t);
+      free(from);
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            text ? "%s: tokenizer.split_special: token %d "
+                                   "(%s) has an empty text"
+                                 : "%s: tokenizer.split_special: token %d "
+                                   "(%s) has no text in the tokenizer's "
+                                   "file; give it in tokenizer.added_tokens",
+                            what, (int)e->id, e->key ? e->key : "?");
+    }
+    sp[a].text = malloc(len);
+    if (!sp[a].text) {
+      specialsFree(t);
+      free(from);
+      return RELATTN_ERR_NOMEM;
+    }
+    memcpy(sp[a].text, text, len);
+    sp[a].n = len;
+    sp[a].lstrip = e->lstrip != 0;
+    sp[a].rstrip = e->rstrip != 0;
+  }
+  for (a = 0; a < m; a++)
+    for (b = a + 1; b < m; b++)
+      if (sp[a].n == sp[b].n && memcmp(sp[a].text, sp[b].text, sp[a].n) == 0) {
+        int ia = sp[a].id, ib = sp[b].id;
+        const char *ka = s[from[a]].key, *kb = s[from[b]].key;
+        specialsFree(t);
+        free(from);
+        return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                              "%s: tokenizer.split_special: tokens %d (%s) "
+                              "and %d (%s) have the same text",
+                              what, ia, ka ? ka : "?", ib, kb ? kb : "?");
+      }
+  for (a = 0; a < m; a++) t->first[sp[a].text[0]] = 1;
+  free(from);
+  return RELATTN_OK;
+}
+
+/* The longest special text at p (n > 0 bytes left), or NULL. */
+static const struct tok_special *specialAt(const relattn_tokenizer *t,
+                                           const uint8_t *p, size_t n) {
+  const struct tok_special *best = NULL;
+  int k;
+  if (!t->first[p[0]]) return NULL;
+  for (k = 0; k < t->n_special; k++) {
+    const struct tok_special *s = &t->special[k];
+    if (s->n <= n && (!best || s->n > best->n) &&
+        memcmp(s->text, p, s->n) == 0)
+      best = s;
+  }
+  return best;
+}
+
+static int isSpaceChar(const uint8_t *p, size_t n, size_t *len) {
+  uint32_t c;
+  int l = relattn_utf8_decode(p, n, &c);
+  *len = (size_t)l;
+  return l > 0 && (relattn_uflags_of(c) & RELATTN_U_SPACE);
+}
+
+/* Bytes of whitespace at the start of p[0..n) (str.lstrip). */
+static size_t leadingSpace(const uint8_t *p, size_t n) {
+  size_t i = 0, len;
+  while (i < n && isSpaceChar(p + i, n - i, &len)) i += len;
+  return i;
+}
+
+/* Bytes of whitespace at the end of p[0..n) (str.rstrip): the last
+** character starts at most 3 continuation bytes back. */
+static size_t trailingSpace(const uint8_t *p, size_t n) {
+  size_t end = n, j, len;
+  while (end > 0) {
+    for (j = end - 1; j > 0 && end - j < 4 && (p[j] & 0xC0) == 0x80; j--) {
+    }
+    if (!isSpaceChar(p + j, end - j, &len) || len != end - j) break;
+    end = j;
+  }
+  return n - end;
+}
+
+static int splitEncode(const relattn_tokenizer *t, const uint8_t *text,
+                       size_t n, relattn_idbuf *out) {
+  size_t start = 0, at;
+  int strip_left = 0; /* the token before the part has rstrip */
+  int rc;
+  for (;;) {
+    const struct tok_special *s = NULL;
+    const uint8_t *p = text + start;
+    size_t len;
+    for (at = start; at < n && !(s = specialAt(t, text + at, n - at)); at++) {
+    }
+    len = at - start;
+    if (strip_left) {
+      size_t k = leadingSpace(p, len);
+      p += k, len -= k;
+    }
+    if (s && s->lstrip) len -= trailingSpace(p, len);
+    if (len > 0 && (rc = t->encode(t, p, len, out)) != RELATTN_OK) return rc;
+    if (!s) return RELATTN_OK;
+    if ((rc = relattn_idbuf_push(out, s->id)) != RELATTN_OK) return rc;
+    strip_left = s->rstrip;
+    start = at + s->n;
+  }
+}
+
+static const struct tok_special *specialOf(const relattn_tokenizer *t,
+                                           int32_t id) {
+  int k;
+  for (k = 0; k < t->n_special; k++)
+    if (t->special[k].id == id) return &t->special[k];
+  return NULL;
+}
+
+/* Each special id its text; the runs between them through the kind's
+** decode; the parts joined by a space, as transformers' _decode with
+** spaces_between_special_tokens (an empty run is no part). */
+static int splitDecode(const relattn_tokenizer *t, const int32_t *ids,
+                       size_t n, relattn_bytebuf *out, const char *what,
+                       char *err, size_t errlen) {
+  relattn_bytebuf run = {0};
+  size_t i = 0, j;
+  int rc = RELATTN_OK, first = 1;
+  while (i < n && rc == RELATTN_OK) {
+    const struct tok_special *s = specialOf(t, ids[i]);
+    const uint8_t *part;
+    size_t len;
+    if (s) {
+      part = s->text, len = s->n, j = i + 1;
+    } else {
+      for (j = i; j < n && !specialOf(t, ids[j]); j++) {
+      }
+      run.n = 0;
+      rc = t->decode(t, ids + i, j - i, i, &run, what, err, errlen);
+      part = run.p, len = run.n;
+    }
+    if (rc == RELATTN_OK && len > 0) {
+      if (!first) rc = relattn_bytebuf_add(out, " ", 1);
+      if (rc == RELATTN_OK) rc = relattn_bytebuf_add(out, part, len);
+      first = 0;
+    }
+    i = j;
+  }
+  free(run.p);
+  return rc;
+}
 
 /* ---- the interface ---------------------------------------------------------- */
 
@@ -132,7 +332,9 @@ int relattn_tokenizer_new(relattn_tokenizer **out, const relattn_config *c,
 }
 
 void relattn_tokenizer_free(relattn_tokenizer *t) {
-  if (t) t->destroy(t);
+  if (!t) return;
+  specialsFree(t);
+  t->destroy(t);
 }
 
 int relattn_tokenizer_kind(const relattn_tokenizer *t) { return t->kind; }
@@ -155,7 +357,8 @@ int relattn_tokenizer_encode(const relattn_tokenizer *t, const uint8_t *text,
   *n_ids = 0;
   for (i = 0; i < lead && rc == RELATTN_OK; i++)
     rc = relattn_idbuf_push(&b, 0);
-  if (rc == RELATTN_OK) rc = t->encode(t, text, n, &b);
+  if (rc == RELATTN_OK)
+    rc = t->n_special ? splitEncode(t, text, n, &b) : t->encode(t, text, n, &b);
   if (rc == RELATTN_OK && !b.ids && !(b.ids = malloc(sizeof *b.ids)))
     rc = RELATTN_ERR_NOMEM; /* no text: an empty array, not NULL */
   if (rc != RELATTN_OK) {
@@ -175,7 +378,8 @@ int relattn_tokenizer_decode(const relattn_tokenizer *t, const int32_t *ids,
   memset(&b, 0, sizeof b);
   *text = NULL;
   *len = 0;
-  rc = t->decode(t, ids, n, &b, what, err, errlen);
+  rc = t->n_special ? splitDecode(t, ids, n, &b, what, err, errlen)
+                    : t->decode(t, ids, n, 0, &b, what, err, errlen);
   if (rc == RELATTN_OK && relattn_bytebuf_add(&b, "", 1)) rc = RELATTN_ERR_NOMEM;
   if (rc != RELATTN_OK) {
     if (rc == RELATTN_ERR_NOMEM)

@@ -27,6 +27,7 @@ import json
 import math
 import pathlib
 import random
+import re
 import sys
 
 import numpy as np
@@ -131,6 +132,34 @@ def spm_model(kind):
     return _SPM[kind]
 
 
+def hf_tokenize(encode, added, text):
+    """transformers' PreTrainedTokenizer.tokenize (tokenization_utils.py) on
+    its added tokens, written here from the rule: the text is cut at them
+    (Trie.split: at each place the earliest match, of those the longest;
+    re tries the alternatives in order, longest first), a token's rstrip
+    strips the whitespace (str.isspace) at the start of the part after it,
+    its lstrip that at the end of the part before it, empty parts are
+    dropped and the others encoded (_tokenize). added: {text: (id, lstrip,
+    rstrip)}. single_word is not modelled (none of these files sets it)."""
+    if not added:
+        return list(encode(text))
+    pat = "(%s)" % "|".join(re.escape(t) for t in sorted(added, key=len, reverse=True))
+    parts = re.split(pat, text)
+    for i in range(1, len(parts), 2):
+        _, lstrip, rstrip = added[parts[i]]
+        if rstrip:
+            parts[i + 1] = parts[i + 1].lstrip()
+        if lstrip:
+            parts[i - 1] = parts[i - 1].rstrip()
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append(added[part][0])
+        elif part:
+            out += encode(part)
+    return out
+
+
 # ---- random weights --------------------------------------------------------
 
 class Weights:
@@ -220,7 +249,12 @@ class Checkpoint:
                     self.tok_bytes,
                     do_lower_case=self.tok_config.get("do_lower_case", True))
             return self._wp.encode(text)
-        return list(self._spm().encode(text))
+        # DebertaV2Tokenizer / T5Tokenizer: PreTrainedTokenizer.tokenize
+        # splits the added tokens out first ([CLS], [SEP], [MASK] past the
+        # model's pieces, T5's sentinels), with their lstrip / rstrip
+        added = {v["content"]: (int(k), bool(v.get("lstrip")), bool(v.get("rstrip")))
+                 for k, v in self.tok_config.get("added_tokens_decoder", {}).items()}
+        return hf_tokenize(self._spm().encode, added, text)
 
     def _spm(self):
         if self._sp is None:

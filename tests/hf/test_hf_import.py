@@ -340,6 +340,91 @@ def test_t5_d_kv_is_the_native_d_head(db, rng, tmp_path, case):
           mean_pooled(ck, port(ck, tokens)["hidden"]))
 
 
+@pytest.mark.parametrize("case", ["bert-mlm-rk", "deberta-v3-mlm-legacy", "deberta-v2-mlm"])
+def test_mask_in_text(db, rng, tmp_path, case):
+    """'[MASK]' written in a text is the mask token, as HF's tokenizers
+    split their special tokens out first (BertTokenizer's never_split;
+    DeBERTa-v3's [MASK], an added token past the spm.model's pieces), and
+    relattn_logprobs fills it."""
+    ck = make(case, tmp_path, rng)
+    import_checkpoint(db, ck)
+    a, b = checkpoints.sample_text(rng, 5), checkpoints.sample_text(rng, 7)
+    text = a + " [MASK] " + b
+    ids = ck.encode(text)
+    assert ids.count(ck.special["mask"]) == 1
+    got = db.execute("SELECT relattn_tokens_json(relattn_tokenize('m', ?))", (text,)).fetchone()[0]
+    assert json.loads(got) == ids
+    lp = ports.log_softmax(port(ck, ids)["mlm_logits"])
+    rows = db.execute("SELECT pos, top_logprob FROM relattn_logprobs('m', ?)", (text,)).fetchall()
+    where = ids.index(ck.special["mask"])
+    assert [r[0] for r in rows] == [where]
+    check(case, "mlm top logprob (text)", [rows[0][1]], [lp[where + 1].max()])
+
+@pytest.mark.parametrize("case", ["deberta-v3-mlm-legacy", "t5-encoder-gated-gelu"])
+@pytest.mark.parametrize("strip", [False, True])
+def test_special_tokens_in_random_texts(db, rng, tmp_path, case, strip):
+    """A SentencePiece checkpoint imports with tokenizer.split_special and
+    its special tokens' added_tokens_decoder entries (content, lstrip,
+    rstrip; strip: the file sets lstrip on [MASK] / </s> and rstrip on
+    [SEP] / <pad>); fresh texts with the specials at the start, the end,
+    side by side and repeated give HF's ids (checkpoints.hf_tokenize)."""
+    ck = make(case, tmp_path, rng)
+    dec = ck.tok_config["added_tokens_decoder"]
+    if strip:
+        for k, v in dec.items():
+            if v["content"] in ("[MASK]", "</s>"):
+                v["lstrip"] = True
+            if v["content"] in ("[SEP]", "<pad>"):
+                v["rstrip"] = True
+        ck.path("tokenizer_config").write_text(json.dumps(ck.tok_config))
+    import_checkpoint(db, ck)
+    tok = json.loads(db.execute("SELECT json_extract(config, '$.tokenizer') FROM "
+                                "relattn_model WHERE name = 'm'").fetchone()[0])
+    roles = {tok[r] for r in ("bos", "eos", "pad", "append", "sep", "mask", "unk")
+             if tok.get(r) is not None}
+    assert tok["split_special"] is True
+    assert tok["added_tokens"] == {
+        k: {"content": v["content"], "lstrip": v["lstrip"], "rstrip": v["rstrip"]}
+        for k, v in dec.items() if int(k) in roles}
+    names = [dec[str(i)]["content"] for i in sorted(roles)]
+    gaps = ["", " ", "  ", "\t", "\u3000 "]
+    texts = []
+    for _ in range(40):
+        parts = []
+        for _ in range(int(rng.integers(1, 6))):
+            r = rng.random()
+            if r < 0.5:
+                parts.append(checkpoints.sample_text(rng, int(rng.integers(1, 5))))
+            else:
+                parts.append(names[int(rng.integers(len(names)))] * int(rng.integers(1, 3)))
+            parts.append(gaps[int(rng.integers(len(gaps)))])
+        if rng.random() < 0.5:
+            parts.insert(0, names[int(rng.integers(len(names)))])
+        texts.append("".join(parts))
+    for text in texts:
+        got = db.execute("SELECT relattn_tokens_json(relattn_tokenize('m', ?))",
+                         (text,)).fetchone()[0]
+        assert json.loads(got) == ck.encode(text), text
+    assert any(set(ck.encode(t)) & roles for t in texts)
+
+
+@pytest.mark.parametrize("case", ["bert-cls-rk", "deberta-v3-cls", "deberta-v2-cls"])
+def test_pair_written_in_text(db, rng, tmp_path, case):
+    """'premise [SEP] hypothesis' as one text (an NLI pair in a table's
+    column): HF's tokenizers split '[SEP]' out as the separator token, so
+    the model sees [CLS] A [SEP] B [SEP] with B in segment 1."""
+    ck = make(case, tmp_path, rng)
+    import_checkpoint(db, ck)
+    a, b = checkpoints.sample_text(rng, 6), checkpoints.sample_text(rng, 8)
+    ids = ck.encode(a + " [SEP] " + b)
+    assert ids.count(ck.special["sep"]) == 1
+    got = db.execute("SELECT relattn_tokens_json(relattn_tokenize('m', ?))",
+                     (a + " [SEP] " + b,)).fetchone()[0]
+    assert json.loads(got) == ids
+    rows = db.execute("SELECT logit FROM relattn_labels('m', ?)", (a + " [SEP] " + b,)).fetchall()
+    check(case, "logits (pair text)", [r[0] for r in rows], port(ck, ids)["logits"])
+
+
 # ---- long inputs under the checkpoints' real position settings -----------------
 
 LONG = {

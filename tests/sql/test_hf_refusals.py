@@ -254,9 +254,15 @@ def test_t5_mapping(db, tmp_path, rng, cls):
     assert (cfg["norm"], cfg["norm_kind"], cfg["biases"], cfg["ffn"],
             cfg["activation"]) == ("pre", "rmsnorm", False, "gated", "gelu_tanh")
     assert cfg["position"] == {"type": "t5", "num_buckets": 8, "max_distance": 20}
+    # the special tokens written in a text are split out, as T5Tokenizer does
+    plain = {"lstrip": False, "rstrip": False}
     assert cfg["tokenizer"] == {"type": "sentencepiece", "bos": None, "eos": 1,
                                 "pad": 0, "append": 1, "sep": None,
-                                "mask": None, "unk": 2}
+                                "mask": None, "unk": 2, "split_special": True,
+                                "added_tokens": {
+                                    "0": {"content": "<pad>", **plain},
+                                    "1": {"content": "</s>", **plain},
+                                    "2": {"content": "<unk>", **plain}}}
     assert db.execute("SELECT relattn_import('m2', relattn_export('m'))"
                       ).fetchone()[0] == n
     assert db.execute("SELECT count(DISTINCT sha256), count(DISTINCT config) "
