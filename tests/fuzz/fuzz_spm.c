@@ -5,7 +5,10 @@
 ** Input: 2 bytes little-endian n, then n bytes of text, then the .model
 ** file. When the file parses, the text is encoded (at most 65536 ids) and
 ** the ids decoded; then the text's bytes read as int32 ids (some of them
-** out of range) are decoded too. Seeds: tests/fuzz/make_spm_seeds.py.
+** out of range) are decoded too. Then split_special: the file's first and
+** last pieces and a token past them whose text is the text's first bytes
+** (flags from its first byte) are split out, and the text encoded and
+** decoded again. Seeds: tests/fuzz/make_spm_seeds.py.
 */
 #include <stdint.h>
 #include <stdlib.h>
@@ -49,6 +52,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                    sizeof err) == RELATTN_OK)
         free(text);
       free(raw);
+    }
+  }
+  if (n >= 2) {
+    relattn_special_token sp[3];
+    char added[5];
+    size_t k = n - 1 < 4 ? n - 1 : 4, i;
+    int32_t last = relattn_tokenizer_n_ids(t) - 1;
+    memcpy(added, data + 1, k);
+    added[k] = 0; /* may be shorter: a NUL inside */
+    memset(sp, 0, sizeof sp);
+    sp[0].id = 0, sp[0].key = "first";
+    sp[1].id = last, sp[1].key = "last";
+    sp[1].lstrip = data[0] & 1, sp[1].rstrip = data[0] >> 1 & 1;
+    sp[2].id = last + 1, sp[2].text = added, sp[2].key = "added";
+    sp[2].lstrip = data[0] >> 2 & 1, sp[2].rstrip = data[0] >> 3 & 1;
+    if (relattn_tokenizer_set_special(t, sp, 3, "fuzz", err, sizeof err) ==
+            RELATTN_OK &&
+        relattn_tokenizer_encode(t, data, n, 0, 65536, &ids, &n_ids) ==
+            RELATTN_OK) {
+      for (i = 0; i < n_ids; i++)
+        if (ids[i] < 0 || ids[i] > last + 1) abort();
+      if (relattn_tokenizer_decode(t, ids, n_ids, &text, &len, "fuzz", err,
+                                   sizeof err) == RELATTN_OK)
+        free(text);
+      free(ids);
     }
   }
   relattn_tokenizer_free(t);

@@ -3,7 +3,8 @@
 ** Unicode helpers (src/unicode.c) without SQLite: UTF-8 decoding against a
 ** reference decoder written here from RFC 3629's table, random byte
 ** strings through the byte tokenizer, the limit that stops encoding early,
-** and WordPiece's file checks. (Exactness against the reference
+** WordPiece's file checks, and split_special on texts with invalid UTF-8
+** and several kinds of whitespace around the special tokens. (Exactness against the reference
 ** tokenizers is tested through SQL: tests/sql/test_tokenizers.py and
 ** test_sentencepiece.py.)
 */
@@ -126,10 +127,136 @@ static void check_wordpiece(void) {
         "wordpiece: invalid UTF-8: '%s'", err);
 }
 
+/* split_special over the byte tokenizer: a text made of chunks, so what
+** the split must give is known from how the text was made. Text chunks:
+** letters, whitespace (str.isspace: space, tab, U+3000, U+00A0) and
+** malformed UTF-8 (each followed by 'a', so no two chunks join into a
+** character); special chunks: "[M]" (256, lstrip), "[MM]" (257, rstrip,
+** "[M]" is not its prefix but shares one), "<\xff>" (258, both, a text
+** that is not UTF-8 itself). */
+static void check_split_special(void) {
+  static const char *const texts[] = {"a", "b", " ", "\t", "\xe3\x80\x80",
+                                      "\xc2\xa0", "\xff" "a", "\xe3\x80" "a",
+                                      "\x80" "a"};
+  static const int space[] = {0, 0, 1, 1, 1, 1, 0, 0, 0};
+  static const relattn_special_token sp[] = {
+      {256, "[M]", 1, 0, "tokenizer.bos"},
+      {257, "[MM]", 0, 1, "tokenizer.eos"},
+      {258, "<\xff>", 1, 1, "tokenizer.pad"}};
+  relattn_config c;
+  relattn_tokenizer *t;
+  char err[256];
+  int round, bad_ids = 0, bad_text = 0, bad_limit = 0, rc;
+  memset(&c, 0, sizeof c);
+  c.tok_type = RELATTN_TOK_BYTES;
+  c.vocab_size = 300;
+  c.bos = 256, c.eos = 257, c.pad = 258;
+  CHECK(relattn_tokenizer_new(&t, &c, NULL, 0, "t", err, sizeof err) ==
+            RELATTN_OK, "split: %s", err);
+  CHECK(relattn_tokenizer_set_special(t, sp, 3, "t", err, sizeof err) ==
+            RELATTN_OK, "split: %s", err);
+  for (round = 0; round < 3000; round++) {
+    int chunk[24], n_chunks = (int)(unit_next() % 24), k, a, b;
+    uint8_t text[128], want_text[256];
+    int32_t want[128], *ids;
+    size_t n = 0, n_want = 0, n_text = 0, n_ids, len;
+    uint8_t *out;
+    int prev = -1; /* index of the special before the part, -1: none */
+    for (k = 0; k < n_chunks; k++) {
+      chunk[k] = (int)(unit_next() % 12); /* 0-8 text, 9-11 special */
+      const char *s = chunk[k] < 9 ? texts[chunk[k]] : sp[chunk[k] - 9].text;
+      memcpy(text + n, s, strlen(s));
+      n += strlen(s);
+    }
+    /* the parts between specials, stripped by chunk */
+    for (a = 0; a <= n_chunks;) {
+      int next;
+      for (b = a; b < n_chunks && chunk[b] < 9; b++) {
+      }
+      next = b < n_chunks ? chunk[b] - 9 : -1;
+      if (prev >= 0 && sp[prev].rstrip)
+        while (a < b && space[chunk[a]]) a++;
+      if (next >= 0 && sp[next].lstrip)
+        while (b > a && space[chunk[b - 1]]) b--;
+      if (a < b && n_text) want_text[n_text++] = ' ';
+      for (k = a; k < b; k++) {
+        const char *s = texts[chunk[k]];
+        size_t m;
+        for (m = 0; m < strlen(s); m++) {
+          want[n_want++] = (uint8_t)s[m];
+          want_text[n_text++] = (uint8_t)s[m];
+        }
+      }
+      for (b = a; b < n_chunks && chunk[b] < 9; b++) {
+      }
+      if (b == n_chunks) break;
+      want[n_want++] = sp[next].id;
+      if (n_text) want_text[n_text++] = ' ';
+      memcpy(want_text + n_text, sp[next].text, strlen(sp[next].text));
+      n_text += strlen(sp[next].text);
+      prev = next;
+      a = b + 1;
+    }
+    rc = relattn_tokenizer_encode(t, text, n, 1, 1000, &ids, &n_ids);
+    if (rc != RELATTN_OK || n_ids != n_want ||
+        memcmp(ids + 1, want, n_want * sizeof *want) != 0) {
+      bad_ids++;
+    } else {
+      if (relattn_tokenizer_decode(t, ids + 1, n_ids, &out, &len, "t", err,
+                                   sizeof err) != RELATTN_OK ||
+          len != n_text || memcmp(out, want_text, len) != 0)
+        bad_text++;
+      else
+        free(out);
+    }
+    free(ids);
+    /* the limit: one id fewer stops it */
+    if (n_want > 0) {
+      rc = relattn_tokenizer_encode(t, text, n, 0, n_want - 1, &ids, &n_ids);
+      if (rc != RELATTN_ERR_TOOBIG || ids) bad_limit++;
+    }
+  }
+  CHECK(bad_ids == 0, "split: %d texts with other ids", bad_ids);
+  CHECK(bad_text == 0, "split: %d texts decoded otherwise", bad_text);
+  CHECK(bad_limit == 0, "split: %d texts past the limit", bad_limit);
+  /* what set_special refuses, leaving no specials behind */
+  {
+    relattn_special_token bad[2] = {{256, "", 0, 0, "tokenizer.bos"},
+                                    {257, NULL, 0, 0, "tokenizer.eos"}};
+    int32_t *ids;
+    size_t n_ids;
+    rc = relattn_tokenizer_set_special(t, bad, 1, "t", err, sizeof err);
+    CHECK(rc == RELATTN_ERR_ARG &&
+              strcmp(err, "t: tokenizer.split_special: token 256 "
+                          "(tokenizer.bos) has an empty text") == 0,
+          "split: empty text '%s'", err);
+    rc = relattn_tokenizer_set_special(t, bad + 1, 1, "t", err, sizeof err);
+    CHECK(rc == RELATTN_ERR_ARG &&
+              strcmp(err, "t: tokenizer.split_special: token 257 "
+                          "(tokenizer.eos) has no text in the tokenizer's "
+                          "file; give it in tokenizer.added_tokens") == 0,
+          "split: no text '%s'", err);
+    bad[0].text = "[M]", bad[1].text = "[M]";
+    rc = relattn_tokenizer_set_special(t, bad, 2, "t", err, sizeof err);
+    CHECK(rc == RELATTN_ERR_ARG &&
+              strcmp(err, "t: tokenizer.split_special: tokens 256 "
+                          "(tokenizer.bos) and 257 (tokenizer.eos) have the "
+                          "same text") == 0,
+          "split: same text '%s'", err);
+    CHECK(relattn_tokenizer_encode(t, (const uint8_t *)"[M]", 3, 0, 10, &ids,
+                                   &n_ids) == RELATTN_OK &&
+              n_ids == 3 && ids[0] == '[',
+          "split: a refused set leaves none");
+    free(ids);
+  }
+  relattn_tokenizer_free(t);
+}
+
 int main(void) {
   unit_seed();
   check_utf8();
   check_bytes();
   check_wordpiece();
+  check_split_special();
   UNIT_DONE();
 }
