@@ -427,7 +427,8 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
   if (sqlite3_value_type(v) == SQLITE_BLOB && bytes % 4 == 0)
     count = bytes / 4;
   else if (sqlite3_value_type(v) == SQLITE_TEXT &&
-           relattn_tokenizer_kind(m->tok) == RELATTN_TOK_BYTES)
+           relattn_tokenizer_kind(m->tok) == RELATTN_TOK_BYTES &&
+           !m->cfg.split_special) /* a special text is one id */
     count = bytes;
   if (count > conn->max_tokens) {
     *pzErr = sqlite3_mprintf("%s: %s has %lld tokens, over "

@@ -238,3 +238,25 @@ def test_split_special_config_errors(db, rng):
         f"relattn_tokenize: model 'm': tokenizer.split_special: token {n} "
         "(tokenizer.mask) has no text in the tokenizer's file; give it in "
         "tokenizer.added_tokens")
+
+
+def test_split_special_bytes_limit(db, rng):
+    """The byte tokenizer with split_special: a special text is one id, so
+    the limit is not the text's length in bytes."""
+    cfg = modelgen.config(vocab_size=260)
+    cfg["tokenizer"] = {"type": "bytes", "bos": 256, "eos": 257, "pad": 258,
+                        "mask": 259, "split_special": True,
+                        "added_tokens": {"256": "<s>", "257": "</s>",
+                                         "258": "<pad>", "259": "[MASK]"}}
+    db.execute("SELECT relattn_import('b', ?)", (modelgen.safetensors(cfg, rng),))
+    text = "[MASK]a\u00e9[MASK]"
+    assert json.loads(db.execute("SELECT relattn_tokens_json(relattn_tokenize('b', ?))",
+                                 (text,)).fetchone()[0]) == [259, 97, 0xC3, 0xA9, 259]
+    assert db.execute("SELECT relattn_detokenize('b', relattn_tokenize('b', ?))",
+                      (text,)).fetchone()[0] == "[MASK] a\u00e9 [MASK]"
+    db.execute("SELECT relattn_max_tokens(5)")
+    assert db.execute("SELECT relattn_score('b', ?) < 0", (text,)).fetchone()[0] == 1
+    with pytest.raises(sqlite3.DataError) as e:
+        db.execute("SELECT relattn_score('b', ?)", (text + "!",))
+    assert str(e.value) == ("relattn_score: tokens has more tokens than "
+                            "relattn_max_tokens() = 5")
