@@ -71,6 +71,8 @@ def plan_runs():
     runs += [(f"{name}-data10-1000steps", opts, 0.1, *long, 1)
              for name, opts in (("shaw-k16", shaw(16)), ("shaw-k64", shaw(64)), ("xl", SCHEMES["xl"]),
                                 ("absolute", SCHEMES["absolute"]))]
+    runs += [("shaw-k16-1000steps-seed2", shaw(16), 1.0, *long, 2),
+             ("xl-1000steps-seed2", SCHEMES["xl"], 1.0, *long, 2)]
     return runs
 
 
@@ -359,9 +361,10 @@ COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e
 
 
 def settings(cfg):
-    """A run's position settings, from its config: 'clip 16, values true', 'max_len 4097', ..."""
+    """A run's position settings, from its config: 'clip 16, values true', 'rotary half, base 10000.0'."""
     pos = json.loads(cfg)["position"]
-    return ", ".join(f"{k} {json.dumps(v)}" for k, v in pos.items() if k not in ("type", "per_head")) or "-"
+    show = lambda v: v if isinstance(v, str) else json.dumps(v)
+    return ", ".join(f"{k} {show(v)}" for k, v in pos.items() if k not in ("type", "per_head")) or "-"
 
 
 def pictures(res, outdir):
