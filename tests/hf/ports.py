@@ -129,18 +129,26 @@ def bert_self_attention(cfg, P, L, x):
     return heads_merge(probs @ v)
 
 
-def bert_layer(cfg, P, i, x):
-    # BertLayer: BertAttention (self + BertSelfOutput: dense, LayerNorm of
-    # the residual sum), BertIntermediate (dense, hidden_act), BertOutput
-    L = f"encoder.layer.{i}."
+def post_norm_layer(cfg, P, L, context, x):
+    # What follows the self-attention in BertLayer, and in DebertaV2Layer,
+    # which has the same modules: BertSelfOutput (dense, LayerNorm of the
+    # residual sum), BertIntermediate (dense, hidden_act), BertOutput (dense,
+    # LayerNorm of the residual sum). context is the attention's output.
     eps = cfg["layer_norm_eps"]
-    a = P.linear(bert_self_attention(cfg, P, L, x), L + "attention.output.dense")
+    a = P.linear(context, L + "attention.output.dense")
     x = layer_norm(a + x, P[L + "attention.output.LayerNorm.weight"],
                    P[L + "attention.output.LayerNorm.bias"], eps)
     f = ACT2FN[cfg["hidden_act"]](P.linear(x, L + "intermediate.dense"))
     f = P.linear(f, L + "output.dense")
     return layer_norm(f + x, P[L + "output.LayerNorm.weight"],
                       P[L + "output.LayerNorm.bias"], eps)
+
+
+def bert_layer(cfg, P, i, x):
+    # BertLayer: BertAttention (self + BertSelfOutput), BertIntermediate,
+    # BertOutput
+    L = f"encoder.layer.{i}."
+    return post_norm_layer(cfg, P, L, bert_self_attention(cfg, P, L, x), x)
 
 
 def bert_forward(cfg, params, ids, types):
@@ -278,18 +286,11 @@ def disentangled_self_attention(cfg, P, L, x, rel_pos, rel_emb):
 
 
 def deberta_layer(cfg, P, i, x, rel_pos, rel_emb):
-    # DebertaV2Layer: DebertaV2Attention (self + DebertaV2SelfOutput: dense,
-    # LayerNorm of the residual sum), DebertaV2Intermediate, DebertaV2Output
+    # DebertaV2Layer: DebertaV2Attention (self + DebertaV2SelfOutput),
+    # DebertaV2Intermediate, DebertaV2Output
     L = f"encoder.layer.{i}."
-    eps = cfg["layer_norm_eps"]
-    a = P.linear(disentangled_self_attention(cfg, P, L, x, rel_pos, rel_emb),
-                 L + "attention.output.dense")
-    x = layer_norm(a + x, P[L + "attention.output.LayerNorm.weight"],
-                   P[L + "attention.output.LayerNorm.bias"], eps)
-    f = ACT2FN[cfg["hidden_act"]](P.linear(x, L + "intermediate.dense"))
-    f = P.linear(f, L + "output.dense")
-    return layer_norm(f + x, P[L + "output.LayerNorm.weight"],
-                      P[L + "output.LayerNorm.bias"], eps)
+    context = disentangled_self_attention(cfg, P, L, x, rel_pos, rel_emb)
+    return post_norm_layer(cfg, P, L, context, x)
 
 
 def deberta_forward(cfg, params, ids, types):
