@@ -278,6 +278,30 @@ def labels_config(cfg, n_labels, problem_type):
 
 # ---- BERT ------------------------------------------------------------------
 
+def post_attention(W, p, L, d, ff):
+    """A layer's modules after its self-attention, as BertLayer and
+    DebertaV2Layer both name them: attention.output (dense, LayerNorm),
+    intermediate.dense, output (dense, LayerNorm)."""
+    W.linear(p, L + "attention.output.dense", d, d)
+    W.norm(p, L + "attention.output.LayerNorm", d)
+    W.linear(p, L + "intermediate.dense", ff, d)
+    W.linear(p, L + "output.dense", d, ff)
+    W.norm(p, L + "output.LayerNorm", d)
+
+
+def cls_predictions(W, p, pre, d, V, tied_copy):
+    """BertOnlyMLMHead's names (DeBERTa-v2's legacy head uses them too):
+    transform dense + LayerNorm and the output bias; with tied_copy also the
+    decoder weight (a copy of the word embeddings) and bias, as older files
+    hold them."""
+    W.linear(p, "cls.predictions.transform.dense", d, d, gain=2.0)
+    W.norm(p, "cls.predictions.transform.LayerNorm", d)
+    p["cls.predictions.bias"] = W.u(V, scale=0.5)
+    if tied_copy:
+        p["cls.predictions.decoder.weight"] = p[pre + "embeddings.word_embeddings.weight"].copy()
+        p["cls.predictions.decoder.bias"] = p["cls.predictions.bias"].copy()
+
+
 def bert(root, rng, cls, position="relative_key", prefix=None, n_labels=3,
          problem_type="single_label_classification", hidden_act="gelu",
          tied_copy=False, position_ids=False, extra_heads=False, d=32,
@@ -308,20 +332,11 @@ def bert(root, rng, cls, position="relative_key", prefix=None, n_labels=3,
         W.linear(p, L + "attention.self.value", d, d)
         if position in ("relative_key", "relative_key_query"):
             p[L + "attention.self.distance_embedding.weight"] = W.u(2 * max_pos - 1, dh)
-        W.linear(p, L + "attention.output.dense", d, d)
-        W.norm(p, L + "attention.output.LayerNorm", d)
-        W.linear(p, L + "intermediate.dense", ff, d)
-        W.linear(p, L + "output.dense", d, ff)
-        W.norm(p, L + "output.LayerNorm", d)
+        post_attention(W, p, L, d, ff)
     if cls != "BertForMaskedLM":
         W.linear(p, pre + "pooler.dense", d, d, gain=2.0)
     if cls == "BertForMaskedLM" or extra_heads:
-        W.linear(p, "cls.predictions.transform.dense", d, d, gain=2.0)
-        W.norm(p, "cls.predictions.transform.LayerNorm", d)
-        p["cls.predictions.bias"] = W.u(V, scale=0.5)
-        if tied_copy:
-            p["cls.predictions.decoder.weight"] = p[pre + "embeddings.word_embeddings.weight"].copy()
-            p["cls.predictions.decoder.bias"] = p["cls.predictions.bias"].copy()
+        cls_predictions(W, p, pre, d, V, tied_copy)
     if extra_heads:
         W.linear(p, "cls.seq_relationship", 2, d)
     if cls == "BertForSequenceClassification":
@@ -422,11 +437,7 @@ def deberta(root, rng, cls, style="v3", prefix=None, n_labels=3,
         if not share_att_key:
             W.linear(p, L + "attention.self.pos_key_proj", d, d, gain=2.0)
             W.linear(p, L + "attention.self.pos_query_proj", d, d, gain=2.0)
-        W.linear(p, L + "attention.output.dense", d, d)
-        W.norm(p, L + "attention.output.LayerNorm", d)
-        W.linear(p, L + "intermediate.dense", ff, d)
-        W.linear(p, L + "output.dense", d, ff)
-        W.norm(p, L + "output.LayerNorm", d)
+        post_attention(W, p, L, d, ff)
     p[pre + "encoder.rel_embeddings.weight"] = W.u(2 * span, d)
     if "layer_norm" in str(cfg_pos["norm_rel_ebd"]):
         W.norm(p, pre + "encoder.LayerNorm", d)
@@ -435,12 +446,7 @@ def deberta(root, rng, cls, style="v3", prefix=None, n_labels=3,
         W.linear(p, "classifier", n_labels, d, gain=2.0)
     if cls == "DebertaV2ForMaskedLM":
         if legacy:
-            W.linear(p, "cls.predictions.transform.dense", d, d, gain=2.0)
-            W.norm(p, "cls.predictions.transform.LayerNorm", d)
-            p["cls.predictions.bias"] = W.u(V, scale=0.5)
-            if tied_copy:
-                p["cls.predictions.decoder.weight"] = p[pre + "embeddings.word_embeddings.weight"].copy()
-                p["cls.predictions.decoder.bias"] = p["cls.predictions.bias"].copy()
+            cls_predictions(W, p, pre, d, V, tied_copy)
         else:
             W.linear(p, "lm_predictions.lm_head.dense", d, d, gain=2.0)
             W.norm(p, "lm_predictions.lm_head.LayerNorm", d)
