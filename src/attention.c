@@ -54,7 +54,9 @@
 **
 ** The block grid depends on n alone and each task does a fixed sequence of
 ** operations on its own rows, so the result is bitwise the same for any
-** thread count.
+** thread count. With n_q < n only the first n_q queries run (a classifier
+** reads row 0 of the last layer alone): the grid is then the one of n_q
+** queries over n keys, a function of (n, n_q).
 */
 #include "relattn.h"
 
@@ -145,7 +147,7 @@ typedef struct attn_job {
   relattn_rel t;             /* the terms */
   relattn_pool *pool;
   int d, R;                  /* d_head; rows a block's P may span */
-  int bq, bk, n_qb;
+  int nq, bq, bk, n_qb;      /* queries; per block; keys per step; blocks */
   float scale;
   size_t table_stride;       /* floats between heads' tables; 0 when shared */
   float *kr;                 /* (n, H*d) rotated keys, or NULL */
@@ -212,7 +214,7 @@ static void attn_task(void *ctx, int task, int worker) {
   const int h = task % a->heads;
   const int qb = J->n_qb - 1 - task / a->heads;
   const int i0 = qb * J->bq;
-  const int bq = n - i0 < J->bq ? n - i0 : J->bq;
+  const int bq = J->nq - i0 < J->bq ? J->nq - i0 : J->bq;
   const float s = J->scale;
   const float *Q = a->q + (size_t)i0 * a->ldq + (size_t)h * d;
   const size_t ts = J->table_stride;
@@ -515,6 +517,10 @@ static int check_attn(const relattn_attn *a, char *err, size_t errlen) {
         err, errlen, RELATTN_ERR_ARG,
         "attention: bad shape n=%d heads=%d d_head=%d clip=%d", a->n, a->heads,
         a->d_head, a->clip);
+  if (a->n_q < 0 || a->n_q > a->n)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "attention: n_q=%d outside [0, n=%d]", a->n_q,
+                          a->n);
   width = (long long)a->heads * a->d_head;
   if (width > INT_MAX || a->clip > INT_MAX / 2 - 1)
     return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
@@ -559,12 +565,17 @@ static int check_attn(const relattn_attn *a, char *err, size_t errlen) {
 
 static int query_block(int n) { return n < block_q ? n : block_q; }
 
+/* The queries that run: the first n_q, or all n. */
+static int queries(const relattn_attn *a) { return a->n_q ? a->n_q : a->n; }
+
 size_t relattn_attention_scratch_bytes(const relattn_attn *a) {
   relattn_rel t;
   int bq;
-  if (!a || a->n < 1 || a->d_head < 1 || a->clip < 0) return 0;
+  if (!a || a->n < 1 || a->d_head < 1 || a->clip < 0 || a->n_q < 0 ||
+      a->n_q > a->n)
+    return 0;
   t = terms_of(a);
-  bq = query_block(a->n);
+  bq = query_block(queries(a));
   return sizeof(float) * scratch_floats(&t, bq, block_k, a->d_head,
                                         span_rows(&t, a->n, bq));
 }
@@ -588,10 +599,11 @@ int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
   J.a = a;
   J.t = terms_of(a);
   J.d = a->d_head;
-  J.bq = query_block(a->n);
+  J.nq = queries(a);
+  J.bq = query_block(J.nq);
   J.bk = block_k;
   J.R = span_rows(&J.t, a->n, J.bq);
-  J.n_qb = (a->n + J.bq - 1) / J.bq;
+  J.n_qb = (J.nq + J.bq - 1) / J.bq;
   J.scale = (float)(J.t.scale > 0 ? J.t.scale : 1.0 / sqrt((double)a->d_head));
   J.table_stride = J.t.per_head ? (size_t)J.t.rows * J.d : 0;
   J.scratch_bytes = sizeof(float) * scratch_floats(&J.t, J.bq, J.bk, J.d, J.R);

@@ -193,6 +193,8 @@ typedef struct relattn_attn {
   const float *rel_v;     /* same shape; NULL: no value term */
   float *out; int ldo;    /* (n, ldo) */
   const relattn_rel *rel; /* the terms of any scheme, or NULL (Shaw above) */
+  int n_q;                /* queries: only rows [0, n_q) of out (0: all n);
+                          ** keys and values are still all n rows */
 } relattn_attn;
 
 /* Fused blocked kernel with online softmax; never builds an n x n matrix.
@@ -201,7 +203,9 @@ typedef struct relattn_attn {
 ** of the same pool it runs serially on that task's worker. Sets OpenBLAS to
 ** one thread for the call and restores it. The result is bitwise the same
 ** for any thread count. out may be q itself (ldo = ldq: each task reads
-** only its own rows of q), never k or v. */
+** only its own rows of q), never k or v. With n_q set only the first n_q
+** queries run (the blocks are a function of n and n_q alone) and only their
+** rows of out are written. */
 int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
                       size_t errlen);
 /* The softmax weights of one head as an explicit matrix, for inspection:
@@ -213,7 +217,8 @@ int relattn_attention_map(const relattn_attn *a, int head,
                           char *err, size_t errlen);
 /* Bytes of per-worker scratch relattn_attention takes for a (0 for n = 0):
 ** O(block x (block + 2k+1 + d)), whatever n is; with a table of more rows
-** than a block reaches (unclipped), O(block x n). */
+** than a block reaches (unclipped), O(block x n). Fewer queries (n_q) take
+** no more than all n. */
 size_t relattn_attention_scratch_bytes(const relattn_attn *a);
 /* Bytes of scratch shared by a call's tasks (rotated keys, n x H x d floats,
 ** with a rotation; else 0), kept by the calling worker for the next call. */

@@ -293,6 +293,14 @@ static void errors(void) {
   CHECK(relattn_attention_map(&t.a, 2, map, NULL, err, sizeof err) == RELATTN_ERR_ARG &&
             strstr(err, "head 2 out of range"), "map head: %s", err);
   CHECK(relattn_attention(NULL, NULL, err, sizeof err) == RELATTN_ERR_ARG, "NULL");
+  t.a.n_q = 11;
+  CHECK(relattn_attention(&t.a, NULL, err, sizeof err) == RELATTN_ERR_ARG &&
+            strcmp(err, "attention: n_q=11 outside [0, n=10]") == 0, "n_q 11: %s", err);
+  t.a.n_q = -1;
+  CHECK(relattn_attention(&t.a, NULL, err, sizeof err) == RELATTN_ERR_ARG &&
+            strcmp(err, "attention: n_q=-1 outside [0, n=10]") == 0, "n_q -1: %s", err);
+  CHECK(relattn_attention_scratch_bytes(&t.a) == 0, "n_q -1: scratch");
+  t.a.n_q = 0;
   t.a.n = 0; /* nothing to do */
   CHECK(relattn_attention(&t.a, NULL, err, sizeof err) == RELATTN_OK, "n = 0");
   free_data(&t);

@@ -7,8 +7,9 @@
 ** offsets u and w, a given scale, shared and per-head tables, causal and
 ** not, n = 1 and band edges falling inside and across blocks (small block
 ** sizes). Tolerance: ||out - ref|| / ||ref|| <= 1e-5. Also the attention
-** map, thread independence with the shared rotated keys, flat scratch, and
-** the schemes' builders (T5's band settles inside n).
+** map, thread independence with the shared rotated keys, flat scratch,
+** the first n_q queries alone (n_q), and the schemes' builders (T5's band
+** settles inside n).
 */
 #include <string.h>
 
@@ -170,15 +171,16 @@ static void ref_weights(const relattn_attn *a, int h, int i, double *wt) {
   free(kr);
 }
 
+/* Over the rows of out the call writes: the first n_q, or all n. */
 static double ref_error(const relattn_attn *a) {
   const relattn_rel *t = a->rel;
-  const int d = a->d_head;
+  const int d = a->d_head, nq = a->n_q ? a->n_q : a->n;
   const size_t ts = t->per_head ? (size_t)t->rows * d : 0;
   double *wt = malloc(sizeof(double) * a->n), *z = malloc(sizeof(double) * d);
   double num = 0, den = 0;
   int h, i, j, c;
   for (h = 0; h < a->heads; h++)
-    for (i = 0; i < a->n; i++) {
+    for (i = 0; i < nq; i++) {
       ref_weights(a, h, i, wt);
       for (c = 0; c < d; c++) z[c] = 0;
       for (j = 0; j < a->n; j++) {
@@ -329,6 +331,57 @@ static void threads_same_bits(void) {
     free(first);
     unmake(&r);
   }
+}
+
+/* n_q: the first n_q queries against all n keys, as the reference has
+** them; the rows after them left as they were; the same bits on 1 and 2
+** threads; no more scratch than all n queries take. Every term at random
+** (DeBERTa's classifier reads query 0 of its last layer alone). */
+static void first_queries(relattn_pool *pool2) {
+  static const int ns[] = {1, 7, 100, 700};
+  size_t ni;
+  int r, bl;
+  for (bl = 0; bl < 2; bl++) {
+    relattn_attention_blocks(bl ? 0 : 8, bl ? 0 : 16);
+    for (ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+      for (r = 0; r < 3; r++) {
+        rcase c = random_case(ns[ni]);
+        const int nq = r == 0 ? 1 : (r == 1 ? c.n : 1 + (int)(unit_next() % (unsigned)c.n));
+        const size_t w = (size_t)c.heads * c.d, all = (size_t)c.n * w;
+        rdata rd;
+        char err[256] = "", what[256];
+        float *before, *one;
+        size_t scratch_all;
+        double e;
+        make(&c, &rd);
+        describe(&c, what, sizeof what);
+        before = malloc(sizeof(float) * all);
+        one = malloc(sizeof(float) * all);
+        memcpy(before, rd.out, sizeof(float) * all);
+        scratch_all = relattn_attention_scratch_bytes(&rd.a);
+        rd.a.n_q = nq;
+        CHECK(relattn_attention_scratch_bytes(&rd.a) <= scratch_all,
+              "%s n_q=%d: scratch %zu over all queries' %zu", what, nq,
+              relattn_attention_scratch_bytes(&rd.a), scratch_all);
+        CHECK(relattn_attention(&rd.a, NULL, err, sizeof err) == RELATTN_OK,
+              "%s n_q=%d: %s", what, nq, err);
+        memcpy(one, rd.out, sizeof(float) * all);
+        e = ref_error(&rd.a);
+        CHECK(e <= TOL, "%s n_q=%d: relative error %.3g", what, nq, e);
+        CHECK(memcmp(rd.out + (size_t)nq * w, before + (size_t)nq * w,
+                     sizeof(float) * (all - (size_t)nq * w)) == 0,
+              "%s n_q=%d: rows after n_q written", what, nq);
+        memcpy(rd.out, before, sizeof(float) * all);
+        CHECK(relattn_attention(&rd.a, pool2, err, sizeof err) == RELATTN_OK,
+              "%s n_q=%d: %s", what, nq, err);
+        CHECK(memcmp(rd.out, one, sizeof(float) * all) == 0,
+              "%s n_q=%d: 1 and 2 threads differ", what, nq);
+        free(before);
+        free(one);
+        unmake(&rd);
+      }
+  }
+  relattn_attention_blocks(0, 0);
 }
 
 static void scratch_flat(void) {
@@ -495,6 +548,7 @@ int main(void) {
   each_term(pool2);
   map_matches();
   threads_same_bits();
+  first_queries(pool2);
   scratch_flat();
   builders();
   table_builders();
