@@ -60,6 +60,20 @@
 ** packs the weights once per product: per sequence now), none on 50-500.
 ** Only the outputs asked for are computed: the LM head only for log-probs,
 ** and for an attention map alone only the layers up to the map's.
+**
+** ROW 0
+** A classifier's logits, the pooler and the cls embedding read the final
+** row 0 alone, so in the last layer that row has a path of its own: q, k
+** and v of every row as before (row 0 attends to all keys), then the
+** attention of query 0 alone (the kernel's n_q) and the rest of the layer
+** on a one-row block (row0_layer). Only the sequences that read other
+** final rows too (a mean embedding, log-probs, masked-LM fills) run the
+** full last layer, and they run the row-0 path besides, into its own
+** buffer: the one-row products are not the bits of row 0 in a block, so a
+** second way of making these outputs would break the rule above (a scan's
+** label must be relattn_classify's, whatever else the scan reads). A
+** classifier so skips the last layer but its q, k and v for all rows but
+** row 0: 13% of a six-layer DeBERTa-v3-xsmall-shaped scan at one thread.
 */
 #include "relattn.h"
 
@@ -122,12 +136,16 @@ static size_t acts_floats(const relattn_config *c, int n, int count) {
       !relattn_mul_ok(round16(ni), 3, &qkv))
     return 0;
   /* x: (n, d); h: (n, hw); qkv: (n, 3i); start: (count); blocks:
-  ** (max_blocks, 3) */
+  ** (max_blocks, 3); the row-0 path's x1: (count, d), h1: (count, hw),
+  ** row0: (count, 3) */
   total = round16(nd);
   if (!relattn_add_ok(total, round16(nh), &total) ||
       !relattn_add_ok(total, qkv, &total) ||
       !relattn_add_ok(total, round16((size_t)count), &total) ||
-      !relattn_add_ok(total, round16(3 * max_blocks(n, count)), &total))
+      !relattn_add_ok(total, round16(3 * max_blocks(n, count)), &total) ||
+      !relattn_add_ok(total, round16((size_t)count * c->d_model), &total) ||
+      !relattn_add_ok(total, round16((size_t)count * h_width(c)), &total) ||
+      !relattn_add_ok(total, round16(3 * (size_t)count), &total))
     return 0;
   return total;
 }
@@ -457,6 +475,9 @@ typedef struct fwd_ctx {
   int32_t *fills;        /* (n_fills, 3): sequence, first fill row, rows */
   int n_fills;
   int fill_max;          /* rows of the largest fill block */
+  float *x1;             /* (count, d) the row-0 path: each final row 0 */
+  float *h1;             /* (count, hw) its attention row, then normed row */
+  int32_t *row0;         /* (count, 3) its one-row blocks, as blocks */
 } fwd_ctx;
 
 /* The rows of task (block) number task: sets *r0, returns the count. */
@@ -543,6 +564,16 @@ static int wants_head(const relattn_fwd *f) {
 /* Outputs read from the final hidden rows (all layers run). */
 static int wants_rows(const relattn_fwd *f) {
   return f->embedding || f->cls || f->pooled || f->logits || f->fill;
+}
+
+/* Outputs read from the final row 0 alone: the row-0 path makes them. */
+static int wants_row0(const relattn_fwd *f) {
+  return f->cls || f->pooled || f->logits;
+}
+
+/* Outputs that read every final row: the last layer runs on all of them. */
+static int wants_all_rows(const relattn_fwd *f) {
+  return f->embedding || f->fill || wants_head(f);
 }
 
 /* Logits of a block of rows, then per row the log-softmax at the next token
@@ -636,18 +667,19 @@ static void fill_task(void *ctxp, int task, int worker) {
   }
 }
 
-/* The pooler and the classifier of sequence s on its final row 0, in
-** double: one row, so a plain loop (the same bits on any BLAS). */
+/* The pooler and the classifier of sequence s on its final row 0 (the
+** row-0 path's, x1), in double: one row, so a plain loop (the same bits on
+** any BLAS). */
 static void pool_rows(const fwd_ctx *c, relattn_fwd *f, int s) {
   const relattn_model *m = c->m;
   const relattn_config *cfg = &m->cfg;
   const int d = c->d;
-  const float *x0 = c->x + (size_t)c->start[s] * d, *in = x0;
+  const float *x0 = c->x1 + (size_t)s * d, *in = x0;
   float *pooled = f->pooled;
   int o, j;
   if (f->cls) memcpy(f->cls, x0, sizeof(float) * d);
   if (cfg->pooler && (f->pooled || f->logits)) {
-    if (!pooled) pooled = c->h + (size_t)c->start[s] * c->hw; /* spent rows */
+    if (!pooled) pooled = c->h1 + (size_t)s * c->hw; /* a spent row */
     for (o = 0; o < d; o++) {
       const float *w = m->pool_w + (size_t)o * d;
       double acc = m->pool_b[o];
@@ -693,6 +725,54 @@ static relattn_attn layer_attn(const fwd_ctx *c, int s) {
   a.out = c->h + r0 * c->hw;
   a.ldo = c->hw;
   return a;
+}
+
+/* The last layer for row 0 of each sequence that reads it (cls, pooled,
+** logits), after that layer's qkv_task: the attention of query 0 alone
+** into h1, then ffn_task and the final norm on one-row blocks of x1, which
+** starts as a copy of the layer's input row 0 (the full path overwrites x
+** later). These outputs are made this way only, whether or not the
+** sequence's other rows run too, so they are the same bits in any request
+** (DETERMINISM): a one-row product has one shape. */
+static int row0_layer(fwd_ctx *c, char *err, size_t errlen) {
+  fwd_ctx one = *c;
+  int s, k = 0, rc;
+  for (s = 0; s < c->count; s++) {
+    relattn_attn a;
+    if (!wants_row0(&c->f[s])) continue;
+    memcpy(c->x1 + (size_t)s * c->d, c->x + (size_t)c->start[s] * c->d,
+           sizeof(float) * c->d);
+    a = layer_attn(c, s);
+    a.n_q = 1;
+    a.out = c->h1 + (size_t)s * c->hw;
+    rc = relattn_attention(&a, c->pool, err, errlen);
+    if (rc != RELATTN_OK) return rc;
+    c->row0[3 * k] = s;
+    c->row0[3 * k + 1] = s; /* x1's row */
+    c->row0[3 * k + 2] = 1;
+    k++;
+  }
+  one.x = c->x1;
+  one.h = c->h1;
+  one.blocks = c->row0;
+  one.n_blocks = k;
+  relattn_pool_run(c->pool, k, ffn_task, &one);
+  if (!one.failed && c->m->cfg.norm == RELATTN_NORM_PRE)
+    relattn_pool_run(c->pool, k, final_norm_task, &one);
+  if (one.failed) c->failed = 1;
+  return RELATTN_OK;
+}
+
+/* Keeps the blocks of the sequences that read final rows besides row 0;
+** after the last layer's qkv_task, the one step every row takes. */
+static void keep_all_rows(fwd_ctx *c) {
+  int b, k = 0;
+  for (b = 0; b < c->n_blocks; b++)
+    if (wants_all_rows(&c->f[c->blocks[3 * b]])) {
+      memmove(c->blocks + 3 * k, c->blocks + 3 * b, 3 * sizeof(int32_t));
+      k++;
+    }
+  c->n_blocks = k;
 }
 
 /* The relative terms of every sequence for a model whose scheme is not
@@ -865,6 +945,9 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
   c.qkv = c.h + round16(total * (size_t)c.hw);
   c.start = (int *)(c.qkv + 3 * round16(total * (size_t)c.in));
   c.blocks = (int32_t *)(c.start + round16((size_t)count));
+  c.x1 = (float *)(c.blocks + round16(3 * max_blocks((int)total, count)));
+  c.h1 = c.x1 + round16((size_t)count * c.d);
+  c.row0 = (int32_t *)(c.h1 + round16((size_t)count * c.hw));
 
   /* Blocks aligned to each sequence's start, sized by its length alone. */
   for (s = 0, total = 0, n_blocks = 0; s < count; s++) {
@@ -903,8 +986,16 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
   for (l = 0; l < n_layers && !c.failed && !relattn_pool_cancelled(pool); l++) {
     /* with maps alone, the last layer run only needs its q and k */
     int whole = want_final || l < n_layers - 1;
+    /* the last layer before the heads: row 0 on its own path, the other
+    ** rows only where something reads them (a classifier reads row 0) */
+    int last = want_final && l == n_layers - 1;
     c.layer = &m->layers[l];
-    relattn_pool_run(pool, n_blocks, qkv_task, &c);
+    relattn_pool_run(pool, c.n_blocks, qkv_task, &c);
+    if (last) {
+      rc = row0_layer(&c, err, errlen);
+      if (rc != RELATTN_OK) goto done;
+      keep_all_rows(&c);
+    }
     for (s = 0; s < count; s++) {
       relattn_attn a = layer_attn(&c, s);
       if (f[s].map && f[s].map_layer == l) {
@@ -912,15 +1003,16 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
                                   errlen);
         if (rc != RELATTN_OK) goto done;
       }
-      if (!whole) continue;
+      if (!whole || (last && !wants_all_rows(&f[s]))) continue;
       rc = relattn_attention(&a, pool, err, errlen);
       if (rc != RELATTN_OK) goto done;
     }
-    if (whole) relattn_pool_run(pool, n_blocks, ffn_task, &c);
+    if (whole) relattn_pool_run(pool, c.n_blocks, ffn_task, &c);
   }
   if (want_final && !c.failed && cfg->norm == RELATTN_NORM_PRE)
-    relattn_pool_run(pool, n_blocks, final_norm_task, &c);
-  if (want_head && !c.failed) relattn_pool_run(pool, n_blocks, head_task, &c);
+    relattn_pool_run(pool, c.n_blocks, final_norm_task, &c);
+  if (want_head && !c.failed)
+    relattn_pool_run(pool, c.n_blocks, head_task, &c);
   if (want_fill && !c.failed && !relattn_pool_cancelled(pool)) {
     /* the masked-LM rows of each sequence in blocks sized by its request
     ** alone (DETERMINISM) */

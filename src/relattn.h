@@ -665,7 +665,8 @@ int relattn_label_best(const float *logits, int n);
 ** tokens in all on a pool of workers workers (0 with an overflow): the one
 ** estimate callers check a memory bound against before anything is
 ** allocated. Activations (n, d_model + max(d_model, i) + 3 i) once, i the
-** attention's inner width (5 d_model without d_head); on every worker a block
+** attention's inner width (5 d_model without d_head), and for the final
+** row 0 of each sequence (count, d_model + max(d_model, i)); on every worker a block
 ** buffer of min(n, 256) x max(d_ff (2 d_ff gated), vocab_size) floats (a
 ** masked-LM head's rows: 2 d_model + vocab_size, when more) and the
 ** attention kernel's scratch, which grows with min(clip, n). */

@@ -506,6 +506,50 @@ def test_scan_label_prob_and_pooled_embedding(db, rng, tmp_path, case):
         check(case, "scan embedding cls", from_f32(emb), out["hidden"][0])
 
 
+@pytest.mark.parametrize("case", ["deberta-v3-cls", "bert-cls-rkq"])
+def test_scan_label_with_mean_embedding_same_bits_as_scalar(db, rng, tmp_path, case):
+    """label, logit and prob come from the final row 0 alone (its own path
+    through the last layer), the mean embedding from every row: a scan
+    selecting both gives, row by row, the bits of relattn_labels /
+    relattn_classify and of relattn_embed asked alone, at 1 and 2 threads,
+    and the port's values. DeBERTa's rows up to 300 tokens: several row
+    blocks; BERT's up to its 64 positions."""
+    ck = make(case, tmp_path, rng)
+    import_checkpoint(db, ck)
+    lens = [1, 4, 17, 60, 140, 300] if ck.family == "deberta" else [1, 4, 17, 40, 62]
+    rows = [random_tokens(rng, ck, n) for n in lens]
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
+    db.executemany("INSERT INTO docs(body) VALUES (?)", [(toks(r),) for r in rows])
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan("
+               "model='m', source='docs', tokens='body')")
+    multi = ck.config.get("problem_type") == "multi_label_classification"
+    first = None
+    for threads in (1, 2):
+        db.execute("SELECT relattn_threads(?)", (threads,))
+        got = db.execute("SELECT id, label, logit, prob, embedding FROM temp.job").fetchall()
+        want = []
+        for i, r in enumerate(rows):
+            lab = db.execute("SELECT label, logit, prob FROM relattn_labels('m', ?)",
+                             (toks(r),)).fetchall()
+            best = max(lab, key=lambda x: x[1])
+            want.append((i + 1, *best, db.execute("SELECT relattn_embed('m', ?)",
+                                                  (toks(r),)).fetchone()[0]))
+            assert db.execute("SELECT relattn_classify('m', ?)",
+                              (toks(r),)).fetchone()[0] == best[0]
+        for g, w in zip(got, want):
+            assert g == w, f"threads={threads}, row {g[0]}"
+        assert len(got) == len(want)
+        if first is None:
+            first = got
+        assert got == first, f"threads={threads}"
+    for g, r in zip(first, rows):
+        out = port(ck, r)
+        p = 1 / (1 + np.exp(-out["logits"])) if multi else ports.softmax(out["logits"])
+        check(case, "scan logit with mean", [g[2]], [out["logits"].max()])
+        check(case, "scan prob with mean", [g[3]], [p[int(np.argmax(out["logits"]))]])
+        check(case, "scan mean with label", from_f32(g[4]), mean_pooled(ck, out["hidden"]))
+
+
 @pytest.mark.parametrize("case", ["bert-model-rk", "bert-mlm-rk", "deberta-v3-cls"])
 def test_config_without_architectures(db, rng, tmp_path, case):
     """An older config.json without architectures: the head is the one

@@ -493,6 +493,61 @@ def test_scan_pooling_same_bits_as_embed(db, rng, pooling):
         assert mean[0] != want[0][1]
 
 
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_scan_label_with_mean_embedding_same_bits_as_scalar(db, rng, norm):
+    # label, logit and prob read the final row 0 alone, which has a path of
+    # its own through the last layer; a mean embedding reads every row, so
+    # the scan runs both. Each must be the bits of the scalar function that
+    # asks for it alone (relattn_classify, relattn_labels: row 0 only;
+    # relattn_embed: every row), at 1 and 2 threads; and near the float64
+    # reference (a wrong row 0 or a wrong mean would not be).
+    cfg = ref.with_head(encoder(rng, norm=norm, d_model=64, n_heads=4, d_ff=128),
+                        "classifier", pooler="tanh", labels=LABELS[:4])
+    params = ref.random_params(rng, cfg)
+    load(db, "c", cfg, params)
+    corpus(db, rng, rows=20)
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='c', "
+               "source='docs', tokens='body')")
+    bodies = db.execute("SELECT id, body FROM docs ORDER BY id").fetchall()
+    ref_rows = []
+    for _, body in bodies:
+        if body is None:
+            ref_rows.append(None)
+            continue
+        want = ref.heads(cfg, params, ref.model_input(cfg, np.frombuffer(body, "<i4")))
+        ref_rows.append((want["logits"], want["hidden"][1:].mean(0)))
+    first = None
+    for threads in (1, 2):
+        db.execute("SELECT relattn_threads(?)", (threads,))
+        scalar = []
+        for i, body in bodies:
+            rows = db.execute("SELECT label, logit, prob FROM relattn_labels('c', ?)",
+                              (body,)).fetchall()
+            best = max(rows, key=lambda r: r[1]) if rows else (None, None, None)
+            scalar.append((i, *best, db.execute("SELECT relattn_embed('c', ?)",
+                                                (body,)).fetchone()[0]))
+        classify = db.execute("SELECT id, relattn_classify('c', body) FROM docs "
+                              "ORDER BY id").fetchall()
+        got = db.execute("SELECT id, label, logit, prob, embedding FROM temp.job").fetchall()
+        for g, w in zip(got, scalar):
+            assert g == w, f"threads={threads}, row {g[0]}"
+        assert len(got) == len(scalar) == len(bodies)
+        assert [(g[0], g[1]) for g in got] == classify
+        # the label columns alone: the same bits as with the embedding
+        assert db.execute("SELECT id, label, logit, prob FROM temp.job").fetchall() == \
+            [g[:4] for g in got]
+        if first is None:
+            first = got
+        assert got == first, f"threads={threads}"
+    for g, r in zip(first, ref_rows):
+        if r is None:
+            assert g[1:] == (None, None, None, None)
+            continue
+        logits, mean = r
+        assert abs(g[2] - logits.max()) < 1e-4
+        assert rel_err(from_f32(g[4]), mean) < 1e-5
+
+
 def test_scan_head_errors(db, rng):
     lm = ref.random_config(rng)
     load(db, "lm", lm, ref.random_params(rng, lm))

@@ -483,7 +483,8 @@ def test_d_head_frees_d_model_from_n_heads(db, rng):
 
 def test_d_head_counts_the_inner_width_against_the_memory_limit(db, rng):
     # The activations are x (n, d_model), h (n, max(d_model, inner)) and
-    # q, k, v (n, 3 inner) (src/forward.c, acts_floats): models with the
+    # q, k, v (n, 3 inner), and the final row 0's x1 (1, d_model) and h1
+    # (1, max(d_model, inner)) (src/forward.c, acts_floats): models with the
     # same heads' width (8, so the same attention scratch) and d_model 16,
     # their inner widths 16 (2 heads, no d_head), 128 (16 heads) and 8 (one
     # head) differ by exactly that, on any thread count. 4000 tokens and
@@ -505,7 +506,7 @@ def test_d_head_counts_the_inner_width_against_the_memory_limit(db, rng):
         plain = need("plain", threads, n_heads=2)
         wide = need("wide", threads, n_heads=16, d_head=8)
         narrow = need("narrow", threads, n_heads=1, d_head=8)
-        assert wide - plain == 4 * 4 * 4001 * (128 - 16)
+        assert wide - plain == 4 * (4 * 4001 + 1) * (128 - 16)
         assert narrow - plain == 4 * 3 * (r16(4001 * 8) - 4001 * 16)
     # and the wide one runs within its bound, as the reference says
     cfg = modelgen.config(vocab_size=259, d_model=16, d_ff=32, n_layers=2, clip=4,

@@ -7,8 +7,10 @@
 ** norm, token types split at a sep; d_head apart from d_model / n_heads,
 ** the attention narrower or wider than d_model), with 1 to 3 threads.
 ** Tolerances: log-probs 1e-4 absolute, embeddings 1e-5 relative (L2),
-** attention maps 1e-5 absolute with rows summing to 1. Batches of several
-** sequences match each sequence run alone.
+** attention maps 1e-5 absolute with rows summing to 1, the final row 0
+** (cls) 1e-5 relative (L2). Batches of several sequences match each
+** sequence run alone; the final row 0 is the same bits alone, with other
+** outputs and in any batch (its own path through the last layer).
 */
 #include <string.h>
 
@@ -125,11 +127,11 @@ static void ref_linear(double *y, const double *x, int n, int in, int out,
     }
 }
 
-/* Runs the model; fills logprob (n-1), top (n-1), emb (d) and, for layer
-** ml head mh, map (n, n). */
+/* Runs the model; fills logprob (n-1), top (n-1), emb (d), the final row 0
+** row0 (d) and, for layer ml head mh, map (n, n). */
 static void ref_forward(const relattn_model *m, const int32_t *tok, int n,
                         int mean_from, double *logprob, int *top, double *lsm,
-                        double *emb,
+                        double *emb, double *row0,
                         int ml, int mh, double *map) {
   const relattn_config *cfg = &m->cfg;
   int d = cfg->d_model, H = cfg->n_heads, K = cfg->clip, R = 2 * K + 1;
@@ -216,6 +218,7 @@ static void ref_forward(const relattn_model *m, const int32_t *tok, int n,
     double s = 0;
     for (i = mean_from; i < n; i++) s += x[(size_t)i * d + c];
     emb[c] = s / (n - mean_from);
+    row0[c] = x[c];
   }
   if (cfg->arch == RELATTN_DECODER)
     for (i = 0; i + 1 < n; i++) {
@@ -244,6 +247,9 @@ static void run_case(relattn_pool *pool, relattn_config cfg, int n) {
   double *rlsm = malloc(8 * (size_t)n * cfg.vocab_size);
   float *emb = malloc(sizeof(float) * cfg.d_model);
   float *map = malloc(sizeof(float) * (size_t)n * n);
+  double *rcls = malloc(8 * cfg.d_model);
+  float *cls = malloc(sizeof(float) * cfg.d_model);
+  float *cls_alone = malloc(sizeof(float) * cfg.d_model);
   relattn_fwd f;
   char err[256] = "";
   int i, j, rc, ml, mh, mean_from = n > 1 ? (int)(unit_next() % 2) : 0;
@@ -254,13 +260,15 @@ static void run_case(relattn_pool *pool, relattn_config cfg, int n) {
   for (i = 0; i < n; i++) tok[i] = (int32_t)(unit_next() % cfg.vocab_size);
   ml = (int)(unit_next() % cfg.n_layers);
   mh = (int)(unit_next() % cfg.n_heads);
-  ref_forward(&t.m, tok, n, mean_from, rlp, rtop, rlsm, remb, ml, mh, rmap);
+  ref_forward(&t.m, tok, n, mean_from, rlp, rtop, rlsm, remb, rcls, ml, mh,
+              rmap);
 
   memset(&f, 0, sizeof f);
   f.tokens = tok;
   f.n = n;
   f.embedding = emb;
   f.mean_from = mean_from;
+  f.cls = cls;
   if (cfg.arch == RELATTN_DECODER) {
     f.logprob = lp;
     f.top_token = top;
@@ -288,6 +296,22 @@ static void run_case(relattn_pool *pool, relattn_config cfg, int n) {
         cfg.arch, cfg.norm, cfg.activation, n, worst_lp);
   CHECK(sqrt(e2 / r2) < 1e-5, "arch %d norm %d n=%d: embedding rel err %g",
         cfg.arch, cfg.norm, n, sqrt(e2 / r2));
+  for (j = 0, e2 = r2 = 0; j < cfg.d_model; j++) {
+    e2 += (cls[j] - rcls[j]) * (cls[j] - rcls[j]);
+    r2 += rcls[j] * rcls[j];
+  }
+  CHECK(sqrt(e2 / r2) < 1e-5, "arch %d norm %d n=%d: row 0 rel err %g",
+        cfg.arch, cfg.norm, n, sqrt(e2 / r2));
+
+  /* row 0 alone (the last layer on that row only): the same bits */
+  memset(&f, 0, sizeof f);
+  f.tokens = tok;
+  f.n = n;
+  f.cls = cls_alone;
+  rc = relattn_forward(&t.m, &f, pool, err, sizeof err);
+  CHECK(rc == RELATTN_OK && !memcmp(cls, cls_alone, sizeof(float) * cfg.d_model),
+        "arch %d norm %d n=%d: row 0 alone differs from row 0 with the rest: %s",
+        cfg.arch, cfg.norm, n, err);
 
   /* the attention map alone (only layers up to ml run) */
   memset(&f, 0, sizeof f);
@@ -312,6 +336,7 @@ static void run_case(relattn_pool *pool, relattn_config cfg, int n) {
 
   free(t.arena), free(t.m.layers), free(tok), free(lp), free(tlp), free(top);
   free(rtop), free(rlp), free(remb), free(rmap), free(rlsm), free(emb), free(map);
+  free(rcls), free(cls), free(cls_alone);
 }
 
 
@@ -323,7 +348,7 @@ static void run_batch(relattn_pool *pool, relattn_config cfg) {
   relattn_fwd f[MAXB];
   int count = 1 + (int)(unit_next() % MAXB), s, i, j, rc;
   int32_t *tok[MAXB], *top[MAXB];
-  float *lp[MAXB], *emb[MAXB], *map[MAXB];
+  float *lp[MAXB], *emb[MAXB], *map[MAXB], *cls[MAXB];
   char err[256] = "";
   make_model(&t, cfg);
   memset(f, 0, sizeof f);
@@ -334,11 +359,13 @@ static void run_batch(relattn_pool *pool, relattn_config cfg) {
     lp[s] = malloc(sizeof(float) * n);
     emb[s] = malloc(sizeof(float) * cfg.d_model);
     map[s] = malloc(sizeof(float) * (size_t)n * n);
+    cls[s] = malloc(sizeof(float) * cfg.d_model);
     for (i = 0; i < n; i++) tok[s][i] = (int32_t)(unit_next() % cfg.vocab_size);
     f[s].tokens = tok[s];
     f[s].n = n;
     if ((what & 1) && cfg.arch == RELATTN_DECODER) f[s].logprob = lp[s];
     if (what & 2) f[s].embedding = emb[s];
+    if (unit_next() % 2) f[s].cls = cls[s];
     if (what == 0 || unit_next() % 2) {
       f[s].map = map[s];
       f[s].map_layer = (int)(unit_next() % cfg.n_layers);
@@ -351,10 +378,11 @@ static void run_batch(relattn_pool *pool, relattn_config cfg) {
     int n = f[s].n;
     double *rlp = malloc(8 * n), *rlsm = malloc(8 * (size_t)n * cfg.vocab_size);
     double *remb = malloc(8 * cfg.d_model), *rmap = malloc(8 * (size_t)n * n);
+    double *rcls = malloc(8 * cfg.d_model);
     int *rtop = malloc(sizeof(int) * n);
     double worst = 0, e2 = 0, r2 = 0;
-    ref_forward(&t.m, tok[s], n, 0, rlp, rtop, rlsm, remb, f[s].map_layer,
-                f[s].map_head, rmap);
+    ref_forward(&t.m, tok[s], n, 0, rlp, rtop, rlsm, remb, rcls,
+                f[s].map_layer, f[s].map_head, rmap);
     if (f[s].logprob)
       for (i = 0; i + 1 < n; i++)
         if (fabs(lp[s][i] - rlp[i]) > worst) worst = fabs(lp[s][i] - rlp[i]);
@@ -369,8 +397,29 @@ static void run_batch(relattn_pool *pool, relattn_config cfg) {
     CHECK(worst < 1e-4 && (r2 == 0 || sqrt(e2 / r2) < 1e-5),
           "batch of %d, sequence %d (n=%d): error %g, embedding %g", count, s,
           n, worst, r2 ? sqrt(e2 / r2) : 0);
-    free(rlp), free(rlsm), free(remb), free(rmap), free(rtop);
+    if (f[s].cls) {
+      /* near the reference, and the bits of row 0 asked for alone */
+      relattn_fwd one;
+      float *alone = malloc(sizeof(float) * cfg.d_model);
+      for (j = 0, e2 = r2 = 0; j < cfg.d_model; j++) {
+        e2 += (cls[s][j] - rcls[j]) * (cls[s][j] - rcls[j]);
+        r2 += rcls[j] * rcls[j];
+      }
+      memset(&one, 0, sizeof one);
+      one.tokens = tok[s];
+      one.n = n;
+      one.cls = alone;
+      rc = relattn_forward(&t.m, &one, pool, err, sizeof err);
+      CHECK(sqrt(e2 / r2) < 1e-5 && rc == RELATTN_OK &&
+                !memcmp(alone, cls[s], sizeof(float) * cfg.d_model),
+            "batch of %d, sequence %d (n=%d): row 0 error %g, or not the "
+            "bits of row 0 alone",
+            count, s, n, sqrt(e2 / r2));
+      free(alone);
+    }
+    free(rlp), free(rlsm), free(remb), free(rmap), free(rtop), free(rcls);
     free(tok[s]), free(top[s]), free(lp[s]), free(emb[s]), free(map[s]);
+    free(cls[s]);
   }
   free(t.arena), free(t.m.layers);
 }
