@@ -33,10 +33,17 @@ BENCH_DEBERTA_ROWS (default 40), BENCH_DEBERTA_ROUNDS (default 3), BENCH_DEBERTA
 Measured here (40 rows, 3 rounds, OpenBLAS Cooperlake kernels, load average about 1.5; wall / CPU;
 torch's best settings batch/pool/OpenBLAS threads in brackets):
   demo  embed     1 thread  1.94x / 1.55x (1/1/1)   2 threads 3.50x / 3.65x (1/1/2)
-  demo  classify  1 thread  2.18x / 2.11x (1/1/1)   2 threads 3.91x / 3.96x (1/2/1)
+  demo  classify  1 thread  3.60x / 3.68x (1/1/1)   2 threads 5.44x / 5.71x (1/2/1)
   base  embed     1 thread  1.44x / 1.41x (1/1/1)   2 threads 1.97x / 2.01x (1/1/2)
-  base  classify  1 thread  1.58x / 1.54x (1/1/1)   2 threads 1.70x / 1.72x (1/1/2)
-The realistic shape misses the 2x target. Where relattn's time goes for base at 1 thread (perf):
+  base  classify  1 thread  1.53x / 1.56x (1/1/1)   2 threads 2.36x / 2.40x (1/1/2)
+The classify rows are from after the last layer ran row 0 alone for the classifier (one run per
+thread count, load average 1.1-1.9; before: demo 2.18x / 2.11x and 3.91x / 3.96x, base 1.58x /
+1.54x and 1.70x / 1.72x). The ratios move with the machine's load through torch's time: at one
+thread by about a tenth (two runs at load 3 gave base classify 1.71x / 1.72x), at two threads far
+more (torch's two-thread runs at load 3 took 2-5 times as long, so those are not shown). The
+change itself, old and new relattn interleaved on the same rows: base classify 12% less CPU time.
+The realistic shape misses the 2x target at one thread. Where relattn's time goes for base at 1
+thread (perf, before the row-0 change):
 OpenBLAS's sgemm kernel 56% and its packing of the left operand (sgemm_incopy) 10%, the gather of
 DeBERTa's c2p/p2c terms 3.7%, norms 2.3%, GELU 1.4%. The linear layers (about 77 GFLOP/s) are the
 same OpenBLAS calls PyTorch makes, so the ratio is bounded by what PyTorch spends outside them; the
