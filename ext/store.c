@@ -1897,10 +1897,25 @@ void relattn_weights_func(sqlite3_context *ctx, int argc,
     relattn_result_errorf(ctx, "%s: model '%s' has no tensor '%s'", fn,
                           sqlite3_value_text(argv[0]), name);
   } else {
+    int out, in;
+    float *rows;
     relattn_model_spec(&m->cfg, i, &spec);
     /* the cache is ours (const for its readers) */
-    sqlite3_result_blob64(ctx, relattn_model_slot((relattn_model *)m, i),
-                          (sqlite3_uint64)spec.numel * 4, SQLITE_TRANSIENT);
+    rows = relattn_model_slot((relattn_model *)m, i);
+    if (!relattn_model_slot_packed(m, i, &out, &in)) {
+      sqlite3_result_blob64(ctx, rows, (sqlite3_uint64)spec.numel * 4,
+                            SQLITE_TRANSIENT);
+    } else {
+      /* a linear weight the forward pass keeps in panel order: as stored */
+      float *stored = sqlite3_malloc64((sqlite3_uint64)spec.numel * 4 + 1);
+      if (!stored) {
+        sqlite3_result_error_nomem(ctx);
+      } else {
+        relattn_unpack(stored, rows, out, in);
+        sqlite3_result_blob64(ctx, stored, (sqlite3_uint64)spec.numel * 4,
+                              sqlite3_free);
+      }
+    }
   }
   relattn_store_release(conn, m);
 }

@@ -14,7 +14,7 @@
 ** no n x n matrix exists anywhere. For a query block:
 **   P = s Q rel_k^T                       (bq, 2k+1): one small GEMM
 ** then for each key block:
-**   S = s Q K^T                           (bq, bk): cblas_sgemm
+**   S = s Q K^T                           (bq, bk): one GEMM
 ** and each row i of S splits into three runs of columns: keys at distance
 ** j - i < -k, where the key term is the row constant P[i,0]; the band
 ** |j - i| <= k, where P's row segment is added to S (it is contiguous:
@@ -24,7 +24,7 @@
 ** weights' sums over the outer runs go to the edge buckets el[i], er[i]
 ** (rel_v's rows 0 and 2k) and the band's weights to their buckets B[i, j-i+k]
 ** (kept relative to their own max, rescaled only when the band is visited).
-**   O += softmax weights . V              cblas_sgemm
+**   O += softmax weights . V              one GEMM, V read in place
 ** and at the end Z = (O + B rel_v) / l, B holding the buckets (one GEMM).
 ** So the relative terms cost O(n k d) + O(n k), not O(n^2 d): two GEMMs of
 ** (n, 2k+1, d) against attention's 4 n^2 d flops, and a pass over the band.
@@ -52,11 +52,14 @@
 **       query block's Q rotated into its own;
 **   query offsets u, w (Transformer-XL): added to the block's Q copies.
 **
-** The block grid depends on n alone and each task does a fixed sequence of
-** operations on its own rows, so the result is bitwise the same for any
-** thread count. With n_q < n only the first n_q queries run (a classifier
-** reads row 0 of the last layer alone): the grid is then the one of n_q
-** queries over n keys, a function of (n, n_q).
+** The products run on src/gemm.c's kernel (the right operand, a block of
+** keys or of table rows, put in its panel order per block; V read as it
+** lies), or cblas_sgemm on a CPU without AVX2 and FMA. The block grid
+** depends on n alone and each task does a fixed sequence of operations on
+** its own rows, so the result is bitwise the same for any thread count.
+** With n_q < n only the first n_q queries run (a classifier reads row 0 of
+** the last layer alone): the grid is then the one of n_q queries over n
+** keys, a function of (n, n_q).
 */
 #include "relattn.h"
 
@@ -152,6 +155,7 @@ typedef struct attn_job {
   size_t table_stride;       /* floats between heads' tables; 0 when shared */
   float *kr;                 /* (n, H*d) rotated keys, or NULL */
   size_t scratch_bytes;
+  int own_gemm;              /* C += A B on src/gemm.c's kernel (FMA), else sgemm */
   atomic_int failed;
 } attn_job;
 
@@ -192,6 +196,10 @@ static size_t scratch_floats(const relattn_rel *t, int bq, int bk, int d,
   if (t->rv) f += (size_t)bq * R;                               /* B */
   if (t->rq)
     f += chunks * ((size_t)g_rows(t, R, bq) * G_CHUNK + 1); /* G, gmin */
+  /* right operands in panel order (src/gemm.c): a key block or P's table
+  ** rows; a chunk of keys for G */
+  f += (size_t)((bk > R ? bk : R) + RELATTN_PANEL) * d;
+  if (t->rq) f += (size_t)G_CHUNK * d;
   return f;
 }
 
@@ -203,6 +211,28 @@ static int span_rows(const relattn_rel *t, int n, int bq) {
   if (t->bucket) return t->rows;
   if (r > (long long)n + bq - 1) r = (long long)n + bq - 1;
   return (int)r;
+}
+
+/* C = alpha A B^T, B (n, k) with rows ldb apart: on src/gemm.c's kernel
+** through pack where the CPU has FMA, else sgemm. */
+static void prod_nt(const attn_job *J, int m, int n, int k, float alpha,
+                    const float *a, int lda, const float *b, int ldb, float *c,
+                    int ldc, float *pack) {
+  if (J->own_gemm)
+    relattn_gemm_nt(c, ldc, a, lda, m, k, n, alpha, b, ldb, pack, n);
+  else
+    relattn_sgemm(0, 1, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
+}
+
+/* C += A B, B (k, n) with rows ldb apart: src/gemm.c's kernel where the
+** CPU has FMA (it reads B in place, where sgemm would pack it first), else
+** sgemm. */
+static void prod_add(const attn_job *J, int m, int n, int k, const float *a,
+                     int lda, const float *b, int ldb, float *c, int ldc) {
+  if (J->own_gemm)
+    relattn_gemm_nn(c, ldc, a, lda, m, k, n, b, ldb);
+  else
+    relattn_sgemm(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
 }
 
 static void attn_task(void *ctx, int task, int worker) {
@@ -237,7 +267,7 @@ static void attn_task(void *ctx, int task, int worker) {
   size_t pstride = 0;
   int ldqs = a->ldq, ldqp = a->ldq, pmin = 0, pmax = -1, np, b_left, b_right;
   float *S, *O, *Qc = NULL, *Qw = NULL, *P = NULL, *B = NULL, *G = NULL;
-  float *m, *l, *el, *er, *mb, *sp;
+  float *m, *l, *el, *er, *mb, *sp, *kp, *gp = NULL;
   int *gmin = NULL, ii, j0, j;
   const int n_chunks = (BK + G_CHUNK - 1) / G_CHUNK;
   const size_t g_size = (size_t)g_rows(T, R, J->bq) * G_CHUNK;
@@ -260,6 +290,9 @@ static void attn_task(void *ctx, int task, int worker) {
     gmin = (int *)sp;
     sp += n_chunks;
   }
+  kp = sp; /* a key block (or P's rows) in panel order */
+  sp += (size_t)((BK > R ? BK : R) + RELATTN_PANEL) * d;
+  if (rq) { gp = sp; sp += (size_t)G_CHUNK * d; } /* a chunk of keys */
   m = sp;  sp += J->bq;
   l = sp;  sp += J->bq;
   el = sp; sp += J->bq;
@@ -296,8 +329,7 @@ static void attn_task(void *ctx, int task, int worker) {
     ldqp = d;
   }
   if (rk) {
-    relattn_sgemm(0, 1, bq, np, d, s, Qp, ldqp, rk + (size_t)pmin * d, d, 0.0f,
-                  P, R);
+    prod_nt(J, bq, np, d, s, Qp, ldqp, rk + (size_t)pmin * d, d, P, R, kp);
     if (beta)
       for (ii = 0; ii < bq; ii++) vec->add(P + (size_t)ii * R, beta + pmin, np);
     pbase = P;
@@ -319,7 +351,7 @@ static void attn_task(void *ctx, int task, int worker) {
     ** columns its last row may use, so masked products are mostly skipped. */
     const int diag = a->causal && j0 + bk > i0 + 1;
     const int panel = diag ? CAUSAL_PANEL : bq;
-    int r0, c0;
+    int r0, c0, keys_packed = 0;
     if (rq) {
       /* Key-side terms of this key block, G_CHUNK keys at a time, each
       ** chunk over the table rows its distances to the block reach. */
@@ -332,10 +364,9 @@ static void attn_task(void *ctx, int task, int worker) {
         if (a->causal && thi > 0) thi = 0;
         bucket_range(T, (long long)j0 + c0 - (i0 + bq - 1), thi, &gmin[cc],
                      &gmax);
-        relattn_sgemm(0, 1, gmax - gmin[cc] + 1, gc, d, s,
-                      rq + (size_t)gmin[cc] * d, d,
-                      a->k + (size_t)(j0 + c0) * a->ldk + (size_t)h * d, a->ldk,
-                      0.0f, G + cc * g_size, G_CHUNK);
+        prod_nt(J, gmax - gmin[cc] + 1, gc, d, s, rq + (size_t)gmin[cc] * d,
+                d, a->k + (size_t)(j0 + c0) * a->ldk + (size_t)h * d, a->ldk,
+                G + cc * g_size, G_CHUNK, gp);
       }
     }
     for (r0 = 0; r0 < bq; r0 += panel) {
@@ -343,9 +374,16 @@ static void attn_task(void *ctx, int task, int worker) {
       /* Columns any row of the panel may use (the mask cuts the last ones). */
       const int width = a->causal && i0 + r1 - j0 < bk ? i0 + r1 - j0 : bk;
       if (width <= 0) continue; /* every key of the block is after these rows */
-      relattn_sgemm(0, 1, r1 - r0, width, d, s, Qs + (size_t)r0 * ldqs, ldqs,
-                    kc + (size_t)j0 * ldkc, ldkc, 0.0f, S + (size_t)r0 * BK,
-                    BK);
+      if (J->own_gemm) { /* the block's keys into panel order once */
+        relattn_gemm_nt(S + (size_t)r0 * BK, BK, Qs + (size_t)r0 * ldqs, ldqs,
+                        r1 - r0, d, width, s,
+                        keys_packed ? NULL : kc + (size_t)j0 * ldkc, ldkc, kp,
+                        bk);
+        keys_packed = 1;
+      } else
+        relattn_sgemm(0, 1, r1 - r0, width, d, s, Qs + (size_t)r0 * ldqs, ldqs,
+                      kc + (size_t)j0 * ldkc, ldkc, 0.0f, S + (size_t)r0 * BK,
+                      BK);
       for (ii = r0; ii < r1; ii++) {
         const int i = i0 + ii;
         float *srow = S + (size_t)ii * BK;
@@ -480,9 +518,9 @@ static void attn_task(void *ctx, int task, int worker) {
           }
         }
       }
-      relattn_sgemm(0, 0, r1 - r0, d, width, 1.0f, S + (size_t)r0 * BK, BK,
-                    a->v + (size_t)j0 * a->ldv + (size_t)h * d, a->ldv, 1.0f,
-                    O + (size_t)r0 * d, d);
+      prod_add(J, r1 - r0, d, width, S + (size_t)r0 * BK, BK,
+               a->v + (size_t)j0 * a->ldv + (size_t)h * d, a->ldv,
+               O + (size_t)r0 * d, d);
     }
   }
 
@@ -494,8 +532,7 @@ static void attn_task(void *ctx, int task, int worker) {
       if (left) brow[b_left - pmin] += el[ii];
       if (right) brow[b_right - pmin] += er[ii];
     }
-    relattn_sgemm(0, 0, bq, d, np, 1.0f, B, R, rv + (size_t)pmin * d, d, 1.0f,
-                  O, d);
+    prod_add(J, bq, d, np, B, R, rv + (size_t)pmin * d, d, O, d);
   }
   for (ii = 0; ii < bq; ii++) {
     float *orow = a->out + (size_t)(i0 + ii) * a->ldo + (size_t)h * d;
@@ -606,6 +643,7 @@ int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
   J.n_qb = (J.nq + J.bq - 1) / J.bq;
   J.scale = (float)(J.t.scale > 0 ? J.t.scale : 1.0 / sqrt((double)a->d_head));
   J.table_stride = J.t.per_head ? (size_t)J.t.rows * J.d : 0;
+  J.own_gemm = strcmp(relattn_simd_path(), "scalar") != 0;
   J.scratch_bytes = sizeof(float) * scratch_floats(&J.t, J.bq, J.bk, J.d, J.R);
   atomic_init(&J.failed, 0);
   tasks = (long long)a->heads * J.n_qb;

@@ -58,6 +58,11 @@
 ** on relattn_scan at one thread (d_model 256, 4 layers): 22% fewer tokens per
 ** CPU second on 10-40-token rows than when packed rows shared GEMMs (OpenBLAS
 ** packs the weights once per product: per sequence now), none on 50-500.
+** Where the CPU has FMA the layers' products are src/gemm.c's instead (the
+** model's weights put in panel order once, at load): each output is one
+** chain of fmaf over the inner dimension, which no other row can change, and
+** nothing is repacked per block. OpenBLAS keeps the heads' products (pooler,
+** classifier, masked-LM and LM heads), under the block rule above.
 ** Only the outputs asked for are computed: the LM head only for log-probs,
 ** and for an attention map alone only the layers up to the map's.
 **
@@ -297,6 +302,17 @@ static void linear(float *y /* (rows, ldy) */, int ldy, const float *x,
     }
 }
 
+/* linear() for a layer's weight: the model's weights in panel order go to
+** src/gemm.c's kernel (its own fixed order of arithmetic), else sgemm. */
+static void layer_linear(const relattn_model *m, float *y, int ldy,
+                         const float *x, int ldx, int rows, int in, int out,
+                         const float *w, const float *b, float beta) {
+  if (m->packed)
+    relattn_gemm(y, ldy, x, ldx, rows, in, out, w, b, beta != 0.0f);
+  else
+    linear(y, ldy, x, ldx, rows, in, out, w, b, beta);
+}
+
 /* GELU, the exact form: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), with erf
 ** from Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7):
 **   1 - erf(z) = t (a1 + t (a2 + ... + t a5)) exp(-z^2),  t = 1 / (1 + p z)
@@ -499,16 +515,18 @@ static void qkv_task(void *ctxp, int task, int worker) {
     model_norm(c->m, h, in, rows, L->ln1_w, L->ln1_b);
     in = h;
   }
-  if (L->wk == L->wq + (size_t)w * d && L->wv == L->wk + (size_t)w * d &&
+  if (!c->m->packed && L->wk == L->wq + (size_t)w * d &&
+      L->wv == L->wk + (size_t)w * d &&
       (L->bq ? L->bk == L->bq + w && L->bv == L->bk + w : !L->bk && !L->bv)) {
     /* the store lays wq, wk, wv (and bq, bk, bv) out back to back: one
     ** (3i, d) product fills the three side by side */
     linear(qkv, 3 * w, in, d, rows, d, 3 * w, L->wq, L->bq, 0.0f);
     return;
   }
-  linear(qkv, 3 * w, in, d, rows, d, w, L->wq, L->bq, 0.0f);
-  linear(qkv + w, 3 * w, in, d, rows, d, w, L->wk, L->bk, 0.0f);
-  linear(qkv + 2 * w, 3 * w, in, d, rows, d, w, L->wv, L->bv, 0.0f);
+  layer_linear(c->m, qkv, 3 * w, in, d, rows, d, w, L->wq, L->bq, 0.0f);
+  layer_linear(c->m, qkv + w, 3 * w, in, d, rows, d, w, L->wk, L->bk, 0.0f);
+  layer_linear(c->m, qkv + 2 * w, 3 * w, in, d, rows, d, w, L->wv, L->bv,
+               0.0f);
 }
 
 /* The rest of a layer for one block: output projection and residual, the
@@ -528,7 +546,7 @@ static void ffn_task(void *ctxp, int task, int worker) {
   pre = cfg->norm == RELATTN_NORM_PRE;
   /* the attention output's rows (hw apart), then the block's rows of h
   ** hold its normed rows (d apart) */
-  linear(x, d, h, c->hw, rows, c->in, d, L->wo, L->bo, 1.0f);
+  layer_linear(c->m, x, d, h, c->hw, rows, c->in, d, L->wo, L->bo, 1.0f);
   if (pre) {
     model_norm(c->m, h, x, rows, L->ln2_w, L->ln2_b);
     in = h;
@@ -536,16 +554,19 @@ static void ffn_task(void *ctxp, int task, int worker) {
     model_norm(c->m, x, x, rows, L->ln1_w, L->ln1_b);
     in = x;
   }
-  linear(hid, cfg->d_ff, in, d, rows, d, cfg->d_ff, L->w1, L->b1, 0.0f);
+  layer_linear(c->m, hid, cfg->d_ff, in, d, rows, d, cfg->d_ff, L->w1, L->b1,
+               0.0f);
   activate(hid, (size_t)rows * cfg->d_ff, cfg->activation);
   if (cfg->ffn_gated) {
     /* the gate's rows after the hidden rows (rows_floats has room) */
     float *gate = hid + (size_t)rows * cfg->d_ff;
     size_t i, count = (size_t)rows * cfg->d_ff;
-    linear(gate, cfg->d_ff, in, d, rows, d, cfg->d_ff, L->w3, L->b3, 0.0f);
+    layer_linear(c->m, gate, cfg->d_ff, in, d, rows, d, cfg->d_ff, L->w3,
+                 L->b3, 0.0f);
     for (i = 0; i < count; i++) hid[i] *= gate[i];
   }
-  linear(x, d, hid, cfg->d_ff, rows, cfg->d_ff, d, L->w2, L->b2, 1.0f);
+  layer_linear(c->m, x, d, hid, cfg->d_ff, rows, cfg->d_ff, d, L->w2, L->b2,
+               1.0f);
   if (!pre) model_norm(c->m, x, x, rows, L->ln2_w, L->ln2_b);
 }
 

@@ -600,8 +600,72 @@ size_t relattn_model_prepared_bytes(const relattn_config *c) {
   return total;
 }
 
+/* The layer weights the forward pass reads in panel order (src/gemm.c). */
+static const size_t packed_fields[] = {
+    offsetof(relattn_layer, wq), offsetof(relattn_layer, wk),
+    offsetof(relattn_layer, wv), offsetof(relattn_layer, wo),
+    offsetof(relattn_layer, w1), offsetof(relattn_layer, w3),
+    offsetof(relattn_layer, w2)};
+#define N_PACKED (int)(sizeof packed_fields / sizeof packed_fields[0])
+
+int relattn_model_slot_packed(const relattn_model *m, int i, int *out,
+                              int *in) {
+  int layer, f;
+  relattn_tensor_spec s;
+  const tensor_row *r;
+  if (!m->packed) return 0;
+  r = row_of(&m->cfg, i, &layer);
+  if (!r || layer < 0) return 0;
+  for (f = 0; f < N_PACKED; f++)
+    if (r->field == packed_fields[f]) {
+      spec_shape(&m->cfg, i, &s);
+      *out = (int)s.shape[0];
+      *in = (int)s.shape[1];
+      return 1;
+    }
+  return 0;
+}
+
+/* The layers' linear weights into panel order, where the CPU runs the
+** kernel that reads them (AVX2 and FMA); elsewhere they stay as stored and
+** the forward pass calls sgemm. */
+static int pack_layers(relattn_model *m, const char *what, char *err,
+                       size_t errlen) {
+  const relattn_config *c = &m->cfg;
+  const int n = relattn_model_n_tensors(c);
+  int i, out, in;
+  if (m->packed || strcmp(relattn_simd_path(), "scalar") == 0)
+    return RELATTN_OK;
+  m->packed = 1;
+  for (i = 0; i < n; i++) {
+    if (!relattn_model_slot_packed(m, i, &out, &in)) continue;
+    if (relattn_pack(relattn_model_slot(m, i), out, in) != RELATTN_OK) {
+      /* the layers before are in panel order, the rest not: unusable */
+      m->packed = 0;
+      return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                            "%s: out of memory putting the weights in order",
+                            what);
+    }
+  }
+  return RELATTN_OK;
+}
+
+static int prepare_terms(relattn_model *m, const char *what, char *err,
+                         size_t errlen);
+
 int relattn_model_prepare(relattn_model *m, const char *what, char *err,
                           size_t errlen) {
+  /* the terms first: deberta's tables project the rows through wk, wq as
+  ** stored */
+  int rc = prepare_terms(m, what, err, errlen);
+  if (rc != RELATTN_OK) return rc;
+  return pack_layers(m, what, err, errlen);
+}
+
+/* What the position scheme builds once from the weights (rel_key*, xl,
+** deberta). */
+static int prepare_terms(relattn_model *m, const char *what, char *err,
+                         size_t errlen) {
   const relattn_config *c = &m->cfg;
   relattn_pos_tables tb;
   const int dh = relattn_config_d_head(c), xl = c->pos.type == RELATTN_POS_XL;

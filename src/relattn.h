@@ -55,6 +55,37 @@ void relattn_blas_restore(int previous);
 const char *relattn_blas_config(void);  /* OpenBLAS's own description */
 const char *relattn_blas_corename(void); /* the kernel set it chose: "Haswell", ... */
 
+/* ---- the linear layers' product (src/gemm.c) --------------------------- */
+
+/* Output rows per panel of a weight in panel order (src/gemm.c). */
+#define RELATTN_PANEL 32
+/* W (out, in) into panel order: in place (0, or RELATTN_ERR_NOMEM for its
+** temporary copy), or from w into dst; relattn_unpack gives W back. */
+int relattn_pack(float *w, int out, int in);
+void relattn_pack_into(float *dst, const float *w, int out, int in);
+void relattn_unpack(float *dst, const float *packed, int out, int in);
+/* y (rows, ldy) = (accumulate ? y : 0) + b + x W^T, W in panel order, b
+** (out) or NULL; each element a chain of fmaf over k in order. */
+void relattn_gemm(float *y, int ldy, const float *x, int ldx, int rows, int in,
+                  int out, const float *wp, const float *b, int accumulate);
+/* The same on a named path ("avx512", "avx2", "scalar"), where
+** relattn_gemm_path_ok says this CPU runs it. */
+void relattn_gemm_on(const char *path, float *y, int ldy, const float *x,
+                     int ldx, int rows, int in, int out, const float *wp,
+                     const float *b, int accumulate);
+int relattn_gemm_path_ok(const char *path);
+/* The attention's products on the same kernel and path: y += x B, B (in,
+** out) row-major with rows ldb apart, read in place. */
+void relattn_gemm_nn(float *y, int ldy, const float *x, int ldx, int rows,
+                     int in, int out, const float *b, int ldb);
+/* y = alpha (x B^T) for B's first out rows, B (packed, in) with rows ldb
+** apart: B goes into panel order in pack (packed rounded up to
+** RELATTN_PANEL, times in floats) first; with b NULL pack holds it already
+** (an earlier call's, with the same packed). */
+void relattn_gemm_nt(float *y, int ldy, const float *x, int ldx, int rows,
+                     int in, int out, float alpha, const float *b, int ldb,
+                     float *pack, int packed);
+
 /* ---- thread pool (src/pool.c) ------------------------------------------ */
 
 typedef struct relattn_pool relattn_pool;
@@ -430,6 +461,10 @@ typedef struct relattn_model {
                                       ** built from its weights once
                                       ** (relattn_model_prepare), else NULL */
   void *mem;                          /* owns every array above */
+  int packed;                         /* the layers' wq wk wv wo w1 w3 w2 are in
+                                      ** panel order (src/gemm.c): set by
+                                      ** relattn_model_prepare where the CPU
+                                      ** has FMA; else as stored */
   relattn_tokenizer *tok;             /* owned; freed by relattn_model_free */
 } relattn_model;
 
@@ -550,6 +585,9 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
                           size_t errlen);
 /* Bytes relattn_model_prepare allocates (an upper bound; SIZE_MAX on
 ** overflow), for memory limits: 0 for schemes without such tables. */
+/* Whether tensor slot i is kept in panel order (*out, *in its shape). */
+int relattn_model_slot_packed(const relattn_model *m, int i, int *out,
+                              int *in);
 size_t relattn_model_prepared_bytes(const relattn_config *c);
 void relattn_model_free(relattn_model *m);          /* frees m->mem */
 

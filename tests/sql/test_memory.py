@@ -40,7 +40,9 @@ def per_worker(cfg, n):
     bq = min(n, BLOCK_Q)
     rows = 2 * min(cfg["position"]["clip"], n - 1) + 1
     tables = 2 if cfg["position"]["values"] else 1
-    attn = 4 * (bq * BLOCK_K + bq * dh + tables * bq * rows + 5 * bq)
+    # and a key block (or the table's rows) in the product kernel's panel order
+    attn = 4 * (bq * BLOCK_K + bq * dh + tables * bq * rows + 5 * bq
+                + (max(BLOCK_K, rows) + 32) * dh)
     return block + attn
 
 
@@ -108,7 +110,8 @@ def test_scalar_bound_grows_with_threads_and_clip(db, rng):
         db.execute("SELECT relattn_max_memory(1 << 31)")
         return int(msg.split("needs ")[1].split()[0])
     one, eight = need(4, 1, 600), need(4, 8, 600)
-    assert eight - one == 7 * (4 * 256 * 1024 + 4 * (256 * 512 + 256 * 16 + 2 * 256 * 9 + 5 * 256))
+    assert eight - one == 7 * (4 * 256 * 1024 + 4 * (256 * 512 + 256 * 16 + 2 * 256 * 9 + 5 * 256
+                                                    + (512 + 32) * 16))
     # clip 4 -> 100 at n = 600: two tables of 256 x (2 clip + 1) floats more per worker
     assert need(100, 8, 600) - eight == 8 * 4 * 2 * 256 * (201 - 9)
 

@@ -262,6 +262,15 @@ static void run_case(relattn_pool *pool, relattn_config cfg, int n) {
   mh = (int)(unit_next() % cfg.n_heads);
   ref_forward(&t.m, tok, n, mean_from, rlp, rtop, rlsm, remb, rcls, ml, mh,
               rmap);
+  /* half the cases as the store loads a model: relattn_model_prepare puts
+  ** the layers' weights in panel order (src/gemm.c's kernel) where the CPU
+  ** has FMA; the reference above read them as stored */
+  if (unit_next() % 2) {
+    CHECK(relattn_model_prepare(&t.m, "test", err, sizeof err) == RELATTN_OK,
+          "prepare: %s", err);
+    CHECK(t.m.packed == (strcmp(relattn_simd_path(), "scalar") != 0),
+          "packed %d on path %s", t.m.packed, relattn_simd_path());
+  }
 
   memset(&f, 0, sizeof f);
   f.tokens = tok;
