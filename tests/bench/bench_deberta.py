@@ -28,7 +28,7 @@ relattn time (target >= 2), and the largest difference between the two sides' re
 
 BENCH_DEBERTA_ROWS (default 40), BENCH_DEBERTA_ROUNDS (default 3), BENCH_DEBERTA_THREADS
 (default "1 2": the thread counts to run) change the size; BENCH_DEBERTA_JOBS (default
-"embed classify") the jobs. 40 rows take about 5 minutes on a quiet 2-core machine.
+"embed classify") the jobs, BENCH_DEBERTA_SHAPES (default "demo base") the models. 40 rows take about 5 minutes on a quiet 2-core machine.
 
 Measured here (40 rows, 3 rounds, OpenBLAS Cooperlake kernels, load average about 1.5; wall / CPU;
 torch's best settings batch/pool/OpenBLAS threads in brackets):
@@ -75,6 +75,7 @@ ROWS = int(os.environ.get("BENCH_DEBERTA_ROWS", "40"))
 ROUNDS = int(os.environ.get("BENCH_DEBERTA_ROUNDS", "3"))
 JOBS = os.environ.get("BENCH_DEBERTA_JOBS", "embed classify").split()
 THREADS = [int(t) for t in os.environ.get("BENCH_DEBERTA_THREADS", "1 2").split()]
+SHAPE_NAMES = os.environ.get("BENCH_DEBERTA_SHAPES", "demo base").split()
 TOKENIZER = ROOT / "models" / "deberta-licenses"
 LABELS = ["a", "b", "c", "d", "e", "f"]
 SHAPES = {"demo": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512),
@@ -270,7 +271,7 @@ def main():
     print(f"{'model':5s} {'job':9s} {'threads':>7s} | {'relattn':>7s} {'cpu':>7s} {'tok/s':>7s} | "
           f"{'torch':>7s} {'cpu':>7s} {'tok/s':>7s} {'b/pt/blas':>9s} | {'wall':>7s} {'cpu':>7s} | agreement")
     with tempfile.TemporaryDirectory() as tmp:
-        for shape in SHAPES:
+        for shape in SHAPE_NAMES:
             for job in JOBS:
                 for line in bench(shape, job, tmp, rng):
                     print(line, flush=True)
