@@ -155,7 +155,10 @@ typedef struct attn_job {
   size_t table_stride;       /* floats between heads' tables; 0 when shared */
   float *kr;                 /* (n, H*d) rotated keys, or NULL */
   size_t scratch_bytes;
-  int own_gemm;              /* C += A B on src/gemm.c's kernel (FMA), else sgemm */
+  int own_gemm;              /* products on src/gemm.c's kernel (FMA), else sgemm */
+  int id_lo, id_hi;          /* bucket map entries [id_lo, id_hi] around
+                             ** distance 0 where it is a shift: bucket[t] =
+                             ** bucket[id_lo] + t - id_lo */
   atomic_int failed;
 } attn_job;
 
@@ -233,6 +236,26 @@ static void prod_add(const attn_job *J, int m, int n, int k, const float *a,
     relattn_gemm_nn(c, ldc, a, lda, m, k, n, b, ldb);
   else
     relattn_sgemm(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
+}
+
+/* s[q] += g[base + bucket[t0 + q] G_CHUNK + q] for q < len (the key-side
+** term along a row: each key its own column of a chunk of G). Where the map
+** is a shift ([id_lo, id_hi]) the element steps by G_CHUNK + 1: the same
+** floats without reading the map. */
+static void band_g(const relattn_vec *vec, float *s, const float *g,
+                   const int *bucket, int t0, int len, int base, int id_lo,
+                   int id_hi) {
+  const int q0 = id_lo - t0 < 0 ? 0 : (id_lo - t0 > len ? len : id_lo - t0);
+  const int q1 = id_hi + 1 - t0 < q0    ? q0
+                 : id_hi + 1 - t0 > len ? len
+                                        : id_hi + 1 - t0;
+  if (q0 > 0) vec->gather_add(s, g, bucket + t0, q0, base, G_CHUNK, 1);
+  if (q1 > q0)
+    vec->gather_add(s + q0, g, NULL, q1 - q0,
+                    base + q0 + bucket[t0 + q0] * G_CHUNK, G_CHUNK, 1);
+  if (len > q1)
+    vec->gather_add(s + q1, g, bucket + t0 + q1, len - q1, base + q1, G_CHUNK,
+                    1);
 }
 
 static void attn_task(void *ctx, int task, int worker) {
@@ -416,8 +439,20 @@ static void attn_task(void *ctx, int task, int worker) {
             if (!T->bucket) {
               vec->add(srow + b0, prow + (b0 - lo - pmin), b1 - b0);
             } else {
-              vec->gather_add(srow + b0, prow, T->bucket + (b0 - lo), b1 - b0,
-                              -pmin, 1, 0);
+              /* where the map is a shift (DeBERTa's |delta| < mid, T5's
+              ** exact buckets) the row segment is contiguous: an add */
+              const long long u0 = J->id_lo + lo, u1 = J->id_hi + 1 + lo;
+              const int x0 = (int)(u0 < b0 ? b0 : (u0 > b1 ? b1 : u0));
+              const int x1 = (int)(u1 < x0 ? x0 : (u1 > b1 ? b1 : u1));
+              if (x0 > b0)
+                vec->gather_add(srow + b0, prow, T->bucket + (b0 - lo),
+                                x0 - b0, -pmin, 1, 0);
+              if (x1 > x0)
+                vec->add(srow + x0, prow + (T->bucket[x0 - lo] - pmin),
+                         x1 - x0);
+              if (b1 > x1)
+                vec->gather_add(srow + x1, prow, T->bucket + (x1 - lo),
+                                b1 - x1, -pmin, 1, 0);
             }
           }
           if (G)
@@ -427,8 +462,8 @@ static void attn_task(void *ctx, int task, int worker) {
               const int len = b1 - j < G_CHUNK - off ? b1 - j : G_CHUNK - off;
               const int t0 = (int)(j - lo);
               if (T->bucket)
-                vec->gather_add(srow + j, G + cc * g_size, T->bucket + t0, len,
-                                off - gmin[cc] * G_CHUNK, G_CHUNK, 1);
+                band_g(vec, srow + j, G + cc * g_size, T->bucket, t0, len,
+                       off - gmin[cc] * G_CHUNK, J->id_lo, J->id_hi);
               else
                 vec->gather_add(srow + j, G + cc * g_size, NULL, len,
                                 off + (t0 - gmin[cc]) * G_CHUNK, G_CHUNK, 1);
@@ -644,6 +679,12 @@ int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
   J.scale = (float)(J.t.scale > 0 ? J.t.scale : 1.0 / sqrt((double)a->d_head));
   J.table_stride = J.t.per_head ? (size_t)J.t.rows * J.d : 0;
   J.own_gemm = strcmp(relattn_simd_path(), "scalar") != 0;
+  if (J.t.bucket) {
+    const int *b = J.t.bucket, D = J.t.band;
+    J.id_lo = J.id_hi = D;
+    while (J.id_lo > 0 && b[J.id_lo - 1] == b[J.id_lo] - 1) J.id_lo--;
+    while (J.id_hi < 2 * D && b[J.id_hi + 1] == b[J.id_hi] + 1) J.id_hi++;
+  }
   J.scratch_bytes = sizeof(float) * scratch_floats(&J.t, J.bq, J.bk, J.d, J.R);
   atomic_init(&J.failed, 0);
   tasks = (long long)a->heads * J.n_qb;
