@@ -28,28 +28,33 @@ relattn time (target >= 2), and the largest difference between the two sides' re
 
 BENCH_DEBERTA_ROWS (default 40), BENCH_DEBERTA_ROUNDS (default 3), BENCH_DEBERTA_THREADS
 (default "1 2": the thread counts to run) change the size; BENCH_DEBERTA_JOBS (default
-"embed classify") the jobs, BENCH_DEBERTA_SHAPES (default "demo base") the models. 40 rows take about 5 minutes on a quiet 2-core machine.
+"embed classify") the jobs, BENCH_DEBERTA_SHAPES (default "demo base") the models. 40 rows take
+about 15 minutes on a quiet 2-core machine, most of it torch's tuning.
 
-Measured here (40 rows, 3 rounds, OpenBLAS Cooperlake kernels, load average about 1.5; wall / CPU;
-torch's best settings batch/pool/OpenBLAS threads in brackets):
-  demo  embed     1 thread  1.94x / 1.55x (1/1/1)   2 threads 3.50x / 3.65x (1/1/2)
-  demo  classify  1 thread  3.60x / 3.68x (1/1/1)   2 threads 5.44x / 5.71x (1/2/1)
-  base  embed     1 thread  1.44x / 1.41x (1/1/1)   2 threads 1.97x / 2.01x (1/1/2)
-  base  classify  1 thread  1.53x / 1.56x (1/1/1)   2 threads 2.36x / 2.40x (1/1/2)
-The classify rows are from after the last layer ran row 0 alone for the classifier (one run per
-thread count, load average 1.1-1.9; before: demo 2.18x / 2.11x and 3.91x / 3.96x, base 1.58x /
-1.54x and 1.70x / 1.72x). The ratios move with the machine's load through torch's time: at one
-thread by about a tenth (two runs at load 3 gave base classify 1.71x / 1.72x), at two threads far
-more (torch's two-thread runs at load 3 took 2-5 times as long, so those are not shown). The
-change itself, old and new relattn interleaved on the same rows: base classify 12% less CPU time.
-The realistic shape misses the 2x target at one thread. Where relattn's time goes for base at 1
-thread (perf, before the row-0 change):
-OpenBLAS's sgemm kernel 56% and its packing of the left operand (sgemm_incopy) 10%, the gather of
-DeBERTa's c2p/p2c terms 3.7%, norms 2.3%, GELU 1.4%. The linear layers (about 77 GFLOP/s) are the
-same OpenBLAS calls PyTorch makes, so the ratio is bounded by what PyTorch spends outside them; the
-packing share comes mostly from the attention kernel's many small products, which an own
-fixed-order small GEMM could avoid. Earlier figures of this bench (2.2-2.9x at one thread) let
-torch's OpenBLAS use both cores and counted it against torch's CPU time; they are withdrawn.
+Measured here (40 rows, 3 rounds, OpenBLAS Cooperlake kernels, load average about 1.7; wall / CPU;
+torch's best settings batch/pool/OpenBLAS threads in brackets), with the layers' and the
+attention's products on relattn's own kernel (src/gemm.c) and the last layer run for row 0 alone
+where only row 0 is read:
+  demo  embed     1 thread  2.30x / 2.27x (1/1/1)   2 threads 4.32x / 4.47x (1/2/1)
+  demo  classify  1 thread  4.80x / 3.95x (1/1/1)   2 threads 7.92x / 4.19x (1/1/1)
+  base  embed     1 thread  1.63x / 1.59x (1/1/1)   2 threads 2.36x / 2.41x (1/1/2)
+  base  classify  1 thread  1.93x / 1.87x (1/1/1)   2 threads 2.70x / 2.75x (1/1/2)
+Before the own kernel (same bench, OpenBLAS for every product): base embed 1.44x / 1.97x, base
+classify 1.58x / 1.70x, demo embed 1.94x / 3.50x. The ratios move with the machine's load through
+torch's time, by about a tenth at one thread (torch's base time went 6.0-7.2 s across runs).
+
+Why base stays under 2x at one thread (perf of the embed job, 12,268 tokens, 4.30 s): the linear
+layers are 21.2 MFLOP a token in both programs, 260 GFLOP here, which relattn's kernel runs at
+99 GFLOP/s (61% of the time) against a one-core FMA peak of about 105 on this CPU (AVX-512 on two
+256-bit pipes; OpenBLAS's sgemm, which torch calls, 82-92 on these shapes in a loop). The attention's products (S,
+weights V, DeBERTa's c2p and p2c tables: about 2 n d_head (2n + R + R') flops a head, R and R'
+the table rows a sequence reaches, 1.3-1.5 n here) are 83 GFLOP at 89 GFLOP/s (22%); the rest is
+the softmax, DeBERTa's gathers (5%), GELU, norms and the scan (17%). Both products at peak and
+nothing else would take 3.3 s, so with torch at 6.0-7.0 s the one-thread ratio cannot pass
+1.8-2.1 on this CPU, and what the rest costs keeps it under. At two threads relattn's workers take
+whole rows and scale by 1.9; torch's work outside its products does not.
+Earlier figures of this bench (2.2-2.9x at one thread) let torch's OpenBLAS use both cores and
+counted it against torch's CPU time; they are withdrawn.
 """
 import ctypes
 import json
