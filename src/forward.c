@@ -61,8 +61,11 @@
 ** Where the CPU has FMA the layers' products are src/gemm.c's instead (the
 ** model's weights put in panel order once, at load): each output is one
 ** chain of fmaf over the inner dimension, which no other row can change, and
-** nothing is repacked per block. OpenBLAS keeps the heads' products (pooler,
-** classifier, masked-LM and LM heads), under the block rule above.
+** nothing is repacked per block, so short rows lost their price: 10-40-token
+** rows went from 6421 to 10457 tokens per CPU second (same model, one
+** thread), 1.27 times what packed rows had. OpenBLAS keeps the heads'
+** products (pooler, classifier, masked-LM and LM heads), under the block
+** rule above.
 ** Only the outputs asked for are computed: the LM head only for log-probs,
 ** and for an attention map alone only the layers up to the map's.
 **
