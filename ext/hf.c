@@ -1015,6 +1015,15 @@ static int readTokenizer(sqlite3 *db, const hf_model *m,
       jclose(&j);
       return SQLITE_ERROR;
     }
+    if (out->kind == RELATTN_TOK_SENTENCEPIECE &&
+        jbool(&j, "split_by_punct", 0) == 1 && j.rc == SQLITE_OK) {
+      /* DebertaV2Tokenizer then cuts the text at punctuation before
+      ** SentencePiece sees it: other pieces than ours */
+      *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: split_by_punct "
+                               "true is not supported", FN);
+      jclose(&j);
+      return SQLITE_ERROR;
+    }
     for (i = 0; i < N_ROLES && j.rc == SQLITE_OK; i++)
       text[i] = jstr(&j, roles[i].key, 1);
     rc = j.rc;

@@ -204,10 +204,16 @@ def test_tokenizer_refusals(db, bert, deberta):
             "tokenizer", tok_config=json.dumps(tc))
     refused(db, deberta, "relattn_import: tokenizer_config_json is not a "
             "JSON object", tok_config="[1]")
+    tc = dict(deberta.tok_config, split_by_punct=True)
+    refused(db, deberta, "relattn_import: tokenizer_config_json: "
+            "split_by_punct true is not supported", tok_config=json.dumps(tc))
     tc = dict(bert.tok_config, do_basic_tokenize=False)
     refused(db, bert, "relattn_import: tokenizer_config_json: "
             "do_basic_tokenize false is not supported",
             tok_config=json.dumps(tc))
+    # split_by_punct false, Hugging Face's default, imports
+    tc = dict(deberta.tok_config, split_by_punct=False)
+    assert run(db, deberta, tok_config=json.dumps(tc)) > 0
 
 
 def test_tokenizer_config_needs_an_hf_config(db):
