@@ -29,9 +29,11 @@
 ** query-side table is a second product the size of Q K^T (a query block
 ** against the n + 256 rows it reaches) and rel_key_query's key side a
 ** third; the band's per-element gathers add the rest. At n = 16384 a call
-** takes 1.1-1.6 MB for none/shaw/t5/alibi, 4.3 MB deberta, 34-43 MB for
+** takes 1.4-1.9 MB for none/shaw/t5/alibi, 4.6 MB deberta, 42-51 MB for
 ** the unclipped tables (their scratch per thread and flipped table grow
-** with n: O(n)), 37 MB rope (its rotated keys, n x H x d floats).
+** with n: O(n)), 37.5 MB rope (its rotated keys, n x H x d floats); each
+** thread's scratch includes a key block (or the table's rows) in the
+** product kernel's panel order (src/gemm.c), 136 KB at d_head 64.
 **
 **   bench_attention [--quick]        BENCH_REPS=r multiplies the rounds
 */
