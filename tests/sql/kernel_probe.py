@@ -29,7 +29,8 @@ def main():
     modelgen.load(db, "m", cfg, rng)
     db.execute("SELECT relattn_threads(?)", (threads,))
     debug = db.execute("SELECT relattn_debug()").fetchone()[0]
-    out = {"blas": [line for line in debug.split("\n") if line.startswith("blas:")][0]}
+    out = {"blas": [line for line in debug.split("\n") if line.startswith("blas:")][0],
+           "simd": [line for line in debug.split("\n") if line.startswith("simd:")][0]}
     lens = [1, 3, 17, 40, 130, 300, 520]
     seqs = [rng.integers(0, 256, n).astype("<i4").tobytes() for n in lens]
     db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
