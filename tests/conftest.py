@@ -53,6 +53,17 @@ def from_f32(b, shape=None):
     return a.reshape(shape) if shape is not None else a
 
 
+def attention_maps(db, blob, shape, model="m"):
+    """relattn_attention_weights(model, blob) as an array of shape (layers, heads, n, n),
+    zero where it gives no row, and its rows (layer, head, qpos, kpos, weight)."""
+    rows = db.execute("SELECT layer, head, qpos, kpos, weight FROM "
+                      "relattn_attention_weights(?, ?)", (model, blob)).fetchall()
+    got = np.zeros(shape)
+    for layer, head, q, k, w in rows:
+        got[layer, head, q, k] = w
+    return got, rows
+
+
 def rel_err(out, ref):
     out = np.asarray(out, dtype=np.float64)
     ref = np.asarray(ref, dtype=np.float64)

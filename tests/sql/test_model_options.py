@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import modelgen  # noqa: E402
 import reference_model as ref  # noqa: E402
 import safetensors_py  # noqa: E402
-from conftest import from_f32, rel_err  # noqa: E402
+from conftest import attention_maps, from_f32, rel_err  # noqa: E402
 
 SEP = 259  # the byte tokenizer's ids over 255: bos 256, eos 257, pad 258
 
@@ -143,12 +143,8 @@ def test_encoder_embed(db, rng, case):
     tokens = random_tokens(rng, 30, cfg)
     maps = np.array(ref.forward(cfg, params, ref.model_input(cfg, tokens),
                                 maps=True)["maps"])
-    rows = db.execute("SELECT layer, head, qpos, kpos, weight FROM "
-                      "relattn_attention_weights('m', ?)", (toks(tokens),)).fetchall()
+    got, rows = attention_maps(db, toks(tokens), maps.shape)
     assert len(rows) == maps.size
-    got = np.zeros_like(maps)
-    for layer, head, q, k, w in rows:
-        got[layer, head, q, k] = w
     assert np.abs(got - maps).max() < 1e-5
 
 
@@ -390,12 +386,8 @@ def test_d_head_encoder_embed_and_maps(db, rng, case):
     tokens = random_tokens(rng, 30, cfg)
     maps = np.array(ref.forward(cfg, params, ref.model_input(cfg, tokens),
                                 maps=True)["maps"])
-    rows = db.execute("SELECT layer, head, qpos, kpos, weight FROM "
-                      "relattn_attention_weights('m', ?)", (toks(tokens),)).fetchall()
+    got, rows = attention_maps(db, toks(tokens), maps.shape)
     assert len(rows) == maps.size
-    got = np.zeros_like(maps)
-    for layer, head, q, k, w in rows:
-        got[layer, head, q, k] = w
     assert np.abs(got - maps).max() < 1e-5
     svg = db.execute("SELECT relattn_svg_attention('m', ?, 1, 2)",
                      (toks(tokens),)).fetchone()[0]

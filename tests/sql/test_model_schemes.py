@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import modelgen  # noqa: E402
 import reference_model as ref  # noqa: E402
 import safetensors_py  # noqa: E402
-from conftest import from_f32, rel_err  # noqa: E402
+from conftest import attention_maps, from_f32, rel_err  # noqa: E402
 
 POSITIONS = {
     "none": {"type": "none"},
@@ -96,12 +96,8 @@ def test_encoder_embed_and_maps(db, rng, scheme):
         assert rel_err(got, ref.embedding(cfg, params, tokens)) < 1e-5
     tokens = random_tokens(rng, 30, cfg)
     maps = np.array(ref.forward(cfg, params, tokens, maps=True)["maps"])
-    rows = db.execute("SELECT layer, head, qpos, kpos, weight FROM "
-                      "relattn_attention_weights('m', ?)", (toks(tokens),)).fetchall()
+    got, rows = attention_maps(db, toks(tokens), maps.shape)
     assert len(rows) == maps.size
-    got = np.zeros_like(maps)
-    for layer, head, q, k, w in rows:
-        got[layer, head, q, k] = w
     assert np.abs(got - maps).max() < 1e-5
 
 
@@ -111,12 +107,8 @@ def test_decoder_maps(db, rng, scheme):
     tokens = random_tokens(rng, 33, cfg)
     maps = np.array(ref.forward(cfg, params, ref.model_input(cfg, tokens),
                                 maps=True)["maps"])
-    rows = db.execute("SELECT layer, head, qpos, kpos, weight FROM "
-                      "relattn_attention_weights('m', ?)", (toks(tokens),)).fetchall()
-    got = np.zeros_like(maps)
-    for layer, head, q, k, w in rows:
-        assert k <= q
-        got[layer, head, q, k] = w
+    got, rows = attention_maps(db, toks(tokens), maps.shape)
+    assert all(k <= q for _, _, q, k, _ in rows)
     assert np.abs(got - maps).max() < 1e-5
 
 
