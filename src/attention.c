@@ -678,7 +678,7 @@ int relattn_attention(const relattn_attn *a, relattn_pool *pool, char *err,
   J.n_qb = (J.nq + J.bq - 1) / J.bq;
   J.scale = (float)(J.t.scale > 0 ? J.t.scale : 1.0 / sqrt((double)a->d_head));
   J.table_stride = J.t.per_head ? (size_t)J.t.rows * J.d : 0;
-  J.own_gemm = strcmp(relattn_simd_path(), "scalar") != 0;
+  J.own_gemm = relattn_simd_fma();
   if (J.t.bucket) {
     const int *b = J.t.bucket, D = J.t.band;
     J.id_lo = J.id_hi = D;

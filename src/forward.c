@@ -450,11 +450,6 @@ __attribute__((target("avx2,fma"))) static size_t gelu_avx2(float *x,
   return i;
 }
 
-static int have_avx2(void) {
-  static int known = -1; /* a benign race: every thread writes the same */
-  if (known < 0) known = strcmp(relattn_simd_path(), "scalar") != 0;
-  return known;
-}
 #endif
 
 static void activate(float *x, size_t count, int activation) {
@@ -465,13 +460,13 @@ static void activate(float *x, size_t count, int activation) {
   }
   if (activation == RELATTN_GELU_TANH) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (have_avx2()) i = gelu_tanh_avx2(x, count);
+    if (relattn_simd_fma()) i = gelu_tanh_avx2(x, count);
 #endif
     for (; i < count; i++) x[i] = gelu_tanh1(x[i]);
     return;
   }
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (have_avx2()) i = gelu_avx2(x, count);
+  if (relattn_simd_fma()) i = gelu_avx2(x, count);
 #endif
   for (; i < count; i++) x[i] = gelu1(x[i]);
 }

@@ -46,6 +46,7 @@
 ** where it lies, a panel being 32 of its columns with its own row stride.
 */
 #include "relattn.h"
+#include "vecmath.h"
 
 #include <math.h>
 #include <string.h>
@@ -100,7 +101,7 @@ __attribute__((target("avx2"))) static void transpose8(float *panel, int wp,
 static void pack_rows(float *dst, const float *w, int ldw, int out, int in) {
   int p, k, c, k8 = 0, c8;
 #if defined(__x86_64__) && defined(__GNUC__)
-  const int fast = strcmp(relattn_simd_path(), "scalar") != 0;
+  const int fast = relattn_simd_fma();
 #else
   const int fast = 0;
 #endif
@@ -384,17 +385,9 @@ static void run_scalar(float *y, int ldy, const float *x, int ldx, int rows,
   }
 }
 
+/* The paths are vecmath's, and run where its do. */
 int relattn_gemm_path_ok(const char *path) {
-  if (strcmp(path, "scalar") == 0) return 1;
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
-    return 0;
-  if (strcmp(path, "avx2") == 0) return 1;
-  if (strcmp(path, "avx512") == 0)
-    return __builtin_cpu_supports("avx512f") != 0;
-#endif
-  return 0;
+  return relattn_vec_path(path) != NULL;
 }
 
 /* y = (accumulate ? y : 0) + b + x B over the panels, on a path; times

@@ -89,7 +89,7 @@ static int have_f16c(void) {
   unsigned a, b, c, d;
   if (cached < 0)
     /* avx2 (checked with the OS's support for the registers) implies AVX */
-    cached = strcmp(relattn_simd_path(), "scalar") != 0 &&
+    cached = relattn_simd_fma() &&
              __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
   return cached;
 }

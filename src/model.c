@@ -634,7 +634,7 @@ static int pack_layers(relattn_model *m, const char *what, char *err,
   const relattn_config *c = &m->cfg;
   const int n = relattn_model_n_tensors(c);
   int i, out, in;
-  if (m->packed || strcmp(relattn_simd_path(), "scalar") == 0)
+  if (m->packed || !relattn_simd_fma())
     return RELATTN_OK;
   m->packed = 1;
   for (i = 0; i < n; i++) {

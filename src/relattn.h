@@ -41,6 +41,8 @@ int relattn_add_ok(size_t a, size_t b, size_t *out);
 /* The vector path chosen at run time for our own loops: "avx512", "avx2"
 ** or "scalar" (src/cpu.c). Anything but "scalar" implies AVX2 and FMA. */
 const char *relattn_simd_path(void);
+/* Whether that path is not "scalar" (AVX2 and FMA at least); cached. */
+int relattn_simd_fma(void);
 
 /* ---- BLAS (src/blas.c: the one file that includes cblas.h) -------------- */
 

@@ -268,7 +268,7 @@ static void run_case(relattn_pool *pool, relattn_config cfg, int n) {
   if (unit_next() % 2) {
     CHECK(relattn_model_prepare(&t.m, "test", err, sizeof err) == RELATTN_OK,
           "prepare: %s", err);
-    CHECK(t.m.packed == (strcmp(relattn_simd_path(), "scalar") != 0),
+    CHECK(t.m.packed == relattn_simd_fma(),
           "packed %d on path %s", t.m.packed, relattn_simd_path());
   }
 
