@@ -20,6 +20,7 @@ SO      ?= relattn.so
 OPT     ?= -O2 -g
 SAN     ?=
 CFLAGS  += $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
+           -Werror=implicit-function-declaration \
            -fPIC -fvisibility=hidden -pthread -Isrc -Iext -I$(BUILD)/gen
 LDLIBS  += -lopenblas -lm -lpthread
 
