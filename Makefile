@@ -37,10 +37,12 @@ HEADERS  := $(wildcard src/*.h ext/*.h)
 # python3-torch: the test of models/train_corpus.py trains a small model;
 # chromium and a font: the SVG pictures rendered in a real browser;
 # python3-distributed: Dask, for cluster/; python3-sentencepiece: the reference
-# the sentencepiece tokenizer is tested and benchmarked against).
+# the sentencepiece tokenizer is tested and benchmarked against; dpkg-dev and
+# tcl: SQLite built with SQLITE_DEBUG from its Debian source, tests/sqlite_debug.sh).
 DEB_PKGS ?= gcc make libc6-dev libsqlite3-dev sqlite3 libopenblas-dev \
             python3 python3-numpy python3-pytest g++ python3-torch chromium \
-            fonts-dejavu-core python3-distributed python3-sentencepiece
+            fonts-dejavu-core python3-distributed python3-sentencepiece \
+            dpkg-dev tcl
 DEB_BENCH ?= python3-torch
 DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
@@ -126,9 +128,14 @@ experiments: deps-model
 test: deps
 	$(MAKE) all unit
 	$(MAKE) asan-build
+	@sh tests/sqlite_debug.sh $(BUILD)/sqlite-debug
 	@echo "== tests (normal build)"
 	@$(TEST_ENV) $(PYTHON) -m pytest -q tests cluster || exit 1; \
 	 $(TEST_ENV) sh tests/coretypes.sh $(PYTHON) $(NUMERIC_TESTS) || exit 1; \
+	 if [ -f $(SQLITE_DEBUG) ]; then \
+	   echo "== tests on SQLite built with SQLITE_DEBUG"; \
+	   LD_LIBRARY_PATH=$(dir $(SQLITE_DEBUG)) $(TEST_ENV) $(PYTHON) -m pytest -q $(DEBUG_TESTS) || exit 1; \
+	 fi; \
 	 echo "== tests under ASan + UBSan + LeakSanitizer"; \
 	 bash tests/run_sanitized.sh env $(ASAN_ENV) $(PYTHON) -m pytest -q tests
 
@@ -144,7 +151,16 @@ NUMERIC_TESTS := tests/sql/test_attention.py tests/sql/test_model_fn.py \
                  'tests/test_unit.py::test_unit[test_forward]' \
                  'tests/test_unit.py::test_unit[test_batch]'
 
-TEST_ENV := RELATTN_SO=$(abspath $(SO)) RELATTN_UNIT=$(abspath $(BUILD)/unit)
+# The tests of how the extension calls SQLite, rerun by make test on a SQLite
+# built with SQLITE_DEBUG (tests/sqlite_debug.sh): its assertions catch misuse
+# the release build lets pass. About half a minute.
+DEBUG_TESTS := tests/sql/test_schema_change.py tests/sql/test_scan.py \
+               tests/sql/test_scan_sql.py tests/sql/test_store.py \
+               tests/sql/test_call_rules.py tests/sql/test_interrupt.py
+SQLITE_DEBUG := $(abspath $(BUILD)/sqlite-debug/libsqlite3.so.0)
+
+TEST_ENV := RELATTN_SO=$(abspath $(SO)) RELATTN_UNIT=$(abspath $(BUILD)/unit) \
+            RELATTN_SQLITE_DEBUG=$(SQLITE_DEBUG)
 
 # Everything under AddressSanitizer + UBSan, in its own build directory. The
 # Python tests load the sanitized .so into an unsanitized interpreter, so the
@@ -158,6 +174,7 @@ ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:malloc_context_size=6 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	RELATTN_SANITIZED=1 \
 	RELATTN_SO=$(abspath build-asan/relattn.so) RELATTN_UNIT=$(abspath build-asan/unit) \
+	RELATTN_SQLITE_DEBUG=$(SQLITE_DEBUG) \
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)"
 
 asan-build:

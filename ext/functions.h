@@ -28,6 +28,11 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
                                               const char *name, const char *fn,
                                               char **pzErr);
 void relattn_store_release(relattn_conn *conn, const relattn_model *m);
+/* ext/store.c: moves every model in from's cache (a connection of the
+** caller's, conn's settings with another sqlite3 *) into conn's cache, under
+** schema as relattn_store_acquire_in names it; from's cache is left empty. */
+void relattn_store_adopt(relattn_conn *conn, relattn_conn *from,
+                         const char *schema);
 /* ext/store.c: label i of a classifier model held from acquire (its
 ** config's labels[i]), NULL for another head or i out of range. */
 const char *relattn_store_label(const relattn_model *m, int i);

@@ -241,26 +241,69 @@ static const char *scanWhere(const scan_vtab *vt) {
                                                   : vt->schema;
 }
 
-/* Checks that source is a table or view with the named columns. */
-static int scanCheckSource(sqlite3 *db, scan_vtab *vt, char **pzErr) {
+/* How much of the source scanCheckSource may look at (see "the checks at
+** CREATE" below): everything; on a side connection, all but whether the
+** query compiles (a view may call functions only this connection has);
+** only the catalogue and a table's own columns (no view compiled: that
+** could meet another database's changed schema). */
+enum { CHECK_FULL, CHECK_SIDE, CHECK_NARROW };
+
+/* Checks that source is a table or view in `schema` with the named columns.
+** Reads the schema's catalogue and PRAGMA table_xinfo, which touch that
+** database alone (a table-valued pragma_table_xinfo would also check main's
+** schema: SQLite opens main for every eponymous virtual table). What cannot
+** be looked at here is checked by xFilter, at the first query. */
+static int scanCheckSource(sqlite3 *db, scan_vtab *vt, const char *schema,
+                           int mode, char **pzErr) {
   sqlite3_stmt *st = NULL;
-  int found = 0, has_tokens = 0, has_id = 0, rc;
+  int found = 0, has_tokens = 0, has_id = 0, is_view = 0, rc;
   char *sql;
-  const char *schema = scanSchemaOf(db, vt, vt->source);
-  rc = sqlite3_prepare_v2(db,
-                          "SELECT name, type FROM pragma_table_xinfo(?1, ?2)",
-                          -1, &st, NULL);
-  if (rc != SQLITE_OK) {
+  sql = sqlite3_mprintf("SELECT type FROM \"%w\".sqlite_master WHERE name = ?1 "
+                        "COLLATE NOCASE AND type IN ('table', 'view')",
+                        schema);
+  if (!sql) return SQLITE_NOMEM;
+  rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+  sqlite3_free(sql);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, vt->source, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+      found = 1;
+      is_view = sqlite3_stricmp((const char *)sqlite3_column_text(st, 0),
+                                "view") == 0;
+      rc = SQLITE_DONE;
+    }
+  }
+  sqlite3_finalize(st);
+  st = NULL;
+  if (rc != SQLITE_DONE) {
+    if (mode == CHECK_SIDE) return SQLITE_OK;
     *pzErr = sqlite3_mprintf("relattn_scan: cannot inspect source '%s': %s",
                              vt->source, sqlite3_errmsg(db));
     return SQLITE_ERROR;
   }
-  sqlite3_bind_text(st, 1, vt->source, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, schema, -1, SQLITE_STATIC);
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    const char *name = (const char *)sqlite3_column_text(st, 0);
-    const char *type = (const char *)sqlite3_column_text(st, 1);
-    found = 1;
+  if (!found) {
+    *pzErr = sqlite3_mprintf("relattn_scan: source '%s' is not a table or view "
+                             "in %s", vt->source, scanWhere(vt));
+    return SQLITE_ERROR;
+  }
+  /* A view's rowid is NULL: it must name its id column. */
+  if (!vt->id && is_view) {
+    *pzErr = sqlite3_mprintf("relattn_scan: source '%s' is a view: name "
+                             "its INTEGER id column with id=",
+                             vt->source);
+    return SQLITE_ERROR;
+  }
+  if (is_view && mode == CHECK_NARROW) return SQLITE_OK;
+  sql = sqlite3_mprintf("PRAGMA \"%w\".table_xinfo(\"%w\")", schema,
+                        vt->source);
+  if (!sql) return SQLITE_NOMEM;
+  rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+  sqlite3_free(sql);
+  while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(st, 1);
+    const char *type = (const char *)sqlite3_column_text(st, 2);
+    rc = SQLITE_OK;
     if (!name) continue;
     if (sqlite3_stricmp(name, vt->tokens) == 0) has_tokens = 1;
     if (vt->id && sqlite3_stricmp(name, vt->id) == 0) {
@@ -275,12 +318,19 @@ static int scanCheckSource(sqlite3 *db, scan_vtab *vt, char **pzErr) {
       }
     }
   }
-  sqlite3_finalize(st);
-  if (!found) {
-    *pzErr = sqlite3_mprintf("relattn_scan: source '%s' is not a table or view "
-                             "in %s", vt->source, scanWhere(vt));
+  if (rc != SQLITE_DONE) {
+    /* A view that does not compile on a side connection (a function it
+    ** lacks, say) is not a verdict on the source. */
+    if (mode == CHECK_SIDE) {
+      sqlite3_finalize(st);
+      return SQLITE_OK;
+    }
+    *pzErr = sqlite3_mprintf("relattn_scan: cannot inspect source '%s': %s",
+                             vt->source, sqlite3_errmsg(db));
+    sqlite3_finalize(st);
     return SQLITE_ERROR;
   }
+  sqlite3_finalize(st);
   if (!has_tokens) {
     *pzErr = sqlite3_mprintf("relattn_scan: source '%s' has no column '%s' "
                              "(tokens=)", vt->source, vt->tokens);
@@ -291,27 +341,7 @@ static int scanCheckSource(sqlite3 *db, scan_vtab *vt, char **pzErr) {
                              "(id=)", vt->source, vt->id);
     return SQLITE_ERROR;
   }
-  /* A view's rowid is NULL: it must name its id column. */
-  if (!vt->id) {
-    rc = sqlite3_prepare_v2(db,
-                            "SELECT type FROM pragma_table_list WHERE name = ?1 "
-                            "COLLATE NOCASE AND schema = ?2",
-                            -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-      sqlite3_bind_text(st, 1, vt->source, -1, SQLITE_STATIC);
-      sqlite3_bind_text(st, 2, schema, -1, SQLITE_STATIC);
-      if (sqlite3_step(st) == SQLITE_ROW &&
-          sqlite3_stricmp((const char *)sqlite3_column_text(st, 0), "view") ==
-              0) {
-        sqlite3_finalize(st);
-        *pzErr = sqlite3_mprintf("relattn_scan: source '%s' is a view: name "
-                                 "its INTEGER id column with id=",
-                                 vt->source);
-        return SQLITE_ERROR;
-      }
-    }
-    sqlite3_finalize(st);
-  }
+  if (mode != CHECK_FULL) return SQLITE_OK;
   /* The query xFilter runs must prepare. */
   sql = sqlite3_mprintf("SELECT \"%w\", \"%w\" FROM \"%w\".\"%w\"",
                         vt->id ? vt->id : "rowid", vt->tokens, schema,
@@ -338,6 +368,123 @@ static void scanFreeVtab(scan_vtab *vt) {
   sqlite3_free(vt->name);
   sqlite3_free(vt->pooling_arg);
   sqlite3_free(vt);
+}
+
+/* ---- the checks at CREATE ----------------------------------------------- */
+
+/* SQL run inside xCreate must never meet a schema another connection changed.
+** When a statement of the connection finds that a database's schema cookie
+** moved (opening it for a read, or looking again after a name it could not
+** resolve), SQLite resets that database's schema and temp's, freeing every
+** Table there. For a scan created in temp that includes the Table of the
+** scan itself, which SQLite goes on writing to once xCreate returns: a heap
+** corruption, seen as SIGSEGV or "free(): invalid size". SQLite defers such
+** resets while xConnect and xBestIndex run; not while xCreate does. And
+** statements reach further than they name: any table-valued function
+** (pragma_table_xinfo, json_each) opens main.
+**
+** So a scan created in a database other than temp checks everything on the
+** connection: its own database cannot have changed (the CREATE holds its
+** write transaction), and a reset elsewhere frees nothing of its. A scan
+** created in temp does the same when no database other than temp can be
+** changed by another connection (each is in-memory or being written by this
+** one). Otherwise it reads only temp's catalogue and a temp table's columns
+** on the connection, and checks what is in main through a read-only side
+** connection, which sees what this connection will see once its next read
+** transaction begins. What is left unchecked (a temp view's columns, a model
+** in temp, anything when the side connection cannot read) is checked at the
+** first query: xFilter runs every check again anyway, and a reset there is
+** safe (the running statement holds its own reference to the scan). */
+static int scanUnchangeable(sqlite3 *db, const char *schema) {
+  const char *file;
+  if (sqlite3_stricmp(schema, "temp") == 0) return 1;
+  if (sqlite3_txn_state(db, schema) == SQLITE_TXN_WRITE) return 1;
+  file = sqlite3_db_filename(db, schema);
+  return !file || !*file;
+}
+
+static int scanCreateSafe(sqlite3 *db, const scan_vtab *vt) {
+  const char *name;
+  int i;
+  if (sqlite3_stricmp(vt->schema, "temp") != 0) return 1;
+  for (i = 0; (name = sqlite3_db_name(db, i)) != NULL; i++)
+    if (!scanUnchangeable(db, name)) return 0;
+  return 1;
+}
+
+/* A read-only connection to the file of `schema`, in its own read
+** transaction, or NULL when that cannot be had at once. */
+static sqlite3 *scanSideOpen(sqlite3 *db, const char *schema) {
+  sqlite3 *side = NULL;
+  sqlite3_vfs *vfs = NULL;
+  const char *file = sqlite3_db_filename(db, schema);
+  if (!file || !*file) return NULL;
+  if (sqlite3_file_control(db, schema, SQLITE_FCNTL_VFS_POINTER, &vfs) !=
+      SQLITE_OK)
+    vfs = NULL;
+  if (sqlite3_open_v2(file, &side, SQLITE_OPEN_READONLY,
+                      vfs ? vfs->zName : NULL) != SQLITE_OK ||
+      sqlite3_exec(side, "BEGIN; SELECT count(*) FROM sqlite_master", 0, 0,
+                   0) != SQLITE_OK) {
+    sqlite3_close(side);
+    return NULL;
+  }
+  return side;
+}
+
+static void scanSideClose(sqlite3 *side) {
+  if (!side) return;
+  sqlite3_exec(side, "COMMIT", 0, 0, 0);
+  sqlite3_close(side);
+}
+
+/* The model loads (all of it: a bad tensor fails the CREATE) through db, into
+** a cache of its own, then moves to the connection's cache under `key`, the
+** name the scan's queries look it up by (scanModelSchema): the first query
+** finds it loaded. `schema` names its tables' database on db. */
+static int scanCheckModel(sqlite3 *db, scan_vtab *vt, const char *schema,
+                          const char *key, char **pzErr) {
+  relattn_conn probe = *vt->conn;
+  const relattn_model *m;
+  probe.db = db;
+  probe.cache = NULL;
+  probe.pool = NULL;
+  m = relattn_store_acquire_in(&probe, schema, vt->model, "relattn_scan",
+                               pzErr);
+  if (m) {
+    *pzErr = relattn_pooling_check(m, "relattn_scan", vt->model, vt->pooling);
+    relattn_store_release(&probe, m);
+  }
+  if (*pzErr)
+    relattn_store_close(&probe);
+  else
+    relattn_store_adopt(vt->conn, &probe, key);
+  return *pzErr ? SQLITE_ERROR : SQLITE_OK;
+}
+
+static int scanCreateCheck(sqlite3 *db, scan_vtab *vt, char **pzErr) {
+  const char *src = scanSchemaOf(db, vt, vt->source);
+  const char *mod = scanSchemaOf(db, vt, "relattn_model");
+  sqlite3 *side = NULL;
+  int rc = SQLITE_OK;
+  if (scanCreateSafe(db, vt)) {
+    rc = scanCheckSource(db, vt, src, CHECK_FULL, pzErr);
+    if (rc == SQLITE_OK)
+      rc = scanCheckModel(db, vt, mod, scanModelSchema(db, vt), pzErr);
+    return rc;
+  }
+  /* a temp scan, and main (or an attached database) may have changed */
+  if (sqlite3_stricmp(src, "temp") == 0)
+    rc = scanCheckSource(db, vt, src, CHECK_NARROW, pzErr);
+  else if ((side = scanSideOpen(db, src)) != NULL)
+    rc = scanCheckSource(side, vt, "main", CHECK_SIDE, pzErr);
+  if (rc == SQLITE_OK && sqlite3_stricmp(mod, "temp") != 0) {
+    if (!side) side = scanSideOpen(db, mod);
+    /* in main, not temp: the bare names the queries use find it */
+    if (side) rc = scanCheckModel(side, vt, "main", NULL, pzErr);
+  }
+  scanSideClose(side);
+  return rc;
 }
 
 static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
@@ -404,25 +551,9 @@ static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
   }
   /* At CREATE, everything is checked now; a stored table reconnecting only
   ** parses, so a later problem shows when it is queried. */
-  if (create) {
-    const relattn_model *m;
-    rc = scanCheckSource(db, vt, pzErr);
-    if (rc != SQLITE_OK) {
-      scanFreeVtab(vt);
-      return rc;
-    }
-    m = relattn_store_acquire_in(vt->conn, scanModelSchema(db, vt), vt->model,
-                                 "relattn_scan", pzErr);
-    if (!m) {
-      scanFreeVtab(vt);
-      return SQLITE_ERROR;
-    }
-    *pzErr = relattn_pooling_check(m, "relattn_scan", vt->model, vt->pooling);
-    relattn_store_release(vt->conn, m);
-    if (*pzErr) {
-      scanFreeVtab(vt);
-      return SQLITE_ERROR;
-    }
+  if (create && (rc = scanCreateCheck(db, vt, pzErr)) != SQLITE_OK) {
+    scanFreeVtab(vt);
+    return rc;
   }
   /* error is HIDDEN, as SQLite's table-valued functions hide their extra
   ** columns (generate_series' start/stop/step, json_each's json and root):

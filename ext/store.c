@@ -938,6 +938,33 @@ fail:
   return NULL;
 }
 
+/* Moves the models `from` loaded (a scan's CREATE loads through a connection
+** of its own, ext/scan.c) into conn's cache under `schema` (NULL: the bare
+** names), in place of an entry under that key. As for any entry, its row
+** decides at each use whether it is still the model. */
+void relattn_store_adopt(relattn_conn *conn, relattn_conn *from,
+                         const char *schema) {
+  while (from->cache) {
+    relattn_cache_entry *e = from->cache, *old;
+    char *key = schema ? sqlite3_mprintf("%s", schema) : NULL;
+    from->cache = e->next;
+    if (schema && !key) { /* out of memory: it is only a cache */
+      entryUnref(e);
+      continue;
+    }
+    sqlite3_free(e->schema);
+    e->schema = key;
+    for (old = conn->cache;
+         old && (strcmp(old->name, e->name) != 0 || !sameSchema(old->schema, key));
+         old = old->next) {
+    }
+    if (old) entryDrop(conn, old);
+    e->next = conn->cache;
+    conn->cache = e;
+  }
+  relattn_store_trim(conn);
+}
+
 /* ---- relattn_import(model, safetensors_blob [, config_json]) ------------- */
 
 typedef struct import_state {

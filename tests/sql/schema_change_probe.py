@@ -1,0 +1,89 @@
+"""Run by test_schema_change.py in a process of its own, so that a crash is a
+failed test rather than a dead pytest.
+
+    schema_change_probe.py SO DB CASE ROUNDS
+
+Each round, another connection changes the schema of DB (CREATE TABLE), and
+then this connection, which loaded main's schema before, uses relattn as
+CASE says. Prints one line a round and "ok" at the end.
+
+SQLite's lookaside allocator is turned off first: freed schema objects then
+go back to malloc, where a later write into one corrupts the heap in a way
+glibc's checks stop at (instead of passing silently inside SQLite's own pool).
+With the SQLite built with SQLITE_DEBUG (tests/sqlite_debug.sh), SQLite's own
+assertions check each call the extension makes, and fail on the first misuse.
+"""
+import ctypes
+import sqlite3
+import sys
+
+lib = ctypes.CDLL("libsqlite3.so.0")   # the one Python's sqlite3 module uses
+lib.sqlite3_shutdown()
+SQLITE_CONFIG_LOOKASIDE = 13
+assert lib.sqlite3_config(SQLITE_CONFIG_LOOKASIDE, ctypes.c_int(0), ctypes.c_int(0)) == 0
+assert lib.sqlite3_initialize() == 0
+
+so, path, case, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+
+CASES = {
+    # a scan made after the change, in temp and in main
+    "temp_scan": ["CREATE VIRTUAL TABLE temp.job{r} USING relattn_scan("
+                  "model='m', source='docs', tokens='body')",
+                  "SELECT id, score FROM temp.job{r}"],
+    "main_scan": ["CREATE VIRTUAL TABLE main.job{r} USING relattn_scan("
+                  "model='m', source='docs', tokens='body')",
+                  "SELECT id, score FROM main.job{r}"],
+    # a temp scan whose CREATE fails (its model is not there): the error,
+    # and nothing left behind
+    "temp_scan_error": ["CREATE VIRTUAL TABLE temp.bad{r} USING relattn_scan("
+                        "model='nope', source='docs', tokens='body')"],
+    # scans made before the change, read after it
+    "stored_temp_scan": ["SELECT id, score FROM temp.stored"],
+    "stored_main_scan": ["SELECT id, score FROM main.stored"],
+    "temp_scan_of_temp": ["CREATE VIRTUAL TABLE temp.tjob{r} USING relattn_scan("
+                          "model='m', source='tdocs', tokens='body')",
+                          "SELECT id, score FROM temp.tjob{r}"],
+    # the table-valued functions and a scalar one
+    "logprobs": ["SELECT * FROM relattn_logprobs('m', 'some text')"],
+    "attention_weights": ["SELECT count(*) FROM relattn_attention_weights('m', 'some text')"],
+    "labels": ["SELECT label, prob FROM relattn_labels('clf', 'some text')"],
+    "tokens_each": ["SELECT token FROM relattn_tokens_each(relattn_tokenize('m', 'abc'))"],
+    "score": ["SELECT relattn_score('m', 'some text')"],
+    "score_in_temp_insert": ["INSERT INTO temp.out SELECT relattn_score('m', body) FROM docs"],
+}
+
+
+def connect():
+    c = sqlite3.connect(path, isolation_level=None, timeout=60)
+    c.enable_load_extension(True)
+    c.load_extension(so)
+    return c
+
+
+c = connect()
+c.execute("SELECT count(*) FROM docs").fetchall()    # main's schema is loaded
+c.execute("CREATE TEMP TABLE tdocs AS SELECT * FROM docs")
+c.execute("CREATE TEMP TABLE out(x)")
+if case.startswith("stored_"):
+    where = case.split("_")[1]
+    c.execute(f"CREATE VIRTUAL TABLE {where}.stored USING relattn_scan("
+              "model='m', source='docs', tokens='body')")
+for r in range(rounds):
+    other = sqlite3.connect(path, timeout=60)
+    for attempt in range(100):   # a writer of the loop test may race it
+        try:
+            other.execute(f"CREATE TABLE changed_{case}_{r}(x)")
+            other.commit()
+            break
+        except sqlite3.OperationalError as e:
+            if "schema has changed" not in str(e):
+                raise
+    other.close()
+    rows = None
+    for sql in CASES[case]:
+        try:
+            rows = c.execute(sql.format(r=r)).fetchall()
+        except sqlite3.Error as e:
+            rows = str(e)
+    print(case, r, rows if isinstance(rows, str) else len(rows), flush=True)
+print("ok")
