@@ -9,8 +9,9 @@
 **   with biases false the projections below have no b.
 **   attn: q, k, v = h Wq^T + bq, ...; relative attention per head (causal
 **   for decoders): shaw with the layer's rel_k / rel_v, or the config's
-**   position scheme (t5 with the model's rel_bias, alibi, rope, none) built
-**   once per sequence by src/schemes.c; out = z Wo^T + bo. An absolute
+**   position scheme (t5 with the model's rel_bias, alibi, rope, none;
+**   deberta's bucket map, with its layers' tables) built once per sequence
+**   by src/schemes.c; out = z Wo^T + bo. An absolute
 **   model adds pos_emb[i] to row i of x first (attention as none).
 **   ffn:  act(h W1^T + b1) W2^T + b2, act = GELU (erf form), GELU (tanh
 **   form) or ReLU; gated: (act(h W1^T + b1) * (h W3^T + b3)) W2^T + b2.
@@ -215,8 +216,6 @@ size_t relattn_forward_memory(const relattn_model *m, int n, int count,
       rel.rk = rel.u = rel.w = (const float *)m;
     }
     if (c->pos.type == RELATTN_POS_DEBERTA) {
-      /* the layers' terms, built at load; else a band as long as the rows */
-      rel.band = m->terms ? m->terms[0].rel.band : rel.band;
       rel.rows = 2 * (c->pos.position_buckets > 0
                           ? c->pos.position_buckets
                           : c->pos.max_relative_positions);
@@ -824,13 +823,18 @@ static void keep_all_rows(fwd_ctx *c) {
 
 /* The relative terms of every sequence for a model whose scheme is not
 ** shaw (shaw's tables are each layer's own: the kernel's shorthand): from
-** src/schemes.c, shared by all layers; t5's bias is the model's rel_bias. */
+** src/schemes.c, shared by all layers; t5's bias is the model's rel_bias.
+** DeBERTa's are the layers' tables (the model's terms, layer_tables picks
+** them) with the sequence's own bucket map, as long as its distances reach:
+** one map for any length runs out to max_relative_positions (up to 2^24
+** entries, each layer's, and a pass over them in every call). */
 static int build_schemes(fwd_ctx *c, char *err, size_t errlen) {
   const relattn_config *cfg = &c->m->cfg;
   relattn_pos_tables tb;
   int s, rc;
   relattn_position pos = cfg->pos;
-  if (pos.type == RELATTN_POS_SHAW || c->m->terms) return RELATTN_OK;
+  const int deb = pos.type == RELATTN_POS_DEBERTA;
+  if (pos.type == RELATTN_POS_SHAW || (c->m->terms && !deb)) return RELATTN_OK;
   if (pos.type == RELATTN_POS_ABSOLUTE) pos.type = RELATTN_POS_NONE;
   c->schemes = relattn_alloc(sizeof(relattn_scheme) * (size_t)c->count);
   if (!c->schemes)
@@ -842,13 +846,29 @@ static int build_schemes(fwd_ctx *c, char *err, size_t errlen) {
     tb.t[2] = c->m->rel_bias;
     tb.count[2] = (int64_t)cfg->n_heads * cfg->pos.num_buckets;
   }
+  if (deb) { /* layer 0's tables (H, 2S, d_head): the checks and the scale */
+    const relattn_rel *t = &c->m->terms[0].rel;
+    const int64_t per = (int64_t)t->rows * c->in;
+    tb.t[0] = t->rk, tb.count[0] = t->rk ? per : 0;
+    tb.t[2] = t->rq, tb.count[2] = t->rq ? per : 0;
+  }
   for (s = 0; s < c->count; s++) {
     rc = relattn_scheme_build(&c->schemes[s], &pos, &tb, c->f[s].n,
                               cfg->n_heads, relattn_config_d_head(cfg),
-                              cfg->arch == RELATTN_DECODER, 0, err, errlen);
+                              cfg->arch == RELATTN_DECODER, deb, err, errlen);
     if (rc != RELATTN_OK) return rc;
   }
   return RELATTN_OK;
+}
+
+/* DeBERTa: every sequence's terms take layer l's tables. */
+static void layer_tables(fwd_ctx *c, int l) {
+  int s;
+  if (c->m->cfg.pos.type != RELATTN_POS_DEBERTA || !c->schemes) return;
+  for (s = 0; s < c->count; s++) {
+    c->schemes[s].rel.rk = c->m->terms[l].rel.rk;
+    c->schemes[s].rel.rq = c->m->terms[l].rel.rq;
+  }
 }
 
 static void free_schemes(fwd_ctx *c) {
@@ -1037,6 +1057,7 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
     ** rows only where something reads them (a classifier reads row 0) */
     int last = want_final && l == n_layers - 1;
     c.layer = &m->layers[l];
+    layer_tables(&c, l);
     relattn_pool_run(pool, c.n_blocks, qkv_task, &c);
     if (last) {
       rc = row0_layer(&c, err, errlen);

@@ -19,7 +19,6 @@
 */
 #include "relattn.h"
 
-#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -584,12 +583,12 @@ size_t relattn_model_prepared_bytes(const relattn_config *c) {
            c->pos.type == RELATTN_POS_REL_KEY_QUERY)
     per = (2 * (size_t)c->max_len - 1) * dh; /* the flipped table */
   else if (c->pos.type == RELATTN_POS_DEBERTA)
-    /* the c2p and p2c tables (2 span rows of the inner width each), the
-    ** normed table (2 span rows of d_model, once), and the bucket map (its
-    ** band is at most about max_relative_positions: the clamp) */
+    /* the c2p and p2c tables (2 span rows of the inner width each) and the
+    ** normed table (2 span rows of d_model, once): as many rows as rel_emb.
+    ** The bucket map is each sequence's own (src/forward.c), not the
+    ** model's: here one entry. */
     per = 4 * (size_t)deberta_span(c) * in +
-          2 * (size_t)deberta_span(c) * (size_t)c->d_model +
-          4 * (size_t)c->pos.max_relative_positions + 8;
+          2 * (size_t)deberta_span(c) * (size_t)c->d_model + 8;
   else
     return 0;
   /* each layer's floats, 64 bytes of slack and its terms' entry */
@@ -738,10 +737,12 @@ static int prepare_terms(relattn_model *m, const char *what, char *err,
       tb.t[0] = pk, tb.count[0] = (int64_t)per;
       tb.t[2] = pq, tb.count[2] = (int64_t)per;
     }
-    /* deberta's map is built for any length: its band stops at the clamp */
-    rc = relattn_scheme_build(&m->terms[l], &c->pos, &tb, deb ? INT_MAX / 4 : 1,
-                              c->n_heads, dh, c->arch == RELATTN_DECODER,
-                              xl || deb, err, errlen);
+    /* deberta's terms here are its tables and scale; the bucket map is
+    ** built per call for the sequence (src/forward.c, build_schemes): one
+    ** for any length would reach max_relative_positions (up to 2^24) */
+    rc = relattn_scheme_build(&m->terms[l], &c->pos, &tb, 1, c->n_heads, dh,
+                              c->arch == RELATTN_DECODER, xl || deb, err,
+                              errlen);
     if (xl) m->terms[l].mem = table; /* xl's build allocates nothing */
     if (rc != RELATTN_OK) return rc;
   }

@@ -461,7 +461,10 @@ typedef struct relattn_model {
   float *rel_proj;                    /* deberta: each layer's c2p, p2c tables, owned */
   relattn_scheme *terms;              /* (n_layers) rel_key*, xl: each layer's terms,
                                       ** built from its weights once
-                                      ** (relattn_model_prepare), else NULL */
+                                      ** (relattn_model_prepare); deberta:
+                                      ** its tables and scale, the bucket
+                                      ** map being each sequence's
+                                      ** (src/forward.c); else NULL */
   void *mem;                          /* owns every array above */
   int packed;                         /* the layers' wq wk wv wo w1 w3 w2 are in
                                       ** panel order (src/gemm.c): set by
@@ -581,7 +584,8 @@ int relattn_model_init(relattn_model *m, const relattn_config *c,
 float *relattn_model_slot(relattn_model *m, int i); /* spec i's array */
 /* After the weights are written: builds the tables that depend only on them
 ** (rel_key, rel_key_query: each layer's table in the kernel's order; xl:
-** W_r times the sinusoids, rows -clip .. clip), kept
+** W_r times the sinusoids, rows -clip .. clip; deberta: rel_emb (normed)
+** through each layer's wk and wq), kept
 ** with the model until relattn_model_free. Messages start with what. */
 int relattn_model_prepare(relattn_model *m, const char *what, char *err,
                           size_t errlen);

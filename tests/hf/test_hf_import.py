@@ -461,6 +461,40 @@ def test_long_input_real_position_settings(db, rng, tmp_path, case):
         check(case, "logits (600)", [r[0] for r in rows], out["logits"])
 
 
+def cached_bytes(db):
+    """The bytes relattn_debug() reports for the connection's cached models."""
+    debug = dict(line.split(": ", 1) for line in
+                 db.execute("SELECT relattn_debug()").fetchone()[0].splitlines()[1:])
+    return int(debug["cached_bytes"])
+
+
+def test_deberta_cost_follows_the_sequence_not_max_relative_positions(db, rng, tmp_path):
+    """max_relative_positions at its bound, 2^24, with 256 buckets: the
+    checkpoint is a few hundred KB, and so is the model the connection
+    keeps: the stored tensors and each layer's two projections of rel_emb
+    (plus its normed copy). The bucket map stops where a sequence's
+    distances do (it was built out to 2^24 in every layer at load: 537 MB,
+    seconds to load and a pass over it in every call). Up to 200 tokens
+    (past the 128 exact distances into the log buckets) against the port."""
+    ck = checkpoints.deberta(tmp_path, rng, "DebertaV2ForSequenceClassification",
+                             style="v3", position_buckets=256,
+                             max_relative_positions=1 << 24)
+    import_checkpoint(db, ck)
+    for n in (1, 13, 200):
+        tokens = random_tokens(rng, ck, n)
+        out = port(ck, tokens)
+        check("deberta max_relative_positions 2^24", f"embed mean ({n})",
+              embed(db, toks(tokens)), mean_pooled(ck, out["hidden"]))
+        rows = db.execute("SELECT logit FROM relattn_labels('m', ?)", (toks(tokens),)).fetchall()
+        check("deberta max_relative_positions 2^24", f"logits ({n})",
+              [r[0] for r in rows], out["logits"])
+    stored = 4 * sum(a.size for a in ck.params.values())
+    rel = 4 * ck.params["deberta.encoder.rel_embeddings.weight"].size
+    tables = stored + (2 * ck.config["num_hidden_layers"] + 1) * rel
+    got = cached_bytes(db)
+    assert tables <= got <= 2 * tables, (got, tables)
+
+
 # ---- relative_key's table ends at max_position_embeddings ----------------------
 
 @pytest.mark.parametrize("case", ["bert-cls-rk", "bert-mlm-rkq-tied-copy"])
