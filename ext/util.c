@@ -55,6 +55,34 @@ static int utf8Char(const unsigned char *p, size_t n) {
   return len;
 }
 
+/* Does a BLOB of n bytes look like text stored as a BLOB (readfile, a
+** column of BLOBs) rather than int32 ids? Valid UTF-8 with no control
+** character but tab, newline and carriage return. Little-endian ids under
+** 2^24 have a zero byte each, so real token arrays do not. */
+static int blobIsText(const unsigned char *p, size_t n) {
+  size_t i = 0;
+  if (!p || !n) return 0;
+  while (i < n) {
+    int len = utf8Char(p + i, n - i);
+    if (!len) return 0;
+    if (len == 1 && ((p[i] < 0x20 && p[i] != '\t' && p[i] != '\n' &&
+                      p[i] != '\r') || p[i] == 0x7f))
+      return 0;
+    i += (size_t)len;
+  }
+  return 1;
+}
+
+/* The hint an error about a token BLOB ends with when the BLOB is text and
+** the model could tokenize it as TEXT. */
+static const char *castHint(sqlite3_value *v, const relattn_model *m) {
+  const void *p;
+  if (!m || sqlite3_value_type(v) != SQLITE_BLOB) return "";
+  p = sqlite3_value_blob(v); /* before its size, as SQLite asks */
+  if (!blobIsText(p, (size_t)sqlite3_value_bytes(v))) return "";
+  return "; if the BLOB holds text, pass CAST(... AS TEXT) to tokenize it";
+}
+
 /* Appends p[0..n) to out (capacity cap, NUL included) escaped: a control
 ** character or a byte outside valid UTF-8 as \xNN, the rest as is. With
 ** limit, stops where the next character would not leave room for "..." and
@@ -310,8 +338,9 @@ static int32_t *decodeTokens(sqlite3_value *v, const relattn_model *m,
     case SQLITE_BLOB: {
       size_t bytes = (size_t)sqlite3_value_bytes(v);
       if (bytes % 4) {
-        *pzErr = sqlite3_mprintf("%s: %s has %llu bytes, not a multiple of 4",
-                                 fn, arg, (sqlite3_uint64)bytes);
+        *pzErr = sqlite3_mprintf("%s: %s has %llu bytes, not a multiple of "
+                                 "4%s", fn, arg, (sqlite3_uint64)bytes,
+                                 castHint(v, m));
         return NULL;
       }
       n = bytes / 4;
@@ -375,24 +404,12 @@ static int32_t *decodeTokens(sqlite3_value *v, const relattn_model *m,
   }
   if (m) {
     for (i = 0; i < n; i++) {
-      uint32_t u = (uint32_t)ids[lead + i];
-      int textlike = 1, b;
       if (ids[lead + i] >= 0 && ids[lead + i] < m->cfg.vocab_size) continue;
-      /* Four bytes of text read as one id ("DESC" gives 1129530692): no
-      ** byte is a control character or one that UTF-8 never uses. */
-      for (b = 0; b < 4; b++, u >>= 8) {
-        unsigned c = u & 0xff;
-        if (c < 0x20 || c == 0x7f || c == 0xc0 || c == 0xc1 || c >= 0xf5)
-          textlike = 0;
-      }
       *pzErr = sqlite3_mprintf(
           "%s: %s has token %d at position %llu, outside the model's "
           "vocabulary [0, %d)%s",
           fn, arg, (int)ids[lead + i], (sqlite3_uint64)i, m->cfg.vocab_size,
-          sqlite3_value_type(v) == SQLITE_BLOB && textlike
-              ? "; if the BLOB holds text, pass CAST(... AS TEXT) to "
-                "tokenize it"
-              : "");
+          castHint(v, m));
       sqlite3_free(ids);
       return NULL;
     }
@@ -432,8 +449,9 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
     count = bytes;
   if (count > conn->max_tokens) {
     *pzErr = sqlite3_mprintf("%s: %s has %lld tokens, over "
-                             "relattn_max_tokens() = %d",
-                             fn, arg, count, conn->max_tokens);
+                             "relattn_max_tokens() = %d%s",
+                             fn, arg, count, conn->max_tokens,
+                             castHint(v, m));
     return SQLITE_TOOBIG;
   }
   in->ids = decodeTokens(v, m, fn, arg, bos, append,

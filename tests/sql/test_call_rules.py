@@ -88,6 +88,48 @@ def test_text_stored_as_blob_gets_a_hint(model_db):
     assert err(db, "SELECT relattn_score('m', ?)", toks([-1]))[0].endswith("[0, 259)")
 
 
+HINT = "; if the BLOB holds text, pass CAST(... AS TEXT) to tokenize it"
+
+
+@pytest.mark.parametrize("body", [
+    b"DESC\nASC\n",                 # 12 bytes: its first id has a newline in it
+    "caf\u00e9, au lait\t\n".encode(),  # 16 bytes, two of them one character
+    b"select",                        # 6 bytes: not a whole number of ids
+    "na\u00efve text".encode(),       # 11 bytes
+])
+def test_text_blob_of_any_size_gets_the_hint(model_db, body):
+    """The hint follows from the BLOB being text (valid UTF-8, no control
+    character but tab and newline), whatever its size."""
+    db = model_db
+    if len(body) % 4:
+        want = f"tokens has {len(body)} bytes, not a multiple of 4"
+    else:
+        first = struct.unpack("<i", body[:4])[0]
+        want = (f"tokens has token {first} at position 0, outside the "
+                "model's vocabulary [0, 259)")
+    for fn in SCALARS:
+        assert err(db, f"SELECT {fn}('m', ?)", body)[0] == f"{fn}: {want}{HINT}"
+    assert scan_err(db, body)[0] == f"relattn_scan: body of id 7 {want[7:]}{HINT}"
+    assert db.execute("SELECT relattn_score('m', CAST(? AS TEXT))", (body,)).fetchone()[0] < 0
+    # past the token limit, before any decoding: the same hint
+    db.execute("SELECT relattn_max_tokens(2)")
+    n = len(body) // 4
+    if n > 2:
+        assert err(db, "SELECT relattn_score('m', ?)", body)[0] == (
+            f"relattn_score: tokens has {n} tokens, over relattn_max_tokens() = 2{HINT}")
+
+
+@pytest.mark.parametrize("body", [
+    toks([300]), toks([-1]), toks([70000, 5]),   # ids: a zero byte, or 0xff
+    b"\x00\x01\x02",                            # not a multiple of 4, not text
+    b"ab\xffc",                                   # not UTF-8
+    b"abc\x01defg",                               # a control character
+])
+def test_blob_that_is_not_text_gets_no_hint(model_db, body):
+    msg = err(model_db, "SELECT relattn_score('m', ?)", body)[0]
+    assert msg.startswith("relattn_score: tokens has ") and "CAST" not in msg
+
+
 def test_token_limit_same_everywhere(model_db):
     db = model_db
     db.execute("SELECT relattn_max_tokens(10)")
