@@ -282,19 +282,13 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
                           "%s: 'position.clip' must be between 0 and %d, not "
                           "%d",
                           what, MAX_DIM, c->clip);
-  if (c->pos.type == RELATTN_POS_T5) {
-    if (c->pos.num_buckets < 4 || c->pos.num_buckets > 1 << 20)
-      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                            "%s: 'position.num_buckets' must be between 4 and "
-                            "%d, not %d",
-                            what, 1 << 20, c->pos.num_buckets);
-    if (c->pos.max_distance <= c->pos.num_buckets / 2 ||
-        c->pos.max_distance > 1 << 24)
-      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                            "%s: 'position.max_distance' must be over "
-                            "num_buckets/2 = %d and at most %d, not %d",
-                            what, c->pos.num_buckets / 2, 1 << 24,
-                            c->pos.max_distance);
+  if (c->pos.type == RELATTN_POS_T5 || c->pos.type == RELATTN_POS_DEBERTA) {
+    char pre[256];
+    int rc;
+    snprintf(pre, sizeof pre, "%s: 'position.", what);
+    rc = relattn_position_check_buckets(&c->pos, c->arch == RELATTN_DECODER,
+                                        pre, "'", err, errlen);
+    if (rc != RELATTN_OK) return rc;
   }
   if ((c->pos.type == RELATTN_POS_ABSOLUTE ||
        c->pos.type == RELATTN_POS_REL_KEY ||
@@ -312,20 +306,6 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
                           "%s: 'd_model' must be even for position type 'xl' "
                           "(its sinusoids), not %d",
                           what, c->d_model);
-  if (c->pos.type == RELATTN_POS_DEBERTA) {
-    const int mr = c->pos.max_relative_positions, pb = c->pos.position_buckets;
-    if (mr < 1 || mr > MAX_DIM)
-      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                            "%s: 'position.max_relative_positions' must be "
-                            "between 1 and %d, not %d",
-                            what, MAX_DIM, mr);
-    if (pb > 0 && (pb < 4 || mr <= pb / 2 + 1))
-      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                            "%s: 'position.position_buckets' must be at most "
-                            "0 (none), or at least 4 and under "
-                            "2*(max_relative_positions - 1) = %d, not %d",
-                            what, 2 * (mr - 1), pb);
-  }
   if (c->pos.type == RELATTN_POS_ROPE) {
     const int dh = relattn_config_d_head(c);
     const int r = c->pos.rotary_dim ? c->pos.rotary_dim : dh;

@@ -289,6 +289,12 @@ typedef struct relattn_position {
   double base;                       /* rope: 10000 */
 } relattn_position;
 void relattn_position_defaults(relattn_position *p, int type);
+/* Checks T5's and DeBERTa's bucket parameters (the rest: no-op) as HF's
+** formulas take them (causal: T5's one-sided buckets); messages name a key
+** as pre key post ("options.position.", ""). */
+int relattn_position_check_buckets(const relattn_position *p, int causal,
+                                   const char *pre, const char *post,
+                                   char *err, size_t errlen);
 /* The parameter names a scheme takes (besides "type"), NULL-terminated. */
 const char *const *relattn_position_keys(int type);
 /* The names of the tables a scheme takes after rel_k, rel_v (relattn_attention's

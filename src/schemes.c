@@ -304,35 +304,63 @@ static void list_tables(int type, unsigned bits, char *out, size_t n) {
   if (!out[0]) snprintf(out, n, "none");
 }
 
-static int check_params(const relattn_position *p, int d_head, char *err,
-                        size_t errlen) {
+/* The bucket parameters take what Hugging Face's formulas take, except
+** where they divide by zero or take log(0) (a result of NaN or Inf cast to
+** an index) or, for T5, give a negative bucket (max_distance under
+** max_exact: far distances fall before row 0). T5's _relative_position_bucket
+** divides by max_exact = num_buckets/2 (num_buckets/4 bidirectional, its
+** buckets halved per side) and by log(max_distance/max_exact); DeBERTa's
+** make_log_bucket_position by mid = position_buckets/2 and by
+** log((max_relative_positions - 1)/mid). */
+int relattn_position_check_buckets(const relattn_position *p, int causal,
+                                   const char *pre, const char *post,
+                                   char *err, size_t errlen) {
   if (p->type == RELATTN_POS_T5) {
-    if (p->num_buckets < 4 || p->num_buckets > 1 << 20)
+    const int lo = causal ? 2 : 4, me = p->num_buckets / (causal ? 2 : 4);
+    if (p->num_buckets < lo || p->num_buckets > 1 << 20)
       return relattn_errorf(
           err, errlen, RELATTN_ERR_ARG,
-          "options.position.num_buckets must be at least 4, not %d",
-          p->num_buckets);
-    if (p->max_distance <= p->num_buckets / 2 || p->max_distance > 1 << 24)
-      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                            "options.position.max_distance must be over "
-                            "num_buckets/2 = %d, not %d",
-                            p->num_buckets / 2, p->max_distance);
+          "%snum_buckets%s must be between %d and %d %s, not %d (T5's log "
+          "buckets divide by max_exact = num_buckets/%d)",
+          pre, post, lo, 1 << 20, causal ? "when causal" : "when bidirectional",
+          p->num_buckets, causal ? 2 : 4);
+    if (p->max_distance <= me || p->max_distance > 1 << 24)
+      return relattn_errorf(
+          err, errlen, RELATTN_ERR_ARG,
+          "%smax_distance%s must be over max_exact = num_buckets/%d = %d and "
+          "at most %d, not %d (T5's log buckets divide by "
+          "log(max_distance/max_exact), which must be over 0)",
+          pre, post, causal ? 2 : 4, me, 1 << 24, p->max_distance);
   }
   if (p->type == RELATTN_POS_DEBERTA) {
-    if (p->max_relative_positions < 1 || p->max_relative_positions > 1 << 24)
+    const int mr = p->max_relative_positions, pb = p->position_buckets;
+    if (mr < 1 || mr > 1 << 24)
       return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                            "options.position.max_relative_positions must be a "
-                            "positive integer, not %d",
-                            p->max_relative_positions);
-    if (p->position_buckets > 0 &&
-        (p->position_buckets < 4 || p->position_buckets > 1 << 24 ||
-         p->max_relative_positions <= p->position_buckets / 2 + 1))
+                            "%smax_relative_positions%s must be between 1 and "
+                            "%d, not %d",
+                            pre, post, 1 << 24, mr);
+    if (pb > 0 && (pb < 2 || pb > 1 << 24))
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%sposition_buckets%s must be at most 0 (none), "
+                            "or between 2 and %d, not %d (DeBERTa's log "
+                            "buckets divide by mid = position_buckets/2)",
+                            pre, post, 1 << 24, pb);
+    if (pb > 0 && (mr == 1 || mr - 1 == pb / 2))
       return relattn_errorf(
           err, errlen, RELATTN_ERR_ARG,
-          "options.position.position_buckets must be at least 4 "
-          "and under 2*(max_relative_positions - 1) = %d, not %d",
-          2 * (p->max_relative_positions - 1), p->position_buckets);
+          "%smax_relative_positions%s must not be %d with position_buckets "
+          "%d (DeBERTa's log buckets divide by log((max_relative_positions "
+          "- 1)/mid), mid = position_buckets/2 = %d: here log(%s))",
+          pre, post, mr, pb, pb / 2, mr == 1 ? "0" : "1");
   }
+  return RELATTN_OK;
+}
+
+static int check_params(const relattn_position *p, int d_head, int causal,
+                        char *err, size_t errlen) {
+  int rc = relattn_position_check_buckets(p, causal, "options.position.", "",
+                                          err, errlen);
+  if (rc != RELATTN_OK) return rc;
   if (p->type == RELATTN_POS_ROPE) {
     const int r = p->rotary_dim ? p->rotary_dim : d_head;
     if (r < 2 || r % 2 || r > d_head)
@@ -394,7 +422,7 @@ int relattn_scheme_build(relattn_scheme *out, const relattn_position *p,
   if (type < 0 || type >= RELATTN_POS_COUNT)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "unknown position type");
-  rc = check_params(p, d_head, err, errlen);
+  rc = check_params(p, d_head, causal, err, errlen);
   if (rc != RELATTN_OK) return rc;
   list_tables(type, allow, list, sizeof list);
   for (slot = 0; slot < RELATTN_POS_TABLES; slot++) {

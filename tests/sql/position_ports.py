@@ -99,9 +99,10 @@ def make_log_bucket_position(relative_pos, bucket_size, max_position):
     mid = bucket_size // 2
     abs_pos = np.where((relative_pos < mid) & (relative_pos > -mid), mid - 1,
                        np.abs(relative_pos))
-    log_pos = np.ceil(np.log(abs_pos.astype(np.float32) / np.float32(mid))
-                      / np.log(np.float32((max_position - 1) / mid))
-                      * np.float32(mid - 1)) + mid
+    with np.errstate(divide="ignore", invalid="ignore"):   # mid 1: not used
+        log_pos = np.ceil(np.log(abs_pos.astype(np.float32) / np.float32(mid))
+                          / np.log(np.float32((max_position - 1) / mid))
+                          * np.float32(mid - 1)) + mid
     return np.where(abs_pos <= mid, relative_pos.astype(np.float32),
                     log_pos * sign).astype(np.int64)
 

@@ -112,9 +112,9 @@ def test_decoder_maps(db, rng, scheme):
     assert np.abs(got - maps).max() < 1e-5
 
 
-def import_error(db, rng, position, edit=None):
+def import_error(db, rng, position, edit=None, arch="decoder"):
     cfg = ref.random_config(rng, position=position, n_heads=2, d_model=8,
-                            n_layers=1)
+                            n_layers=1, arch=arch)
     # weights of a valid config close to it: the error is the config's
     ok = position if position["type"] in ("t5", "absolute", "rel_key", "xl",
                                           "deberta") else {"type": "none"}
@@ -138,11 +138,6 @@ def test_config_errors(db, rng):
         ({"type": "alibo"},
          "'position.type' must be one of shaw,none,t5,alibi,rope,absolute,"
          "rel_key,rel_key_query,xl,deberta, not 'alibo'"),
-        ({"type": "t5", "num_buckets": 3},
-         "'position.num_buckets' must be between 4 and 1048576, not 3"),
-        ({"type": "t5", "num_buckets": 8, "max_distance": 4},
-         "'position.max_distance' must be over num_buckets/2 = 4 and at most "
-         "16777216, not 4"),
         ({"type": "rope", "rotary_dim": 3},
          "'position.rotary_dim' must be even, at least 2 and at most "
          "d_model/n_heads = 4, not 3"),
@@ -172,13 +167,6 @@ def test_config_errors(db, rng):
         ({"type": "deberta", "max_relative_positions": 0},
          "'position.max_relative_positions' must be between 1 and 16777216, "
          "not 0"),
-        ({"type": "deberta", "position_buckets": 3},
-         "'position.position_buckets' must be at most 0 (none), or at least 4 "
-         "and under 2*(max_relative_positions - 1) = 1022, not 3"),
-        ({"type": "deberta", "position_buckets": 40,
-          "max_relative_positions": 20},
-         "'position.position_buckets' must be at most 0 (none), or at least 4 "
-         "and under 2*(max_relative_positions - 1) = 38, not 40"),
         ({"type": "deberta", "norm_rel_ebd": "layernorm"},
          "'position.norm_rel_ebd' must be one of none,layer_norm, not "
          "'layernorm'"),
@@ -188,6 +176,102 @@ def test_config_errors(db, rng):
          "'position.max_len' must be between 1 and 16777216, not 0"),
     ]:
         assert import_error(db, rng, position) == pre + message
+
+
+T5_DIV = "(T5's log buckets divide by max_exact = num_buckets/"
+T5_LOG = ("(T5's log buckets divide by log(max_distance/max_exact), which "
+          "must be over 0)")
+DEB_LOG = ("(DeBERTa's log buckets divide by log((max_relative_positions - "
+           "1)/mid), mid = position_buckets/2 = ")
+
+
+@pytest.mark.parametrize("arch,position,message", [
+    # T5 bidirectional (an encoder): max_exact = num_buckets/2/2
+    ("encoder", {"type": "t5", "num_buckets": 3},
+     "'position.num_buckets' must be between 4 and 1048576 when bidirectional, "
+     "not 3 " + T5_DIV + "4)"),
+    ("encoder", {"type": "t5", "num_buckets": 1 << 20 | 1},
+     "'position.num_buckets' must be between 4 and 1048576 when bidirectional, "
+     "not 1048577 " + T5_DIV + "4)"),
+    ("encoder", {"type": "t5", "num_buckets": 8, "max_distance": 2},
+     "'position.max_distance' must be over max_exact = num_buckets/4 = 2 and "
+     "at most 16777216, not 2 " + T5_LOG),
+    ("encoder", {"type": "t5", "num_buckets": 11, "max_distance": 1},
+     "'position.max_distance' must be over max_exact = num_buckets/4 = 2 and "
+     "at most 16777216, not 1 " + T5_LOG),
+    ("encoder", {"type": "t5", "max_distance": (1 << 24) + 1},
+     "'position.max_distance' must be over max_exact = num_buckets/4 = 8 and "
+     "at most 16777216, not 16777217 " + T5_LOG),
+    # T5 causal (a decoder): max_exact = num_buckets/2
+    ("decoder", {"type": "t5", "num_buckets": 1},
+     "'position.num_buckets' must be between 2 and 1048576 when causal, not 1 "
+     + T5_DIV + "2)"),
+    ("decoder", {"type": "t5", "num_buckets": 8, "max_distance": 4},
+     "'position.max_distance' must be over max_exact = num_buckets/2 = 4 and "
+     "at most 16777216, not 4 " + T5_LOG),
+    ("decoder", {"type": "t5", "num_buckets": 3, "max_distance": 1},
+     "'position.max_distance' must be over max_exact = num_buckets/2 = 1 and "
+     "at most 16777216, not 1 " + T5_LOG),
+    # DeBERTa: mid = position_buckets/2 and log((max_relative_positions - 1)/mid)
+    ("encoder", {"type": "deberta", "position_buckets": 1},
+     "'position.position_buckets' must be at most 0 (none), or between 2 and "
+     "16777216, not 1 (DeBERTa's log buckets divide by mid = "
+     "position_buckets/2)"),
+    ("encoder", {"type": "deberta", "position_buckets": 38,
+                 "max_relative_positions": 20},
+     "'position.max_relative_positions' must not be 20 with position_buckets "
+     "38 " + DEB_LOG + "19: here log(1))"),
+    ("decoder", {"type": "deberta", "position_buckets": 3,
+                 "max_relative_positions": 2},
+     "'position.max_relative_positions' must not be 2 with position_buckets "
+     "3 " + DEB_LOG + "1: here log(1))"),
+    ("encoder", {"type": "deberta", "position_buckets": 8,
+                 "max_relative_positions": 1},
+     "'position.max_relative_positions' must not be 1 with position_buckets "
+     "8 " + DEB_LOG + "4: here log(0))"),
+])
+def test_bucket_limits_refused(db, rng, arch, position, message):
+    assert import_error(db, rng, position, arch=arch) == \
+        "relattn_import: config: " + message
+
+
+# The limits' other side: each of these was refused before and is what
+# Hugging Face's formulas take; the model computes what the float32 ports of
+# them in position_ports.py give, through tests/sql/reference_model.py.
+EDGES = [
+    ("encoder", {"type": "t5", "num_buckets": 4, "max_distance": 2}),
+    ("encoder", {"type": "t5", "num_buckets": 8, "max_distance": 3}),
+    ("encoder", {"type": "t5", "num_buckets": 7, "max_distance": 2}),
+    ("decoder", {"type": "t5", "num_buckets": 2, "max_distance": 2}),
+    ("decoder", {"type": "t5", "num_buckets": 3, "max_distance": 5}),
+    ("encoder", {"type": "deberta", "position_buckets": 2,
+                 "max_relative_positions": 3}),
+    ("decoder", {"type": "deberta", "position_buckets": 3,
+                 "max_relative_positions": 40}),
+    # max_relative_positions - 1 under mid: log buckets that shrink, then
+    # the clamp
+    ("encoder", {"type": "deberta", "position_buckets": 40,
+                 "max_relative_positions": 20}),
+    ("encoder", {"type": "deberta", "position_buckets": 8,
+                 "max_relative_positions": 2}),
+]
+
+
+@pytest.mark.parametrize("arch,position", EDGES)
+def test_bucket_limits_accepted(db, rng, arch, position):
+    cfg = ref.random_config(rng, arch=arch, position=position, n_heads=3,
+                            d_model=24, norm="post", bos=arch == "decoder")
+    params = ref.random_params(rng, cfg)
+    db.execute("SELECT relattn_import('m', ?)",
+               (ref.safetensors_bytes(params, cfg),))
+    tokens = random_tokens(rng, 90, cfg)
+    maps = np.array(ref.forward(cfg, params, ref.model_input(cfg, tokens),
+                                maps=True)["maps"])
+    got, rows = attention_maps(db, toks(tokens), maps.shape)
+    n = maps.shape[-1]   # a decoder's keys: up to the query's position
+    assert len(rows) == maps.shape[0] * maps.shape[1] * (
+        n * n if arch == "encoder" else n * (n + 1) // 2)
+    assert np.abs(got - maps).max() < 1e-5
 
 
 def test_tensor_errors(db, rng):

@@ -381,7 +381,9 @@ def ones(*shape):
     ({"type": "t5", "num_buckets": 0}, (None, None, ones(H, 32)),
      "options.position.num_buckets must be a positive integer, not 0"),
     ({"type": "t5", "max_distance": 8}, (None, None, ones(H, 32)),
-     "options.position.max_distance must be over num_buckets/2 = 16, not 8"),
+     "options.position.max_distance must be over max_exact = num_buckets/4 = 8 "
+     "and at most 16777216, not 8 (T5's log buckets divide by "
+     "log(max_distance/max_exact), which must be over 0)"),
     ({"type": "t5"}, (), "position type 't5' needs bias (argument 7)"),
     ({"type": "t5"}, (None, None, ones(H, 31)),
      "bias has 62 floats, position type 't5' needs heads*num_buckets = 64 ([heads, num_buckets])"),
@@ -404,8 +406,10 @@ def ones(*shape):
      (None, None, ones(16, D)),
      "pos_query has 16 rows, position type 'deberta' needs 2*max_relative_positions = 40"),
     ({"type": "deberta", "position_buckets": 30, "max_relative_positions": 16}, (),
-     "options.position.position_buckets must be at least 4 and under "
-     "2*(max_relative_positions - 1) = 30, not 30"),
+     "options.position.max_relative_positions must not be 16 with "
+     "position_buckets 30 (DeBERTa's log buckets divide by "
+     "log((max_relative_positions - 1)/mid), mid = position_buckets/2 = 15: "
+     "here log(1))"),
     ({"type": "xl"}, (ones(9, D),), "position type 'xl' needs u (argument 7)"),
     ({"type": "xl"}, (ones(9, D), None, ones(H, D)), "position type 'xl' needs w (argument 8)"),
     ({"type": "xl"}, (ones(9, D), None, ones(H, D), ones(D)),
@@ -420,6 +424,79 @@ def ones(*shape):
 ])
 def test_error_text(db, position, tables, message):
     assert err(db, position, *tables) == message
+
+
+T5_DIV = "(T5's log buckets divide by max_exact = num_buckets/"
+T5_LOG = ("(T5's log buckets divide by log(max_distance/max_exact), which "
+          "must be over 0)")
+
+
+@pytest.mark.parametrize("position,causal,message", [
+    ({"type": "t5", "num_buckets": 3, "max_distance": 8}, False,
+     "options.position.num_buckets must be between 4 and 1048576 when "
+     "bidirectional, not 3 " + T5_DIV + "4)"),
+    ({"type": "t5", "num_buckets": 1, "max_distance": 8}, True,
+     "options.position.num_buckets must be between 2 and 1048576 when causal, "
+     "not 1 " + T5_DIV + "2)"),
+    ({"type": "t5", "num_buckets": (1 << 20) + 1}, True,
+     "options.position.num_buckets must be between 2 and 1048576 when causal, "
+     "not 1048577 " + T5_DIV + "2)"),
+    ({"type": "t5", "num_buckets": 8, "max_distance": 2}, False,
+     "options.position.max_distance must be over max_exact = num_buckets/4 = 2 "
+     "and at most 16777216, not 2 " + T5_LOG),
+    ({"type": "t5", "num_buckets": 8, "max_distance": 4}, True,
+     "options.position.max_distance must be over max_exact = num_buckets/2 = 4 "
+     "and at most 16777216, not 4 " + T5_LOG),
+    ({"type": "deberta", "position_buckets": 1}, False,
+     "options.position.position_buckets must be at most 0 (none), or between 2 "
+     "and 16777216, not 1 (DeBERTa's log buckets divide by mid = "
+     "position_buckets/2)"),
+    ({"type": "deberta", "position_buckets": (1 << 24) + 1}, False,
+     "options.position.position_buckets must be at most 0 (none), or between 2 "
+     "and 16777216, not 16777217 (DeBERTa's log buckets divide by mid = "
+     "position_buckets/2)"),
+    ({"type": "deberta", "position_buckets": 8, "max_relative_positions": 1}, True,
+     "options.position.max_relative_positions must not be 1 with "
+     "position_buckets 8 (DeBERTa's log buckets divide by "
+     "log((max_relative_positions - 1)/mid), mid = position_buckets/2 = 4: "
+     "here log(0))"),
+])
+def test_bucket_limits_refused(db, position, causal, message):
+    assert err(db, position, None, None, ones(H, 64), causal=causal) == message
+
+
+# Each was refused before; Hugging Face's formulas take it (T5's
+# max_exact = num_buckets/4 bidirectional, /2 causal; DeBERTa's mid =
+# position_buckets/2, and any max_relative_positions - 1 over 0 but mid)
+@pytest.mark.parametrize("nb,md,causal", [
+    (4, 2, False), (8, 3, False), (7, 2, False), (32, 9, False),
+    (2, 2, True), (3, 5, True),
+])
+def test_t5_bucket_limits_accepted(db, rng, nb, md, causal):
+    n, heads, d = 150, 2, 8
+    q, k, v = qkv(rng, n, heads, d, 1.0)
+    bias = rng.uniform(-3, 3, (heads, nb)).astype(np.float32)
+    out = run(db, q, k, v, None, None,
+              {"heads": heads, "d_head": d, "causal": causal,
+               "position": {"type": "t5", "num_buckets": nb, "max_distance": md}}, bias)
+    assert rel_err(out, t5_port(q, k, v, bias, heads, causal, nb, md)) <= TOL
+
+
+@pytest.mark.parametrize("buckets,max_rel,causal", [
+    (2, 3, False), (3, 40, True),
+    (40, 20, False), (8, 2, False), (64, 30, True),   # max_rel - 1 under mid
+])
+def test_deberta_bucket_limits_accepted(db, rng, buckets, max_rel, causal):
+    n, heads, d = 300, 2, 8
+    q, k, v = qkv(rng, n, heads, d)
+    pk = rng.uniform(-2, 2, (heads, 2 * buckets, d)).astype(np.float32)
+    pq = rng.uniform(-2, 2, (heads, 2 * buckets, d)).astype(np.float32)
+    opts = {"heads": heads, "d_head": d, "causal": causal, "per_head": True,
+            "position": {"type": "deberta", "position_buckets": buckets,
+                         "max_relative_positions": max_rel}}
+    out = run(db, q, k, v, pk, None, opts, pq)
+    ref = deberta_port(q, k, v, pk, pq, heads, causal, buckets, max_rel)
+    assert rel_err(out, ref) <= TOL
 
 
 def test_rel_key_sequence_past_M_is_refused_whatever_the_mask(db):
