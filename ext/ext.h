@@ -86,6 +86,14 @@ const char *relattn_echo(char buf[RELATTN_ECHO_BUF], const void *p, int n);
 ** buffer: cut on a character boundary, never in the middle of one). */
 const char *relattn_echo_into(char *buf, size_t cap, const void *p, int n);
 
+/* Does JSON text hold the escape \u0000, a NUL in a string? Strings from a
+** config are refused with one: SQLite before 3.45 cuts a string there when
+** it decodes it, and a C string ends there. Callers scan the JSON as
+** written (json_extract(doc, path, path) keeps a string's escapes). */
+int relattn_json_has_nul(const char *json);
+/* The end of the message that refuses one, after what names the string. */
+#define RELATTN_NUL_MSG " holds a NUL character (\\u0000), which relattn does not accept"
+
 /* One wording for a bad or unknown model name (sqlite3_malloc'd). */
 char *relattn_bad_model_msg(const char *fn);
 char *relattn_no_model_msg(const char *fn, const char *name);

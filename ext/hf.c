@@ -43,7 +43,9 @@ enum { HEAD_NONE, HEAD_MLM, HEAD_CLASSIFIER };
 
 typedef struct jdoc {
   sqlite3 *db;
-  sqlite3_stmt *st; /* SELECT json_type(?1, ?2), json_extract(?1, ?2) */
+  sqlite3_stmt *st; /* SELECT json_type(?1, ?2), json_extract(?1, ?2),
+                    ** the value as written (json_extract(?1, ?2, ?2)) */
+  const char *json; /* the document */
   const char *what; /* "config_json", "tokenizer_config_json" */
   char **pzErr;
   int rc;           /* the first failure (SQLite code), or SQLITE_OK */
@@ -52,10 +54,11 @@ typedef struct jdoc {
 static int jopen(jdoc *j, sqlite3 *db, const char *json, const char *what,
                  char **pzErr) {
   memset(j, 0, sizeof *j);
-  j->db = db, j->what = what, j->pzErr = pzErr;
+  j->db = db, j->what = what, j->pzErr = pzErr, j->json = json;
   if (sqlite3_prepare_v2(db,
-                         "SELECT json_type(?1, ?2), json_extract(?1, ?2)", -1,
-                         &j->st, NULL) != SQLITE_OK) {
+                         "SELECT json_type(?1, ?2), json_extract(?1, ?2), "
+                         "json_extract(?1, ?2, ?2)",
+                         -1, &j->st, NULL) != SQLITE_OK) {
     *pzErr = relattn_sql_errmsg(db, FN, sqlite3_errcode(db));
     return j->rc = SQLITE_ERROR;
   }
@@ -86,6 +89,18 @@ static const char *jstep(jdoc *j, const char *key) {
   }
   type = (const char *)sqlite3_column_text(j->st, 0);
   return type ? type : "null";
+}
+
+/* Refuses the value jstep stepped on, named name ("'key'"), when a string
+** in it holds a NUL; 1 when it did. */
+static int jnul(jdoc *j, const char *name) {
+  if (j->rc != SQLITE_OK ||
+      !relattn_json_has_nul((const char *)sqlite3_column_text(j->st, 2)))
+    return 0;
+  *j->pzErr = sqlite3_mprintf("%s: %s: %s" RELATTN_NUL_MSG, FN, j->what,
+                              name);
+  j->rc = SQLITE_ERROR;
+  return 1;
 }
 
 static void jbad(jdoc *j, const char *key, const char *want, const char *type) {
@@ -160,6 +175,11 @@ static char *jstr(jdoc *j, const char *key, int obj_content) {
   if (strcmp(type, "text") != 0) {
     jbad(j, key, "a string", type);
     return NULL;
+  }
+  {
+    char name[160];
+    sqlite3_snprintf(sizeof name, name, "'%s'", key);
+    if (jnul(j, name)) return NULL;
   }
   s = sqlite3_mprintf("%s", sqlite3_column_text(j->st, 1));
   if (!s) {
@@ -483,6 +503,7 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
         jbad(j, "architectures", "an array of strings", type);
         return j->rc;
       }
+      if (jnul(j, "'architectures[0]'")) return j->rc;
       m->cls = sqlite3_mprintf("%s", sqlite3_column_text(j->st, 1));
       if (!m->cls) return SQLITE_NOMEM;
     }
@@ -689,6 +710,7 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
     {
       char *list = NULL;
       int c2p = 0, p2c = 0, other = 0;
+      if (jnul(j, "'pos_att_type'")) goto out;
       if (strcmp(type, "text") == 0) {
         list = sqlite3_mprintf("%s", sqlite3_column_text(j->st, 1));
       } else if (strcmp(type, "array") == 0) {
@@ -798,16 +820,18 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
       goto out;
     }
     if (strcmp(type, "object") == 0) {
-      const char *json = (const char *)sqlite3_column_text(j->st, 1);
+      /* each label as written too: see relattn_json_has_nul */
       rc = sqlite3_prepare_v2(j->db,
-                              "SELECT key, type, value FROM json_each(?1)",
+                              "SELECT key, type, value, json_extract(?1, "
+                              "fullkey, fullkey) FROM json_each(?1, "
+                              "'$.id2label')",
                               -1, &st, NULL);
       if (rc != SQLITE_OK) {
         j->rc = rc;
         *pzErr = relattn_sql_errmsg(j->db, FN, rc);
         goto out;
       }
-      sqlite3_bind_text(st, 1, json, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(st, 1, j->json, -1, SQLITE_STATIC);
       while (sqlite3_step(st) == SQLITE_ROW) m->n_labels++;
       sqlite3_reset(st);
       m->labels = sqlite3_malloc64(sizeof *m->labels *
@@ -832,6 +856,12 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
               "%s: config_json: id2label must map the ids 0 to %d to "
               "strings, not '%s'",
               FN, m->n_labels - 1, relattn_echo(e, key, -1));
+          sqlite3_finalize(st);
+          goto fail;
+        }
+        if (relattn_json_has_nul((const char *)sqlite3_column_text(st, 3))) {
+          *pzErr = sqlite3_mprintf("%s: config_json: label %ld of id2label"
+                                   RELATTN_NUL_MSG, FN, id);
           sqlite3_finalize(st);
           goto fail;
         }
@@ -895,7 +925,7 @@ typedef struct hf_tok {
 ** id past the file's pieces (DeBERTa-v3's [MASK]) and how the token takes
 ** the whitespace around it. NULL with *rc SQLITE_OK: none. */
 static char *addedTokens(sqlite3 *db, const char *tok_config, const int *ids,
-                         int n_ids, int *rc) {
+                         int n_ids, int *rc, char **pzErr) {
   sqlite3_stmt *st = NULL;
   sqlite3_str *o;
   int any = 0, k;
@@ -905,7 +935,8 @@ static char *addedTokens(sqlite3 *db, const char *tok_config, const int *ids,
            db,
            "SELECT key, json_extract(value, '$.content'), "
            "json_type(value, '$.lstrip') = 'true', "
-           "json_type(value, '$.rstrip') = 'true' FROM json_each(?1, "
+           "json_type(value, '$.rstrip') = 'true', json_extract(?1, "
+           "fullkey || '.content', fullkey || '.content') FROM json_each(?1, "
            "'$.added_tokens_decoder') WHERE json_type(value, '$.content') "
            "= 'text' AND key NOT GLOB '*[^0-9]*' AND length(key) BETWEEN 1 "
            "AND 9 ORDER BY CAST(key AS INTEGER)",
@@ -919,6 +950,15 @@ static char *addedTokens(sqlite3 *db, const char *tok_config, const int *ids,
     for (k = 0; k < n_ids && ids[k] != id; k++) {
     }
     if (k == n_ids) continue;
+    if (relattn_json_has_nul((const char *)sqlite3_column_text(st, 4))) {
+      *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: the content of "
+                               "added_tokens_decoder '%d'" RELATTN_NUL_MSG,
+                               FN, id);
+      *rc = SQLITE_ERROR;
+      sqlite3_finalize(st);
+      sqlite3_free(sqlite3_str_finish(o));
+      return NULL;
+    }
     sqlite3_str_appendf(o, "%s\"%d\": {\"content\": ", any ? ", " : "", id);
     jsonString(o, (const char *)sqlite3_column_text(st, 1));
     sqlite3_str_appendf(o, ", \"lstrip\": %s, \"rstrip\": %s}",
@@ -1082,9 +1122,9 @@ static int readTokenizer(sqlite3 *db, const hf_model *m,
     roles[0] = out->bos, roles[1] = out->eos, roles[2] = out->pad;
     roles[3] = out->append, roles[4] = out->sep, roles[5] = out->mask;
     roles[6] = out->unk;
-    out->added = addedTokens(db, tok_config, roles, 7, &rc);
+    out->added = addedTokens(db, tok_config, roles, 7, &rc, pzErr);
     if (rc != SQLITE_OK) {
-      *pzErr = relattn_sql_errmsg(db, FN, rc);
+      if (!*pzErr) *pzErr = relattn_sql_errmsg(db, FN, rc);
       goto done;
     }
   }

@@ -275,6 +275,28 @@ static int labelsCount(sqlite3 *db, const char *json, const char *key,
     rc = SQLITE_ERROR;
   }
   sqlite3_finalize(st);
+  if (rc != SQLITE_OK) return rc;
+  /* each label as written: see relattn_json_has_nul */
+  st = prepare(db,
+               "SELECT key, json_extract(?1, fullkey, fullkey) FROM "
+               "json_each(?1, '$.labels') ORDER BY key",
+               what, pzErr);
+  if (!st) return sqlCode(db);
+  sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+    if (relattn_json_has_nul((const char *)sqlite3_column_text(st, 1))) {
+      *pzErr = sqlite3_mprintf("%s: label %lld of '%s'" RELATTN_NUL_MSG, what,
+                               sqlite3_column_int64(st, 0), key);
+      sqlite3_finalize(st);
+      return SQLITE_ERROR;
+    }
+  if (rc != SQLITE_DONE) {
+    rc = sqlCode(db);
+    *pzErr = relattn_sql_errmsg(db, what, rc);
+  } else {
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(st);
   return rc;
 }
 
@@ -297,7 +319,8 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
                "SELECT json_valid(?1), CASE WHEN json_valid(?1) THEN "
                "json_type(?1) END, CASE WHEN json_valid(?1) THEN "
                "json_type(?1, ?2) END, CASE WHEN json_valid(?1) THEN "
-               "json_extract(?1, ?2) END",
+               "json_extract(?1, ?2) END, CASE WHEN json_valid(?1) THEN "
+               "json_extract(?1, ?2, ?2) END",
                what, pzErr);
   if (!st) return sqlCode(db);
   sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
@@ -418,6 +441,11 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
       case K_ENUM: {
         const char *s = (const char *)sqlite3_column_text(st, 3);
         if (strcmp(type, "text") != 0) goto badtype;
+        if (relattn_json_has_nul((const char *)sqlite3_column_text(st, 4))) {
+          *pzErr = sqlite3_mprintf("%s: '%s'" RELATTN_NUL_MSG, what, k->key);
+          rc = SQLITE_ERROR;
+          goto done;
+        }
         iv = choice_index(k->choices, s ? s : "");
         if (iv < 0) {
           char *list = sqlite3_mprintf("%s", k->choices), *p;

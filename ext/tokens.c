@@ -266,8 +266,10 @@ char *relattn_tokfile_special(sqlite3 *db, const char *config,
                          "ELSE value END, CASE type WHEN 'object' THEN "
                          "json_type(value, '$.lstrip') END, CASE type WHEN "
                          "'object' THEN json_type(value, '$.rstrip') END, "
-                         "count(*) OVER () FROM json_each(?1, "
-                         "'$.tokenizer.added_tokens')",
+                         "count(*) OVER (), CASE type WHEN 'object' THEN "
+                         "json_extract(?1, fullkey || '.content', fullkey || "
+                         "'.content') ELSE json_extract(?1, fullkey, fullkey) "
+                         "END FROM json_each(?1, '$.tokenizer.added_tokens')",
                          -1, &st, NULL) != SQLITE_OK)
     return relattn_sql_errmsg(db, what, sqlite3_errcode(db));
   sqlite3_bind_text(st, 1, config, -1, SQLITE_STATIC);
@@ -311,6 +313,12 @@ char *relattn_tokfile_special(sqlite3 *db, const char *config,
       zErr = sqlite3_mprintf("%s: config: 'tokenizer.added_tokens' entry "
                              "'%s' must be a non-empty string, or an object "
                              "with a non-empty string 'content'",
+                             what, relattn_echo(e, key, -1));
+      goto done;
+    }
+    if (relattn_json_has_nul((const char *)sqlite3_column_text(st, 7))) {
+      zErr = sqlite3_mprintf("%s: config: 'tokenizer.added_tokens' entry "
+                             "'%s'" RELATTN_NUL_MSG,
                              what, relattn_echo(e, key, -1));
       goto done;
     }

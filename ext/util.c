@@ -55,6 +55,18 @@ static int utf8Char(const unsigned char *p, size_t n) {
   return len;
 }
 
+int relattn_json_has_nul(const char *json) {
+  const char *p;
+  if (!json) return 0;
+  for (p = json; *p; p++) {
+    if (*p != '\\') continue;
+    if (!p[1]) break;
+    if (p[1] == 'u' && strncmp(p + 2, "0000", 4) == 0) return 1;
+    p++; /* the escaped character: \\ is not the start of another escape */
+  }
+  return 0;
+}
+
 /* Does a BLOB of n bytes look like text stored as a BLOB (readfile, a
 ** column of BLOBs) rather than int32 ids? Valid UTF-8 with no control
 ** character but tab, newline and carriage return. Little-endian ids under

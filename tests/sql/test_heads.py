@@ -105,6 +105,44 @@ def test_labels_are_the_config_labels_and_text_tokens(db, rng):
     assert db.execute("SELECT count(*) FROM relattn_labels('c', NULL)").fetchone() == (0,)
 
 
+NUL = " holds a NUL character (\\u0000), which relattn does not accept"
+
+
+def test_strings_with_nul_are_refused(db, rng):
+    """JSON's \\u0000 in a config string: SQLite before 3.45 cuts the string
+    there when it decodes it ('a\\u0000b' would be the label 'a'), so a
+    label, a choice or an added token's text holding one is refused, named;
+    the database is left as it was."""
+    cfg = ref.with_head(encoder(rng), "classifier", labels=["x", "a\0b", "y"])
+    params = ref.random_params(rng, cfg)
+    blob = ref.safetensors_bytes(params)
+
+    def imp(c):
+        return err(db, "SELECT relattn_import('c', ?, ?)", blob, json.dumps(c))
+
+    pre = "relattn_import: config: "
+    assert imp(cfg) == pre + "label 1 of 'labels'" + NUL
+    assert imp(dict(cfg, labels=["\0"] * 3)) == pre + "label 0 of 'labels'" + NUL
+    assert imp(dict(cfg, labels=["x", "y", "a\0b"], activation="gelu\0x")) == \
+        pre + "'activation'" + NUL
+    assert imp(dict(cfg, labels=["x", "y", "z"],
+                    problem_type="regression\0")) == pre + "'problem_type'" + NUL
+    tok = dict(cfg["tokenizer"], split_special=True,
+               added_tokens={"259": "<sep>\0"})
+    assert imp(dict(cfg, labels=["x", "y", "z"], tokenizer=tok)) == \
+        pre + "'tokenizer.added_tokens' entry '259'" + NUL
+    tok["added_tokens"] = {"259": {"content": "<s\0ep>"}}
+    assert imp(dict(cfg, labels=["x", "y", "z"], tokenizer=tok)) == \
+        pre + "'tokenizer.added_tokens' entry '259'" + NUL
+    assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = "
+                      "'relattn_model'").fetchone()[0] == 0
+    # a backslash before u0000 is text: kept whole
+    names = ["a\\u0000b", "\\\\", "c"]
+    load(db, "c", ref.with_head(encoder(rng), "classifier", labels=names), params)
+    assert [r[0] for r in db.execute(
+        "SELECT label FROM relattn_labels('c', 'x')")] == names
+
+
 # head_activation, tie, bos, n, masks
 MLMS = [
     (None, True, True, 12, [0, 5]),

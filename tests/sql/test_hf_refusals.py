@@ -216,6 +216,49 @@ def test_tokenizer_refusals(db, bert, deberta):
     assert run(db, deberta, tok_config=json.dumps(tc)) > 0
 
 
+NUL = " holds a NUL character (\\u0000), which relattn does not accept"
+
+
+def test_strings_with_nul_are_refused(db, bert, deberta):
+    """JSON's \\u0000 in a string of config.json or tokenizer_config.json:
+    SQLite before 3.45 cuts the string there ('a\\u0000b' would be the
+    label 'a', '[CLS]\\u0000x' the token [CLS]), so it is refused, named."""
+    pre = "relattn_import: config_json: "
+    labels = {"0": "x", "1": "a\0b", "2": "y"}
+    refused(db, bert, pre + "label 1 of id2label" + NUL,
+            config=with_keys(bert, id2label=labels))
+    refused(db, bert, pre + "'model_type'" + NUL,
+            config=with_keys(bert, model_type="bert\0x"))
+    refused(db, bert, pre + "'architectures[0]'" + NUL,
+            config=with_keys(bert, architectures=["BertForSequenceClassification\0"]))
+    refused(db, bert, pre + "'position_embedding_type'" + NUL,
+            config=with_keys(bert, position_embedding_type="relative_key\0"))
+    refused(db, bert, pre + "'hidden_act'" + NUL,
+            config=with_keys(bert, hidden_act="gelu\0"))
+    refused(db, bert, pre + "'problem_type'" + NUL,
+            config=with_keys(bert, problem_type="regression\0"))
+    refused(db, deberta, pre + "'pos_att_type'" + NUL,
+            config=with_keys(deberta, pos_att_type="p2c|c2p\0"))
+    refused(db, deberta, pre + "'pos_att_type'" + NUL,
+            config=with_keys(deberta, pos_att_type=["p2c", "c2p\0"]))
+    tpre = "relattn_import: tokenizer_config_json: "
+    tc = dict(bert.tok_config, cls_token="[CLS]\0x")
+    refused(db, bert, tpre + "'cls_token'" + NUL, tok_config=json.dumps(tc))
+    tc = dict(deberta.tok_config, sep_token={"content": "[SEP]\0"})
+    refused(db, deberta, tpre + "'sep_token'" + NUL, tok_config=json.dumps(tc))
+    # [PAD] is id 0 of spm.model; its added_tokens_decoder entry gives the text
+    tc = json.loads(json.dumps(deberta.tok_config))
+    tc["added_tokens_decoder"]["0"]["content"] = "[PAD]\0"
+    refused(db, deberta, tpre + "the content of added_tokens_decoder '0'" + NUL,
+            tok_config=json.dumps(tc))
+    # a backslash before u0000 is text, kept whole
+    names = ["a\\u0000b", "\\", "\\\\u0000"]
+    assert run(db, bert, config=with_keys(
+        bert, id2label={str(i): n for i, n in enumerate(names)})) > 0
+    assert [r[0] for r in db.execute(
+        "SELECT label FROM relattn_labels('m', 'x')")] == names
+
+
 def test_tokenizer_config_needs_an_hf_config(db):
     sys.path.insert(0, str(HERE))
     import reference_model as ref
