@@ -210,8 +210,11 @@ def test_errors(db, rng):
         assert err(f"SELECT {fn}('m', ?)", toks([-1])) == (
             f"{fn}: tokens has token -1 at position 0, outside the model's "
             "vocabulary [0, 260)")
-        assert err(f"SELECT {fn}('m', ?)", b"12345") == \
+        assert err(f"SELECT {fn}('m', ?)", b"\x01\x02\x03\x04\x05") == \
             f"{fn}: tokens has 5 bytes, not a multiple of 4"
+        assert err(f"SELECT {fn}('m', ?)", b"12345") == (
+            f"{fn}: tokens has 5 bytes, not a multiple of 4; if the BLOB holds "
+            "text, pass CAST(... AS TEXT) to tokenize it")
         assert err(f"SELECT {fn}('m', 7)") == \
             f"{fn}: tokens must be a token BLOB (int32 ids) or TEXT"
     for tv in ("relattn_logprobs", "relattn_attention_weights"):

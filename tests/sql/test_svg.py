@@ -276,8 +276,9 @@ def test_errors_name_the_function_and_argument(tiny):
         "relattn_svg_attention: head must be an integer"
     assert err(tiny, f, ("nope", "abc", 0, 0)) == "relattn_svg_attention: no model named 'nope'"
     assert err(tiny, f, ("tiny", "", 0, 0)) == "relattn_svg_attention: tokens is empty"
-    assert err(tiny, f, ("tiny", b"abc", 0, 0)) == \
-        "relattn_svg_attention: tokens has 3 bytes, not a multiple of 4"
+    assert err(tiny, f, ("tiny", b"abc", 0, 0)) == (
+        "relattn_svg_attention: tokens has 3 bytes, not a multiple of 4; if the "
+        "BLOB holds text, pass CAST(... AS TEXT) to tokenize it")
     assert tiny.execute(f, ("tiny", None, 0, 0)).fetchone() == (None,)
     assert tiny.execute("SELECT relattn_svg_surprise('tiny', NULL)").fetchone() == (None,)
     assert err(tiny, "SELECT relattn_svg_surprise('tiny', ?)", ("x" * 4097,)) == \

@@ -126,6 +126,9 @@ def test_tokenize_errors(model):
         "relattn_detokenize: token 280 at position 2 is not a byte (0-255) nor "
         "the tokenizer's bos, eos or pad")
     assert err(db, "SELECT relattn_detokenize('m', x'616263')") == (
+        "relattn_detokenize: tokens has 3 bytes, not a multiple of 4; if the "
+        "BLOB holds text, pass CAST(... AS TEXT) to tokenize it")
+    assert err(db, "SELECT relattn_detokenize('m', x'610063')") == (
         "relattn_detokenize: tokens has 3 bytes, not a multiple of 4")
     assert err(db, "SELECT relattn_tokenize('m', x'6162')") == "relattn_tokenize: text must be TEXT"
     assert err(db, "SELECT relattn_tokenize('nope', 'a')") == "relattn_tokenize: no model named 'nope'"
