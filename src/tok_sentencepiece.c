@@ -619,8 +619,18 @@ static int spmDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
   static const uint8_t ws[3] = {0xE2, 0x96, 0x81};
   static const uint8_t fffd[3] = {0xEF, 0xBF, 0xBD};
   const spm *s = (const spm *)t;
+  const size_t begin = out->n; /* the text starts here */
   size_t i = 0, k;
-  int rc = RELATTN_OK, first = 1; /* no piece but control ones yet */
+  int rc = RELATTN_OK;
+  /* The leading U+2581 dropped, as SentencePieceProcessor::Decode does
+  ** (sentencepiece_processor.cc, v0.1.97: is_bos_ws, bos_ws_seen): bos
+  ** holds until a piece (not a byte piece) finds text written, or finds
+  ** that the piece before it dropped one; while it holds, a piece starting
+  ** with U+2581 drops it, with add_dummy_prefix or remove_extra_whitespaces.
+  ** With remove_extra_whitespaces no piece counts as having dropped one,
+  ** so each drops its U+2581 until there is text: the pieces U+2581,
+  ** U+2581, U+2581 "the" decode to "the", not "  the". */
+  int bos = 1, seen = 0;
   while (i < n && rc == RELATTN_OK) {
     int32_t id = ids[i];
     if (id < 0 || id >= s->n)
@@ -648,9 +658,10 @@ static int spmDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
         else rc = relattn_bytebuf_add(out, run.p + at, (size_t)l), at += (size_t)l;
       }
       free(run.p);
-      first = 0;
       continue;
     }
+    if (seen || out->n > begin) bos = 0;
+    seen = 0;
     if (s->type[id] == P_CONTROL) {
       i++;
       continue;
@@ -658,15 +669,16 @@ static int spmDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
     if (s->type[id] == P_UNKNOWN) {
       rc = relattn_bytebuf_add(out, s->unk_surface, s->unk_surface_n);
       i++;
-      first = 0;
       continue;
     }
     {
       const uint8_t *p = s->file + s->off[id];
       size_t len = s->len[id];
-      if (first && (s->dummy_prefix || s->extra_ws) && len >= 3 &&
-          memcmp(p, ws, 3) == 0)
+      if (bos && (s->dummy_prefix || s->extra_ws) && len >= 3 &&
+          memcmp(p, ws, 3) == 0) {
         p += 3, len -= 3;
+        seen = !s->extra_ws;
+      }
       for (k = 0; k < len && rc == RELATTN_OK;) {
         if (len - k >= 3 && memcmp(p + k, ws, 3) == 0) {
           rc = relattn_bytebuf_add(out, " ", 1);
@@ -677,7 +689,6 @@ static int spmDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
         }
       }
     }
-    first = 0;
     i++;
   }
   return rc;

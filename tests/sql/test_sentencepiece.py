@@ -254,3 +254,43 @@ def test_sentencepiece_unused_pieces(name, models, lines, rng):
            if np.frombuffer(g, "<i4").tolist() != sp.encode(line)]
     assert not bad, (name, len(bad))
     db.close()
+
+
+@pytest.mark.parametrize("name", ["unigram_nfkc_1000",
+                                  "unigram_user_bytes_1100",
+                                  "unigram_keep_spaces_800", "bpe_user_600"])
+def test_sentencepiece_decode_leading_spaces(name, models, rng):
+    """relattn_detokenize equal to sp.decode on random id sequences that
+    start with runs of '▁' (and pieces starting with it, control, unknown
+    and byte pieces among them): the leading '▁'s sp.decode drops depend
+    on remove_extra_whitespaces (all of them until the text is non-empty)
+    and add_dummy_prefix (the first one); the models cover both on, only
+    add_dummy_prefix (bpe_user_600) and neither (unigram_keep_spaces_800)."""
+    db = connect()
+    db.text_factory = bytes
+    sp = load(db, "s", models[name], rng)
+    n = sp.get_piece_size()
+    ws = sp.piece_to_id("▁")
+    assert not sp.is_unknown(ws)
+    lead = [i for i in range(n) if sp.id_to_piece(i).startswith("▁")]
+    odd = [i for i in range(n) if sp.is_control(i) or sp.is_unknown(i)
+           or sp.is_byte(i)]
+    seqs = [[ws, ws, sp.piece_to_id("▁the")]]
+    for _ in range(3000):
+        seq = []
+        for _ in range(int(rng.integers(0, 8))):
+            r = rng.random()
+            seq.append(ws if r < 0.45 else
+                       int(rng.choice(odd)) if r < 0.6 else
+                       int(rng.choice(lead)) if r < 0.85 else
+                       int(rng.integers(0, n)))
+        seqs.append(seq)
+    got = [db.execute("SELECT relattn_detokenize('s', ?)",
+                      (np.asarray(s, "<i4").tobytes(),)).fetchone()[0]
+           for s in seqs]
+    bad = [(s, g, sp.decode(s)) for s, g in zip(seqs, got)
+           if g != sp.decode(s).encode()]
+    assert not bad, (len(bad), bad[:3])
+    if name == "unigram_nfkc_1000":  # both on: every leading '▁' dropped
+        assert got[0] == b"the"
+    db.close()
