@@ -1025,10 +1025,24 @@ static int readTokenizer(sqlite3 *db, const hf_model *m,
                                                         : "spiece.model");
     return SQLITE_ERROR;
   }
-  /* a SentencePiece model is a protobuf whose first field is a piece
-  ** (0x0a); a vocab.txt starts with a token's text */
-  out->kind = tok_n && tok[0] == 0x0a ? RELATTN_TOK_SENTENCEPIECE
-                                      : RELATTN_TOK_WORDPIECE;
+  /* The kind by the file's structure: a vocab.txt may start with any
+  ** line, an empty one too (BertTokenizer's load_vocab makes it token ''
+  ** at id 0). A file of no known kind is read as the family's own, whose
+  ** parser says where it breaks. */
+  switch (relattn_tokenizer_file_kind(tok, tok_n)) {
+    case RELATTN_TOKFILE_SPM: out->kind = RELATTN_TOK_SENTENCEPIECE; break;
+    case RELATTN_TOKFILE_VOCAB: out->kind = RELATTN_TOK_WORDPIECE; break;
+    case RELATTN_TOKFILE_JSON:
+      *pzErr = sqlite3_mprintf("%s: tokenizer_blob is %s; pass the "
+                               "tokenizer's own file (vocab.txt or a "
+                               "SentencePiece .model)", FN,
+                               relattn_tokenizer_file_name(
+                                   RELATTN_TOKFILE_JSON));
+      return SQLITE_ERROR;
+    default:
+      out->kind = m->family == FAM_BERT ? RELATTN_TOK_WORDPIECE
+                                        : RELATTN_TOK_SENTENCEPIECE;
+  }
   out->lower = out->kind == RELATTN_TOK_WORDPIECE ? 1 : 0;
   out->strip = -1;
   out->chinese = 1;

@@ -226,6 +226,21 @@ char *relattn_tokfile_parse(const relattn_config *c, const char *name,
                            "need %s", what, ename, shape,
                            (sqlite3_uint64)bytes, want);
   rc = relattn_tokenizer_new(tok, c, data, bytes, what, err, sizeof err);
+  if (rc == RELATTN_ERR_FORMAT) {
+    /* another kind's file (told by its structure) says so, rather than
+    ** where it breaks as this kind's */
+    int found = relattn_tokenizer_file_kind(data, bytes);
+    int expect = c->tok_type == RELATTN_TOK_WORDPIECE ? RELATTN_TOKFILE_VOCAB
+                                                      : RELATTN_TOKFILE_SPM;
+    if (found != RELATTN_TOKFILE_UNKNOWN && found != expect)
+      return sqlite3_mprintf("%s: tokenizer.%s is %s, not the %s the "
+                             "config's tokenizer.type (%s) needs",
+                             what, kind, relattn_tokenizer_file_name(found),
+                             expect == RELATTN_TOKFILE_VOCAB
+                                 ? "vocab.txt"
+                                 : "SentencePiece model",
+                             kind);
+  }
   if (rc != RELATTN_OK) return sqlite3_mprintf("%s", err);
   return NULL;
 }

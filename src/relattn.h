@@ -616,6 +616,18 @@ int relattn_tokenizer_new(relattn_tokenizer **out, const relattn_config *c,
                           const uint8_t *file, size_t n, const char *what,
                           char *err, size_t errlen);
 void relattn_tokenizer_free(relattn_tokenizer *t);
+/* What a tokenizer file is, told by its structure alone: a SentencePiece
+** .model (a protobuf ModelProto, read to its end, with at least one
+** piece), a tokenizer.json (UTF-8 text whose first and last characters
+** other than whitespace are { and }), a vocab.txt (other UTF-8 text), or,
+** empty or none of these, unknown. Only a positive answer for another
+** kind than expected is worth a message: a .model is rarely UTF-8, but a
+** few bytes can be both. */
+enum { RELATTN_TOKFILE_UNKNOWN = 0, RELATTN_TOKFILE_VOCAB = 1,
+       RELATTN_TOKFILE_SPM = 2, RELATTN_TOKFILE_JSON = 3 };
+int relattn_tokenizer_file_kind(const uint8_t *file, size_t n);
+/* The kind as messages name it: "a vocab.txt (lines of UTF-8 text)". */
+const char *relattn_tokenizer_file_name(int filekind);
 int relattn_tokenizer_kind(const relattn_tokenizer *t);
 int relattn_tokenizer_n_ids(const relattn_tokenizer *t); /* ids in [0, n) */
 /* The id of the token whose text is piece ("[CLS]", "</s>"), a line of

@@ -56,6 +56,10 @@ struct relattn_tokenizer {
 int relattn_wordpiece_init(relattn_tokenizer **t, const relattn_config *c,
                            const uint8_t *file, size_t n, const char *what,
                            char *err, size_t errlen);
+/* 1: file is a protobuf ModelProto to its end, its top-level fields those
+** of sentencepiece_model.proto (or extensions), each piece a SentencePiece
+** message, and there is a piece. */
+int relattn_sentencepiece_is_model(const uint8_t *file, size_t n);
 int relattn_sentencepiece_init(relattn_tokenizer **t, const relattn_config *c,
                                const uint8_t *file, size_t n, const char *what,
                                char *err, size_t errlen);

@@ -138,6 +138,31 @@ static int pbNext(pb *r, pbfield *f) {
   }
 }
 
+/* sentencepiece_model.proto: ModelProto has pieces (1), trainer_spec (2),
+** normalizer_spec (3), self_test_data (4) and denormalizer_spec (5), all
+** messages; SentencePiece has piece (1, bytes), score (2, float) and type
+** (3, enum); both allow extensions from field 200. A vocab.txt read as
+** protobuf fails within a few fields. */
+int relattn_sentencepiece_is_model(const uint8_t *file, size_t n) {
+  pb r, q;
+  pbfield f, g;
+  int rc, pieces = 0;
+  r.p = file, r.end = file + n;
+  while ((rc = pbNext(&r, &f)) == 1) {
+    if (f.num >= 200) continue;
+    if (f.num < 1 || f.num > 5 || f.wire != 2) return 0;
+    if (f.num != 1) continue;
+    pieces++;
+    q.p = f.data, q.end = f.data + f.len;
+    while ((rc = pbNext(&q, &g)) == 1)
+      if (g.num < 200 && !(g.num == 1 && g.wire == 2) &&
+          !(g.num == 2 && g.wire == 5) && !(g.num == 3 && g.wire == 0))
+        return 0;
+    if (rc < 0) return 0;
+  }
+  return rc == 0 && pieces > 0;
+}
+
 /* ---- the piece trie ------------------------------------------------------- */
 
 static size_t edgeSlot(const spm *s, uint64_t key) {

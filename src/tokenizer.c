@@ -331,6 +331,38 @@ int relattn_tokenizer_new(relattn_tokenizer **out, const relattn_config *c,
   return RELATTN_OK;
 }
 
+static int isJsonSpace(uint8_t c) { /* RFC 8259, sec. 2 */
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+int relattn_tokenizer_file_kind(const uint8_t *file, size_t n) {
+  size_t i, a, b;
+  uint32_t cp;
+  if (n == 0) return RELATTN_TOKFILE_UNKNOWN;
+  if (relattn_sentencepiece_is_model(file, n)) return RELATTN_TOKFILE_SPM;
+  for (i = 0; i < n;) {
+    int l = relattn_utf8_decode(file + i, n - i, &cp);
+    if (l == 0) return RELATTN_TOKFILE_UNKNOWN;
+    i += (size_t)l;
+  }
+  a = n >= 3 && memcmp(file, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0; /* a BOM */
+  while (a < n && isJsonSpace(file[a])) a++;
+  for (b = n; b > a && isJsonSpace(file[b - 1]); b--) {
+  }
+  if (b - a >= 2 && file[a] == '{' && file[b - 1] == '}')
+    return RELATTN_TOKFILE_JSON;
+  return RELATTN_TOKFILE_VOCAB;
+}
+
+const char *relattn_tokenizer_file_name(int filekind) {
+  switch (filekind) {
+    case RELATTN_TOKFILE_VOCAB: return "a vocab.txt (lines of UTF-8 text)";
+    case RELATTN_TOKFILE_SPM: return "a SentencePiece model (a protobuf)";
+    case RELATTN_TOKFILE_JSON: return "a tokenizer.json (a JSON object)";
+    default: return "of no kind relattn knows";
+  }
+}
+
 void relattn_tokenizer_free(relattn_tokenizer *t) {
   if (!t) return;
   specialsFree(t);

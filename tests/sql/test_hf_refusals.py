@@ -14,6 +14,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "hf"))
 import checkpoints  # noqa: E402
+from conftest import connect  # noqa: E402
 import safetensors_py  # noqa: E402
 
 
@@ -257,6 +258,41 @@ def test_strings_with_nul_are_refused(db, bert, deberta):
         bert, id2label={str(i): n for i, n in enumerate(names)})) > 0
     assert [r[0] for r in db.execute(
         "SELECT label FROM relattn_labels('m', 'x')")] == names
+
+
+def test_tokenizer_file_kind(db, bert, deberta):
+    """The tokenizer_blob's kind comes from its structure: a vocab.txt
+    whose first line is empty is a vocab.txt (BertTokenizer's load_vocab
+    reads that line as the token '' at id 0), not a SentencePiece model
+    for its first byte 0x0a; a tokenizer.json is refused, naming it; bytes
+    of no kind are read as the family's own file, whose parser says where
+    they break."""
+    sys.path.insert(0, str(HERE.parent / "tok"))
+    import bert_ref
+    vocab = b"\n" + bert.tok_bytes.split(b"\n", 1)[1]  # [PAD]'s line empty
+    assert run(db, bert, tok=vocab) > 0
+    cfg = json.loads(db.execute("SELECT config FROM relattn_model").fetchone()[0])
+    assert cfg["tokenizer"]["type"] == "wordpiece"
+    assert cfg["tokenizer"]["do_lower_case"] is True
+    ref = bert_ref.Bert(vocab)
+    assert ref.vocab[""] == 0
+    for text in ["Hello, worlds!", "the CAT sat [MASK] on", "un able"]:
+        got = db.execute("SELECT relattn_tokens_json(relattn_tokenize('m', ?))",
+                         (text,)).fetchone()[0]
+        assert json.loads(got) == ref.encode(text), text
+    db = connect()  # the refusals: nothing stored
+    tj = json.dumps({"version": "1.0", "model": {"type": "WordPiece"}},
+                    indent=2).encode()
+    for ck in (bert, deberta):
+        refused(db, ck, "relattn_import: tokenizer_blob is a tokenizer.json "
+                "(a JSON object); pass the tokenizer's own file (vocab.txt or "
+                "a SentencePiece .model)", tok=b"\xef\xbb\xbf" + tj + b"\n")
+    refused(db, bert, "relattn_import: tokenizer.wordpiece is not valid "
+            "UTF-8 at byte 1", tok=b"\n\xff")
+    refused(db, deberta, "relattn_import: tokenizer.sentencepiece is not a "
+            "SentencePiece model (malformed protobuf at byte 2)",
+            tok=b"\n\xff")
+    db.close()
 
 
 def test_tokenizer_config_needs_an_hf_config(db):

@@ -256,6 +256,47 @@ def test_tokenizer_import_errors(db, rng):
         len(w) + 1
 
 
+
+def test_tokenizer_file_of_another_kind(db, rng):
+    """A file that does not parse as the config's kind, but is another kind
+    by its structure, is refused naming what it is."""
+    spm = pytest.importorskip("sentencepiece")
+    sys.path.insert(0, str(HERE.parent / "hf"))
+    import checkpoints
+    model = checkpoints.spm_model("deberta")
+    wp = modelgen.safetensors(wp_config(400), rng)
+    cfg = modelgen.config(vocab_size=402, bos=None, eos=None, pad=None)
+    cfg["tokenizer"] = {"type": "sentencepiece"}
+    sp = modelgen.safetensors(cfg, rng)
+    tj = b'{"version": "1.0", "model": {"vocab": {"[UNK]": 0}}}'
+    assert bad_import(db, ("w", wp, None, model)) == (
+        "relattn_import: tokenizer.wordpiece is a SentencePiece model (a "
+        "protobuf), not the vocab.txt the config's tokenizer.type "
+        "(wordpiece) needs")
+    assert bad_import(db, ("w", wp, None, tj)) == (
+        "relattn_import: tokenizer.wordpiece is a tokenizer.json (a JSON "
+        "object), not the vocab.txt the config's tokenizer.type (wordpiece) "
+        "needs")
+    assert bad_import(db, ("s", sp, None, b"[PAD]\n[UNK]\nhello\n")) == (
+        "relattn_import: tokenizer.sentencepiece is a vocab.txt (lines of "
+        "UTF-8 text), not the SentencePiece model the config's "
+        "tokenizer.type (sentencepiece) needs")
+    assert bad_import(db, ("s", sp, None, tj)) == (
+        "relattn_import: tokenizer.sentencepiece is a tokenizer.json (a JSON "
+        "object), not the SentencePiece model the config's tokenizer.type "
+        "(sentencepiece) needs")
+    # each file imports as its own kind; a vocab.txt may start with an
+    # empty line, the token '' (id 0), as BertTokenizer's load_vocab reads it
+    assert db.execute("SELECT relattn_import('s', ?, NULL, ?)",
+                      (sp, model)).fetchone()[0] > 0
+    assert spm.SentencePieceProcessor(model_proto=model).get_piece_size() == 400
+    vocab = b"\n[UNK]\n[CLS]\n[SEP]\nhello\n"
+    assert db.execute("SELECT relattn_import('w', ?, NULL, ?)",
+                      (wp, vocab)).fetchone()[0] > 0
+    assert db.execute("SELECT relattn_tokens_json(relattn_tokenize('w', "
+                      "'hello x'))").fetchone()[0] == "[4,1]"
+
+
 def test_tokenizer_config_errors(db, rng):
     cfg = wp_config(20, do_lower_case="yes")
     assert bad_import(db, ("w", modelgen.safetensors(cfg, rng), None,

@@ -3,7 +3,7 @@
 ** Unicode helpers (src/unicode.c) without SQLite: UTF-8 decoding against a
 ** reference decoder written here from RFC 3629's table, random byte
 ** strings through the byte tokenizer, the limit that stops encoding early,
-** WordPiece's file checks, and split_special on texts with invalid UTF-8
+** WordPiece's file checks, the tokenizer file kinds, and split_special on texts with invalid UTF-8
 ** and several kinds of whitespace around the special tokens. (Exactness against the reference
 ** tokenizers is tested through SQL: tests/sql/test_tokenizers.py and
 ** test_sentencepiece.py.)
@@ -125,6 +125,43 @@ static void check_wordpiece(void) {
             strcmp(err, "t: tokenizer.wordpiece is not valid UTF-8 at byte "
                         "1") == 0,
         "wordpiece: invalid UTF-8: '%s'", err);
+}
+
+/* relattn_tokenizer_file_kind on files made by hand: each kind, and the
+** bytes that are two kinds at once (a .model that is also UTF-8 text),
+** and what is no kind (empty, a protobuf cut short, fields that are not
+** ModelProto's). */
+static void check_file_kind(void) {
+#define B(s) s, sizeof s - 1
+  static const struct {
+    const char *bytes;
+    size_t n;
+    int kind;
+  } cases[] = {
+      {B("\n[UNK]\nhello\n"), RELATTN_TOKFILE_VOCAB}, /* first line empty */
+      {B("[PAD]\n[UNK]\n"), RELATTN_TOKFILE_VOCAB},
+      {B("\xef\xbb\xbf {\"model\": {}}\r\n"), RELATTN_TOKFILE_JSON},
+      {B("{\n[UNK]\n"), RELATTN_TOKFILE_VOCAB},           /* no closing } */
+      {B("\x0a\x03\x0a\x01" "a"), RELATTN_TOKFILE_SPM},   /* a piece 'a' */
+      {B("\x0a\x08\x0a\x01" "a\x15\x00\x00\x80\xbf\x12\x00"),
+       RELATTN_TOKFILE_SPM},                               /* score -1 */
+      {B("\x0a\x02\x18\x02\xc2\x0c\x00"), RELATTN_TOKFILE_SPM}, /* field 200 */
+      {B("\x0a\x03\x0a\x01"), RELATTN_TOKFILE_VOCAB},     /* cut short */
+      {B("\x0a\x02\x20\x01"), RELATTN_TOKFILE_VOCAB},     /* piece field 4 */
+      {B("\x12\x00"), RELATTN_TOKFILE_VOCAB},             /* no piece */
+      {B("\x32\x00\x0a\x00"), RELATTN_TOKFILE_VOCAB},     /* field 6 */
+      {B("\x0a\xff"), RELATTN_TOKFILE_UNKNOWN},
+      {B(""), RELATTN_TOKFILE_UNKNOWN},
+  };
+#undef B
+  size_t i;
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int got = relattn_tokenizer_file_kind((const uint8_t *)cases[i].bytes,
+                                          cases[i].n);
+    CHECK(got == cases[i].kind, "file kind of case %zu: %s, not %s", i,
+          relattn_tokenizer_file_name(got),
+          relattn_tokenizer_file_name(cases[i].kind));
+  }
 }
 
 /* split_special over the byte tokenizer: a text made of chunks, so what
@@ -257,6 +294,7 @@ int main(void) {
   check_utf8();
   check_bytes();
   check_wordpiece();
+  check_file_kind();
   check_split_special();
   UNIT_DONE();
 }
