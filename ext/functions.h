@@ -58,6 +58,14 @@ const relattn_model *relattn_model_arg(sqlite3_context *ctx, sqlite3_value *v,
 int32_t *relattn_tokens_value(sqlite3_value *v, const relattn_model *m,
                               const char *fn, const char *arg, int *n_out,
                               char **pzErr);
+/* relattn_tokens_value for a function that takes a model, under
+** relattn_max_tokens(): more ids is refused before a BLOB is copied and as
+** soon as encoding a TEXT passes it ("<fn>: <arg> has 70000 tokens, over
+** relattn_max_tokens() = 65536", SQLITE_TOOBIG). Returns an SQLite code;
+** *ids (sqlite3_malloc'd) is set when it is SQLITE_OK. */
+int relattn_tokens_limited(relattn_conn *conn, const relattn_model *m,
+                           sqlite3_value *v, const char *fn, const char *arg,
+                           int32_t **ids, int *n_out, char **pzErr);
 
 /* ext/store.c: relattn_import(model, safetensors_blob [, config_json]),
 ** relattn_export(model). */

@@ -150,17 +150,17 @@ void relattn_tokenize_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
   const relattn_model *m;
   int32_t *ids;
   char *zErr;
-  int n;
+  int n, rc;
   (void)argc;
   if (sqlite3_value_type(argv[1]) != SQLITE_TEXT) {
     relattn_result_errorf(ctx, "%s: text must be TEXT", fn);
     return;
   }
   if (!(m = relattn_model_arg(ctx, argv[0], fn))) return;
-  ids = relattn_tokens_value(argv[1], m, fn, "text", &n, &zErr);
+  rc = relattn_tokens_limited(conn, m, argv[1], fn, "text", &ids, &n, &zErr);
   relattn_store_release(conn, m);
-  if (!ids) {
-    relattn_result_error(ctx, SQLITE_ERROR, zErr);
+  if (rc != SQLITE_OK) {
+    relattn_result_error(ctx, rc, zErr);
     return;
   }
   resultTokens(ctx, fn, ids, (size_t)n);
@@ -178,10 +178,10 @@ void relattn_detokenize_func(sqlite3_context *ctx, int argc,
   int n, rc;
   (void)argc;
   if (!(m = relattn_model_arg(ctx, argv[0], fn))) return;
-  ids = relattn_tokens_value(argv[1], m, fn, "tokens", &n, &zErr);
-  if (!ids) {
+  rc = relattn_tokens_limited(conn, m, argv[1], fn, "tokens", &ids, &n, &zErr);
+  if (rc != SQLITE_OK) {
     relattn_store_release(conn, m);
-    relattn_result_error(ctx, SQLITE_ERROR, zErr);
+    relattn_result_error(ctx, rc, zErr);
     return;
   }
   rc = relattn_tokenizer_decode(m->tok, ids, (size_t)n, &text, &len, fn, err,

@@ -10,6 +10,7 @@
 **   models      relattn_model_arg: a model-name argument, acquired;
 **               relattn_missing_tensor: the first tensor a config lacks.
 **   tokens      relattn_tokens_value: a token argument as int32 ids;
+**               relattn_tokens_limited: the same under relattn_max_tokens();
 **               relattn_model_input: a token argument as a model's input.
 **   memory      relattn_memory_check / relattn_memory_ok: relattn_max_memory().
 **   interrupt   relattn_watch_begin / relattn_watch_end: sqlite3_interrupt
@@ -442,30 +443,50 @@ int32_t *relattn_tokens_value(sqlite3_value *v, const relattn_model *m,
                       pzErr);
 }
 
-int relattn_model_input(relattn_conn *conn, const relattn_model *m,
-                        sqlite3_value *v, const char *fn, const char *arg,
-                        relattn_input *in, char **pzErr) {
+/* relattn_max_tokens() before decoding, which allocates 4 bytes a token:
+** a BLOB holds bytes/4 ids, and the byte tokenizer gives one id per byte.
+** (Another tokenizer's count is known only by encoding, which stops as soon
+** as it passes the limit: decodeTokens.) */
+static int overMaxTokens(relattn_conn *conn, const relattn_model *m,
+                         sqlite3_value *v, const char *fn, const char *arg,
+                         char **pzErr) {
   sqlite3_int64 bytes = sqlite3_value_bytes(v), count = -1;
-  int bos = m->cfg.bos >= 0, append = m->cfg.append >= 0;
-  int n = 0, oom = 0, toobig = 0;
-  memset(in, 0, sizeof *in);
-  *pzErr = NULL;
-  if (sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
-  /* The limit before decoding, which allocates 4 bytes a token: a BLOB
-  ** holds bytes/4 ids, and the byte tokenizer gives one id per byte. */
   if (sqlite3_value_type(v) == SQLITE_BLOB && bytes % 4 == 0)
     count = bytes / 4;
   else if (sqlite3_value_type(v) == SQLITE_TEXT &&
            relattn_tokenizer_kind(m->tok) == RELATTN_TOK_BYTES &&
            !m->cfg.split_special) /* a special text is one id */
     count = bytes;
-  if (count > conn->max_tokens) {
-    *pzErr = sqlite3_mprintf("%s: %s has %lld tokens, over "
-                             "relattn_max_tokens() = %d%s",
-                             fn, arg, count, conn->max_tokens,
-                             castHint(v, m));
-    return SQLITE_TOOBIG;
-  }
+  if (count <= conn->max_tokens) return 0;
+  *pzErr = sqlite3_mprintf("%s: %s has %lld tokens, over "
+                           "relattn_max_tokens() = %d%s",
+                           fn, arg, count, conn->max_tokens, castHint(v, m));
+  return 1;
+}
+
+int relattn_tokens_limited(relattn_conn *conn, const relattn_model *m,
+                           sqlite3_value *v, const char *fn, const char *arg,
+                           int32_t **ids, int *n_out, char **pzErr) {
+  int oom = 0, toobig = 0;
+  *ids = NULL;
+  *n_out = 0;
+  *pzErr = NULL;
+  if (overMaxTokens(conn, m, v, fn, arg, pzErr)) return SQLITE_TOOBIG;
+  *ids = decodeTokens(v, m, fn, arg, 0, 0, (size_t)conn->max_tokens, n_out,
+                      &oom, &toobig, pzErr);
+  if (*ids) return SQLITE_OK;
+  return oom || !*pzErr ? SQLITE_NOMEM : toobig ? SQLITE_TOOBIG : SQLITE_ERROR;
+}
+
+int relattn_model_input(relattn_conn *conn, const relattn_model *m,
+                        sqlite3_value *v, const char *fn, const char *arg,
+                        relattn_input *in, char **pzErr) {
+  int bos = m->cfg.bos >= 0, append = m->cfg.append >= 0;
+  int n = 0, oom = 0, toobig = 0;
+  memset(in, 0, sizeof *in);
+  *pzErr = NULL;
+  if (sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
+  if (overMaxTokens(conn, m, v, fn, arg, pzErr)) return SQLITE_TOOBIG;
   in->ids = decodeTokens(v, m, fn, arg, bos, append,
                          (size_t)conn->max_tokens, &n, &oom, &toobig, pzErr);
   if (!in->ids)

@@ -147,6 +147,37 @@ def test_token_limit_same_everywhere(model_db):
             "relattn_score: tokens is empty"
 
 
+
+def test_token_limit_tokenize_and_detokenize(model_db):
+    """relattn_tokenize and relattn_detokenize take a model and a token
+    sequence: relattn_max_tokens() holds for them as for the model
+    functions (the byte tokenizer's count is known before encoding), and
+    the table-valued model functions refuse TEXT over it too."""
+    db = model_db
+    db.execute("SELECT relattn_max_tokens(10)")
+    assert err(db, "SELECT relattn_tokenize('m', ?)", "x" * 11) == (
+        "relattn_tokenize: text has 11 tokens, over relattn_max_tokens() = 10",
+        "SQLITE_TOOBIG")
+    for body in (toks(range(65, 76)), "x" * 11):
+        assert err(db, "SELECT relattn_detokenize('m', ?)", body) == (
+            "relattn_detokenize: tokens has 11 tokens, over "
+            "relattn_max_tokens() = 10", "SQLITE_TOOBIG")
+    for vt in ("relattn_logprobs", "relattn_attention_weights"):
+        assert err(db, f"SELECT * FROM {vt}('m', ?)", "x" * 11) == (
+            f"{vt}: tokens has 11 tokens, over relattn_max_tokens() = 10",
+            "SQLITE_TOOBIG")
+    # just under: as before
+    assert db.execute("SELECT length(relattn_tokenize('m', ?))",
+                      ("x" * 10,)).fetchone()[0] == 40
+    assert db.execute("SELECT relattn_detokenize('m', ?)",
+                      (toks(range(65, 75)),)).fetchone()[0] == "ABCDEFGHIJ"
+    # a 10 MB text under the default limit: refused before it is encoded
+    db.execute("SELECT relattn_max_tokens(65536)")
+    assert err(db, "SELECT relattn_tokenize('m', ?)", "x" * 10_000_000) == (
+        "relattn_tokenize: text has 10000000 tokens, over "
+        "relattn_max_tokens() = 65536", "SQLITE_TOOBIG")
+
+
 def test_scan_checks_the_limit_before_decoding(tmp_path):
     """With relattn_max_tokens(1000), a 48 MB TEXT row must be refused before
     it is decoded (4 bytes a token: 192 MB), under relattn_scan as under

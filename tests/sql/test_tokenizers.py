@@ -316,6 +316,43 @@ def test_limit_before_the_work(db, rng):
                             "relattn_max_tokens() = 5")
 
 
+
+def test_tokenize_stops_at_the_limit(db, rng):
+    """relattn_tokenize with a tokenizer whose count is known only by
+    encoding: refused as soon as it passes relattn_max_tokens(), a text of
+    exactly the limit's tokens kept; the same for WordPiece and
+    SentencePiece, and for relattn_detokenize given TEXT."""
+    spm = pytest.importorskip("sentencepiece")
+    sys.path.insert(0, str(HERE.parent / "hf"))
+    import checkpoints
+    import_wp(db, "w", b"[UNK]\na\n", rng)
+    model = checkpoints.spm_model("deberta")
+    cfg = modelgen.config(vocab_size=402, bos=None, eos=None, pad=None)
+    cfg["tokenizer"] = {"type": "sentencepiece"}
+    db.execute("SELECT relattn_import('s', ?, NULL, ?)",
+               (modelgen.safetensors(cfg, rng), model))
+    sp = spm.SentencePieceProcessor(model_proto=model)
+    assert len(sp.encode("a " * 5)) == 5 and len(sp.encode("a " * 6)) == 6
+    db.execute("SELECT relattn_max_tokens(5)")
+    for name in ("w", "s"):
+        assert db.execute("SELECT length(relattn_tokenize(?, ?)) / 4",
+                          (name, "a " * 5)).fetchone()[0] == 5
+        for fn, arg in (("relattn_tokenize", "text"),
+                        ("relattn_detokenize", "tokens")):
+            with pytest.raises(sqlite3.DataError) as e:
+                db.execute(f"SELECT {fn}(?, ?)", (name, "a " * 6))
+            assert str(e.value) == (f"{fn}: {arg} has more tokens than "
+                                    "relattn_max_tokens() = 5")
+            assert e.value.sqlite_errorname == "SQLITE_TOOBIG"
+    # a 10 MB text: refused, not 5 million tokens
+    db.execute("SELECT relattn_max_tokens(65536)")
+    for name in ("w", "s"):
+        with pytest.raises(sqlite3.DataError) as e:
+            db.execute("SELECT relattn_tokenize(?, ?)", (name, "a " * 5_000_000))
+        assert str(e.value) == ("relattn_tokenize: text has more tokens than "
+                                "relattn_max_tokens() = 65536")
+
+
 def test_scan_and_model_functions_use_the_tokenizer(db, rng, lines, vocab):
     """relattn_scan and the model functions tokenize TEXT with the model's
     tokenizer: as many tokens as the reference gives, bos ([CLS]) in front,
