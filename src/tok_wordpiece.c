@@ -223,13 +223,28 @@ static int pieceIds(const wordpiece *w, const uint32_t *cp, size_t n,
 }
 
 /* Steps 1 to 6 on text without special tokens. */
+/* Steps 3 to 6 on cleaned text: its whitespace-separated pieces. */
+static int wpWords(const wordpiece *w, const uint32_t *cp, size_t n,
+                   cpbuf *tmp, relattn_idbuf *out, uint8_t *buf) {
+  size_t i, start;
+  int rc = RELATTN_OK;
+  for (i = start = 0; i <= n && rc == RELATTN_OK; i++) {
+    if (i < n && !(relattn_uflags_of(cp[i]) & RELATTN_U_SPACE)) continue;
+    if (i > start) rc = pieceIds(w, cp + start, i - start, tmp, out, buf);
+    start = i + 1;
+  }
+  return rc;
+}
+
+/* Steps 1 and 2 character by character; the words before each whitespace
+** go through steps 3 to 6 as soon as it is seen (no word spans it), so the
+** work stops soon after out passes its limit, however long the text. */
 static int wpText(const wordpiece *w, const uint8_t *text, size_t n,
                   relattn_idbuf *out) {
   cpbuf cps = {0}, tmp = {0};
   uint8_t buf[2 + 4 * MAX_WORD_CHARS];
-  size_t i = 0, start;
+  size_t i = 0;
   int rc = RELATTN_OK;
-  /* steps 1 and 2 */
   while (i < n && rc == RELATTN_OK) {
     uint32_t c;
     int len = relattn_utf8_decode(text + i, n - i, &c), f;
@@ -248,13 +263,13 @@ static int wpText(const wordpiece *w, const uint8_t *text, size_t n,
     } else {
       rc = cpPush(&cps, c);
     }
+    if (rc == RELATTN_OK &&
+        (relattn_uflags_of(cps.p[cps.n - 1]) & RELATTN_U_SPACE)) {
+      rc = wpWords(w, cps.p, cps.n, &tmp, out, buf);
+      cps.n = 0;
+    }
   }
-  /* steps 3 to 6 */
-  for (i = start = 0; i <= cps.n && rc == RELATTN_OK; i++) {
-    if (i < cps.n && !(relattn_uflags_of(cps.p[i]) & RELATTN_U_SPACE)) continue;
-    if (i > start) rc = pieceIds(w, cps.p + start, i - start, &tmp, out, buf);
-    start = i + 1;
-  }
+  if (rc == RELATTN_OK) rc = wpWords(w, cps.p, cps.n, &tmp, out, buf);
   free(cps.p);
   free(tmp.p);
   return rc;
