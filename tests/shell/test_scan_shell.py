@@ -99,7 +99,8 @@ def test_score_corpus_resumes_after_sigkill(tmp_path):
                           capture_output=True, text=True, timeout=600, shell=True)
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
-    head, chunks = lines[:3], [lines[i:i + 4] for i in range(3, len(lines) - 1, 4)]
+    head, chunks = lines[:4], [lines[i:i + 4] for i in range(4, len(lines) - 1, 4)]
+    assert head[-1].startswith('CREATE TABLE IF NOT EXISTS "docs_scores"')
     assert len(chunks) == 12 and all(c[0] == "BEGIN;" for c in chunks)
     p = subprocess.Popen(["sqlite3", str(killed), "-cmd", f".load {LOAD}"],
                          stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -222,3 +223,40 @@ def test_score_corpus_chunks_end_without_stopped(tmp_path):
     assert r.stderr.splitlines()[0].startswith("relattn_scan: 20 rows in ")
     assert r.stderr.splitlines()[0].endswith(" (stopped)")
     assert "relattn_scan: body of id 100 is empty" in r.stderr.splitlines()[1]
+
+
+def test_score_corpus_bad_settings_change_nothing(tmp_path):
+    # A typo in @source or @tokens used to leave an empty results table
+    # behind (made before the source was read), and the pipeline's status
+    # was 0: the second sqlite3 failed, the last one ran nothing.
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    path = tmp_path / "c.db"
+    make_corpus(path, rng, 5, 3, 10)
+    db = sqlite3.connect(str(path))
+    db.execute("CREATE VIEW docs_v AS SELECT id, body FROM docs")
+    db.commit()
+    schema = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
+    before = db.execute(schema).fetchall()
+    cases = [
+        ([("@source", "dcos")],
+         "relattn_scan: source 'dcos' is not a table or view in temp or main"),
+        ([("@tokens", "bdy")], "relattn_scan: source 'docs' has no column 'bdy' (tokens=)"),
+        ([("@id", "idd")], "relattn_scan: source 'docs' has no column 'idd' (id=)"),
+        ([("@source", "docs_v")],
+         "relattn_scan: source 'docs_v' is a view: name its INTEGER id column with id="),
+        ([("@model", "tny")], "relattn_scan: no model named 'tny'"),
+        ([("@tokens", "bdy"), ("@results", "docs_scores")],
+         "relattn_scan: source 'docs' has no column 'bdy' (tokens=)"),
+    ]
+    for settings, error in cases:
+        r = subprocess.run(job(path, *settings), input=SCRIPT, capture_output=True,
+                           text=True, timeout=600, shell=True)
+        assert (r.returncode, r.stdout, r.stderr) == \
+            (1, "", f"Runtime error near line 3: {error}\n"), settings
+        assert db.execute(schema).fetchall() == before, settings
+    # the same settings, spelt right, do the job
+    r = subprocess.run(job(path, ("@source", "docs_v"), ("@id", "id")), input=SCRIPT,
+                       capture_output=True, text=True, timeout=600, shell=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == 'score_corpus: done, 5 rows in "docs_v_scores"'
+    db.close()
