@@ -28,6 +28,9 @@ that range, which Dask runs again elsewhere, and a range can never be committed
 twice (the marker is set only where it was not set yet, in the transaction that
 inserts the rows, and the results' id is their primary key).
 
+The source and its columns are looked up in every shard before the results
+database is opened: a misspelt --source, --tokens or --id writes nothing.
+
 Dask does the scheduling, the retries after a lost worker, the progress bar and
 the dashboard (its address is printed when the scheduler has bokeh). By default
 the program starts a LocalCluster of --workers worker processes on this
@@ -53,6 +56,7 @@ COLUMN_TYPES = {"n_tokens": "INTEGER", "score": "REAL", "perplexity": "REAL",
                 "embedding": "BLOB", "error": "TEXT"}
 ROWS_TABLE = "relattn_cluster_rows"   # a range's rows, in each worker's memory
 SQLITE_MAGIC = b"SQLite format 3\0"
+ROWID = ("rowid", "oid", "_rowid_")
 
 
 def quote(name):
@@ -236,6 +240,34 @@ def commit(db, table, columns, shard, lo, out):
     return True
 
 
+def check_source(args):
+    """--source, --tokens and --id looked up in each shard, before the
+    results database is opened, so that a misspelt name writes nothing (a
+    results table and a plan made for it would pin the job to the typo)."""
+    for shard in args.shards:
+        src = connect(shard_uri(shard), uri=True)
+        try:
+            kinds = [k for (k,) in src.execute(
+                "SELECT type FROM pragma_table_list WHERE schema = 'main' AND name = ? "
+                "COLLATE NOCASE", (args.source,))]
+            cols = {c.lower() for (c,) in src.execute(
+                "SELECT name FROM pragma_table_xinfo(?, 'main')", (args.source,))}
+        except sqlite3.Error as e:
+            raise JobError(f"cannot read {args.source!r} in {shard}: {e}") from None
+        finally:
+            src.close()
+        where = f"source {args.source!r} in {shard}"
+        if not kinds:
+            raise JobError(f"{where} is not a table or view (--source)")
+        if args.tokens.lower() not in cols:
+            raise JobError(f"{where} has no column {args.tokens!r} (--tokens)")
+        if args.id.lower() in ROWID and args.id.lower() not in cols:
+            if kinds[0] == "view":
+                raise JobError(f"{where} is a view: name its INTEGER id column with --id")
+        elif args.id.lower() not in cols:
+            raise JobError(f"{where} has no column {args.id!r} (--id)")
+
+
 # ------------------------------------------------------------------ the model
 
 def load_model(args, extension):
@@ -343,6 +375,7 @@ def run(args):
     weights, sha = load_model(args, extension)
     job = {"model": args.model, "model_sha256": sha, "source": args.source,
            "tokens": args.tokens, "id": args.id, "columns": ",".join(args.columns)}
+    check_source(args)
     db = connect(args.results)
     db.execute("PRAGMA journal_mode=WAL")   # readers see progress while it runs
     db.execute("PRAGMA busy_timeout=60000")

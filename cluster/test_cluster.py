@@ -37,11 +37,12 @@ def connect(path):
     return db
 
 
-def make_corpus(path, rng, rows):
-    """docs(id, body): random texts of 2-30 characters, ids 1, 4, 7, ... (gaps),
-    one NULL and one empty (a row the model cannot take); and the bundled model."""
+def make_corpus(path, rng, rows, lengths=(2, 30)):
+    """docs(id, body): random texts of 2-30 characters (or lengths), ids 1, 4,
+    7, ... (gaps), one NULL and one empty (a row the model cannot take); and
+    the bundled model."""
     alphabet = np.array(list("abcdefghijklmnopqrstuvwxyz      ,.'ETAOINSHRDLU"))
-    lengths = rng.integers(2, 31, rows)
+    lengths = rng.integers(lengths[0], lengths[1] + 1, rows)
     bodies = ["".join(rng.choice(alphabet, n)) for n in lengths]
     bodies[rows // 2] = None
     bodies[rows // 3] = ""
@@ -332,8 +333,8 @@ def test_bad_jobs_are_refused_before_anything_runs(corpus, two_workers, tmp_path
                         "(columns 'n_tokens,score,perplexity,embedding', not 'score'): "
                         "name another --table or --results\n")
     r = run(corpus, "--results", out, "--source", "nodocs", "--table", "other", rc=2)
-    assert r.stderr == (f"relattn_dask: cannot read 'nodocs' in {corpus}: "
-                        "no such table: nodocs\n")
+    assert r.stderr == (f"relattn_dask: source 'nodocs' in {corpus} is not a table or view "
+                        "(--source)\n")
     r = run(corpus, "--results", out, "--model", "small", "--table", "other", rc=2)
     assert r.stderr == (f"relattn_dask: no model named 'small' in {corpus} (--model-file "
                         "names the file that holds it)\n")
@@ -389,3 +390,50 @@ def test_readme_commands(cluster, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.splitlines()[0] == "3 ranges to score (60 rows), 0 done before"
     assert results(tmp_path / "scores.db", columns="n_tokens,score,perplexity") == want
+
+
+def schema(path):
+    db = sqlite3.connect(path)
+    rows = db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name")
+    rows = rows.fetchall()
+    db.close()
+    return rows
+
+
+def test_misspelt_source_or_column_writes_nothing(corpus, two_workers, cluster, tmp_path):
+    """A --tokens the source does not have used to be planned, its ranges all
+    failed, and the results table and the job's record were left naming it
+    (a rerun spelt right was then refused as another job)."""
+    out, _ = two_workers
+    before = schema(out)
+    first = tmp_path / "corpus.db"
+    shutil.copy(corpus, first)
+    db = sqlite3.connect(first)
+    db.execute("CREATE VIEW docs_v AS SELECT id, body FROM docs")
+    db.commit()
+    db.close()
+    second = tmp_path / "shard2.db"          # the column has another name there
+    db = sqlite3.connect(second)
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, text TEXT)")
+    db.commit()
+    db.close()
+    fresh = tmp_path / "fresh.db"
+    cases = [
+        ([first, "--source", "dcos"],
+         f"source 'dcos' in {first} is not a table or view (--source)"),
+        ([first, "--tokens", "bdy"], f"source 'docs' in {first} has no column 'bdy' (--tokens)"),
+        ([first, "--id", "idd"], f"source 'docs' in {first} has no column 'idd' (--id)"),
+        ([first, "--source", "docs_v"],
+         f"source 'docs_v' in {first} is a view: name its INTEGER id column with --id"),
+        ([first, second], f"source 'docs' in {second} has no column 'body' (--tokens)"),
+    ]
+    for args, error in cases:
+        for results_db in (out, fresh):
+            r = run(*args, "--results", results_db, rc=2)
+            assert r.stderr == f"relattn_dask: {error}\n"
+        assert schema(out) == before
+        assert not fresh.exists()
+    # spelt right, the view with its id column is a job
+    r = run(first, "--source", "docs_v", "--id", "id", "--results", fresh, "--scheduler",
+            cluster[0], "--threads", 1)
+    assert r.stdout.splitlines()[0] == f"1 ranges to score ({ROWS} rows), 0 done before"
