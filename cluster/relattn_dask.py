@@ -28,6 +28,13 @@ that range, which Dask runs again elsewhere, and a range can never be committed
 twice (the marker is set only where it was not set yet, in the transaction that
 inserts the rows, and the results' id is their primary key).
 
+Another connection may hold the results database's write lock (a reader's
+long transaction is no bother: it is in WAL mode). Past SQLite's busy timeout
+of a second, the program keeps the scored ranges in memory, goes on collecting
+results, and tries again with a growing pause, for up to --lock-wait seconds
+(default 600) of the lock held; then it stops with one line that names the
+database. What it committed stays committed, so a rerun does only the rest.
+
 The source and its columns are looked up in every shard before the results
 database is opened: a misspelt --source, --tokens or --id writes nothing.
 
@@ -56,6 +63,8 @@ COLUMN_TYPES = {"n_tokens": "INTEGER", "score": "REAL", "perplexity": "REAL",
                 "embedding": "BLOB", "error": "TEXT"}
 ROWS_TABLE = "relattn_cluster_rows"   # a range's rows, in each worker's memory
 SQLITE_MAGIC = b"SQLite format 3\0"
+BUSY_MS = 1000          # SQLite's own wait for the results database's lock
+LOCK_WAIT = 600         # default --lock-wait: seconds, in all, past that
 ROWID = ("rowid", "oid", "_rowid_")
 
 
@@ -191,10 +200,11 @@ def prepare(db, args, job):
             db.executemany("INSERT INTO relattn_cluster_range(results, shard, lo, hi, "
                            "planned_rows) VALUES (?, ?, ?, ?, ?)",
                            [(table, shard) + r for r in split(args, shard, last)])
+        db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:       # not after a COMMIT that found the database busy
+            db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")
 
 
 def split(args, shard, last):
@@ -229,15 +239,77 @@ def commit(db, table, columns, shard, lo, out):
         names = ", ".join(["id"] + list(columns) + ["error"])
         marks = ", ".join("?" * (2 + len(columns)))
         db.executemany(f"INSERT INTO {quote(table)}({names}) VALUES ({marks})", out["rows"])
+        db.execute("COMMIT")
     except sqlite3.IntegrityError as e:
         db.execute("ROLLBACK")
         raise JobError(f"range from id {lo} of {shard}: {e}: an id of it is in {table!r} "
                        "already (ids must be unique across shards)") from None
     except BaseException:
-        db.execute("ROLLBACK")
+        # A COMMIT that found the database busy leaves the transaction open.
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")
     return True
+
+
+def is_busy(e):
+    """Whether an error is another connection holding the lock."""
+    return (isinstance(e, sqlite3.OperationalError)
+            and (e.sqlite_errorcode & 0xff) == sqlite3.SQLITE_BUSY)
+
+
+class LockWait:
+    """The wait for the results database's write lock, held by another
+    connection past BUSY_MS: tries again after 0.1 s, doubling to 5 s, until
+    the lock has been held for --lock-wait seconds since the first failed
+    try. A try that succeeds ends the wait."""
+
+    def __init__(self, path, seconds):
+        self.path, self.seconds = path, seconds
+        self.since = None
+        self.delay, self.next = 0.1, 0.0
+        self.newline = ""       # "\n" once the progress bar draws its line
+
+    def say(self, text):
+        print(f"{self.newline}{text}", flush=True)
+
+    def ready(self):
+        return self.since is None or time.monotonic() >= self.next
+
+    def failed(self, what):
+        """A try found the lock held: raises JobError once the wait is over."""
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+            if self.seconds > 0:
+                self.say(f"the results database {self.path} is locked by another "
+                         f"connection: waiting for up to {self.seconds:g} s (--lock-wait)")
+        if now - self.since >= self.seconds:
+            raise JobError(f"the results database {self.path} is locked: another connection "
+                           f"has held its write lock for the {self.seconds:g} s of --lock-wait; "
+                           f"{what}. Let that connection commit or close, then run the same "
+                           "command again: it scores only the ranges not saved")
+        self.next, self.delay = now + self.delay, min(2 * self.delay, 5.0)
+
+    def succeeded(self):
+        if self.since is not None:
+            self.say(f"the results database is free again after "
+                     f"{time.monotonic() - self.since:.1f} s")
+        self.since, self.delay = None, 0.1
+
+    def run(self, what, fn, *args):
+        """fn(*args), tried until the lock is free or the wait is over."""
+        while True:
+            try:
+                r = fn(*args)
+            except sqlite3.OperationalError as e:
+                if not is_busy(e):
+                    raise
+                self.failed(what)
+                time.sleep(max(0.0, self.next - time.monotonic()))
+                continue
+            self.succeeded()
+            return r
 
 
 def check_source(args):
@@ -323,6 +395,10 @@ def parse_args(argv):
                    " (default: n_tokens,score,perplexity)")
     p.add_argument("--range-rows", type=int, default=10000,
                    help="rows per task (default: 10000)")
+    p.add_argument("--lock-wait", type=float, default=LOCK_WAIT,
+                   help="seconds to wait for another connection that holds the results "
+                   "database's write lock, the scored ranges kept meanwhile "
+                   f"(default: {LOCK_WAIT})")
     p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
                    help="worker processes of the LocalCluster (default: the cores)")
     p.add_argument("--scheduler", help="address of a running Dask scheduler, "
@@ -341,6 +417,8 @@ def parse_args(argv):
         p.error(f"--columns: {', '.join(bad) or 'none given'}: choose from {', '.join(COLUMNS)}")
     if args.range_rows < 1 or args.workers < 1 or (args.threads is not None and args.threads < 1):
         p.error("--range-rows, --workers and --threads must be at least 1")
+    if not args.lock_wait >= 0:
+        p.error("--lock-wait must be at least 0")
     args.table = args.table or f"{args.source}_scores"
     args.shards = [os.path.abspath(s) for s in args.shards]
     for s in args.shards + ([args.model_file] if args.model_file else []):
@@ -377,15 +455,22 @@ def run(args):
            "tokens": args.tokens, "id": args.id, "columns": ",".join(args.columns)}
     check_source(args)
     db = connect(args.results)
-    db.execute("PRAGMA journal_mode=WAL")   # readers see progress while it runs
-    db.execute("PRAGMA busy_timeout=60000")
-    prepare(db, args, job)
-    marks = ", ".join("?" * len(args.shards))
-    todo = db.execute(f"SELECT shard, lo, hi, planned_rows FROM relattn_cluster_range "
-                      f"WHERE results = ? AND shard IN ({marks}) AND done_at IS NULL "
-                      f"ORDER BY shard, lo", [args.table] + args.shards).fetchall()
-    (done,) = db.execute("SELECT count(*) FROM relattn_cluster_range WHERE results = ? "
-                         "AND done_at IS NOT NULL", (args.table,)).fetchone()
+    db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
+    wait = LockWait(os.path.abspath(args.results), args.lock_wait)
+    nothing = "nothing was scored"
+
+    def plan():
+        db.execute("PRAGMA journal_mode=WAL")   # readers see progress while it runs
+        prepare(db, args, job)
+        marks = ", ".join("?" * len(args.shards))
+        todo = db.execute(f"SELECT shard, lo, hi, planned_rows FROM relattn_cluster_range "
+                          f"WHERE results = ? AND shard IN ({marks}) AND done_at IS NULL "
+                          f"ORDER BY shard, lo", [args.table] + args.shards).fetchall()
+        (done,) = db.execute("SELECT count(*) FROM relattn_cluster_range WHERE results = ? "
+                             "AND done_at IS NOT NULL", (args.table,)).fetchone()
+        return todo, done
+
+    todo, done = wait.run(nothing, plan)
     if not todo:
         print(f"nothing to do: all {done} ranges of {args.table!r} are done", flush=True)
         return 0
@@ -413,26 +498,59 @@ def run(args):
         bar = TextProgressBar(list(futures), loop=client.loop, start=False)
         drawer = threading.Thread(target=client.sync, args=(bar.listen,), daemon=True)
         drawer.start()
+        wait.newline = "\n"
         held = []
         t, rows, tokens, errors = time.perf_counter(), 0, 0, 0
-        for fut in as_completed(list(futures)):
-            shard, lo, hi = futures.pop(fut)
-            if fut.status != "finished":
-                failed += 1
-                print(f"\nrange {lo}..{hi} of {shard} failed: {fut.exception()}",
-                      file=sys.stderr, flush=True)
-            else:
-                out = fut.result()
-                if commit(db, args.table, args.columns, shard, lo, out):
+        # Scored ranges not committed yet: while another connection holds the
+        # results database's lock, they wait here, and the loop goes on
+        # taking results as they come.
+        unsaved = []
+
+        def save():
+            nonlocal rows, tokens, errors, skipped
+            while unsaved and wait.ready():
+                shard, lo, out = unsaved[0]
+                try:
+                    saved = commit(db, args.table, args.columns, shard, lo, out)
+                except sqlite3.OperationalError as e:
+                    if not is_busy(e):
+                        raise
+                    wait.failed(f"{len(unsaved)} ranges scored in this run are not saved")
+                    return
+                wait.succeeded()
+                unsaved.pop(0)
+                if saved:
                     rows += len(out["rows"])
                     tokens += out["tokens"]
                     errors += out["errors"]
                 else:
                     skipped += 1
-            held.append(fut)
-            del fut
-            if getattr(bar, "status", None) is not None or not drawer.is_alive():
-                held.clear()
+
+        ready = as_completed(list(futures))
+        while True:
+            save()
+            if not unsaved:
+                try:
+                    batch = [next(ready)]
+                except StopIteration:
+                    break
+            elif ready.has_ready():
+                batch = ready.next_batch(block=False)
+            else:
+                time.sleep(0.05)
+                continue
+            for fut in batch:
+                shard, lo, hi = futures.pop(fut)
+                if fut.status != "finished":
+                    failed += 1
+                    print(f"\nrange {lo}..{hi} of {shard} failed: {fut.exception()}",
+                          file=sys.stderr, flush=True)
+                else:
+                    unsaved.append((shard, lo, fut.result()))
+                held.append(fut)
+                del fut
+                if getattr(bar, "status", None) is not None or not drawer.is_alive():
+                    held.clear()
         # The bar's set-up waits until every key it follows is on the
         # scheduler: releasing the held results before it has started would
         # leave it waiting for keys that are gone (seen once: a run whose

@@ -8,6 +8,7 @@ own threads are not ours to check.
 """
 import os
 import pathlib
+import re
 import shutil
 import signal
 import sqlite3
@@ -437,3 +438,124 @@ def test_misspelt_source_or_column_writes_nothing(corpus, two_workers, cluster, 
     r = run(first, "--source", "docs_v", "--id", "id", "--results", fresh, "--scheduler",
             cluster[0], "--threads", 1)
     assert r.stdout.splitlines()[0] == f"1 ranges to score ({ROWS} rows), 0 done before"
+
+
+DONE = "SELECT count(*) FROM relattn_cluster_range WHERE done_at IS NOT NULL"
+
+
+def lock_mid_run(out, job):
+    """This process's connection holding the results database's write lock
+    (BEGIN IMMEDIATE), taken as soon as the job has committed a range, and
+    the count of ranges done then."""
+    lock = sqlite3.connect(out, timeout=60, isolation_level=None)
+    done, deadline = 0, time.monotonic() + 300
+    while not done and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+        try:
+            done = lock.execute(DONE).fetchone()[0]
+        except sqlite3.OperationalError:    # not planned yet
+            pass
+    assert job.poll() is None, "".join(job.communicate())
+    lock.execute("BEGIN IMMEDIATE")
+    return lock, lock.execute(DONE).fetchone()[0]
+
+
+@pytest.fixture
+def slow_corpus(tmp_path):
+    """400 texts of 200-400 characters: 20 ranges of 20 rows, about as many
+    seconds on the two workers, so that a range is committed well before
+    the last one is scored."""
+    path = tmp_path / "slow.db"
+    make_corpus(path, np.random.default_rng(int.from_bytes(os.urandom(4), "little")), 400,
+                (200, 400))
+    return path
+
+
+def test_waits_for_a_writer_holding_the_lock(cluster, slow_corpus, tmp_path):
+    """Another connection holds the results database's write lock for 4 s,
+    past the job's busy timeout (1 s), mid-run: the job keeps what it scores
+    meanwhile, and commits it once the lock is free. It used to stop with
+    SQLite's "database is locked" and a traceback, past its busy timeout."""
+    address, _ = cluster
+    out = tmp_path / "scores.db"
+    job = subprocess.Popen(command(slow_corpus, "--results", out, "--scheduler", address,
+                                   "--threads", 1, "--range-rows", 20, "--lock-wait", 120),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lock, done = lock_mid_run(out, job)
+        try:
+            assert 0 < done < 20
+            time.sleep(4)
+            assert job.poll() is None
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        stdout, stderr = job.communicate(timeout=600)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, stdout + stderr
+    lines = stdout.replace("\r", "\n").splitlines()
+    assert (f"the results database {out} is locked by another connection: "
+            "waiting for up to 120 s (--lock-wait)") in lines
+    assert [l for l in lines if l.startswith("the results database is free again after ")]
+    assert results(out, columns="n_tokens,score,perplexity") == \
+        scan(slow_corpus, "n_tokens,score,perplexity")
+    assert [(d[3], d[4]) for d in ranges(out)] == [(20, 20)] * 20
+
+
+def test_gives_up_on_a_writer_that_keeps_the_lock(cluster, slow_corpus, tmp_path):
+    """The lock held from before the job starts, then from mid-run, for
+    longer than --lock-wait: one line that names the database and says what
+    to do, nothing committed lost; the same command then does the rest."""
+    address, _ = cluster
+    out = tmp_path / "scores.db"
+    args = (slow_corpus, "--results", out, "--scheduler", address, "--threads", 1,
+            "--range-rows", 20, "--lock-wait", 2)
+    advice = ("Let that connection commit or close, then run the same command again: "
+              "it scores only the ranges not saved")
+    lock = sqlite3.connect(out, isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")
+    try:
+        r = run(*args, rc=2)
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    assert r.stdout == (f"the results database {out} is locked by another connection: "
+                        "waiting for up to 2 s (--lock-wait)\n")
+    assert r.stderr == (f"relattn_dask: the results database {out} is locked: another "
+                        "connection has held its write lock for the 2 s of --lock-wait; "
+                        f"nothing was scored. {advice}\n")
+    assert schema(out) == []
+
+    job = subprocess.Popen(command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        lock, done = lock_mid_run(out, job)
+        try:
+            assert 0 < done < 20
+            stdout, stderr = job.communicate(timeout=600)
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 2, stdout + stderr
+    assert "Traceback" not in stderr
+    last = stderr.splitlines()[-1]
+    m = re.fullmatch(re.escape(f"relattn_dask: the results database {out} is locked: another "
+                               "connection has held its write lock for the 2 s of --lock-wait; ")
+                     + r"(\d+)" + re.escape(f" ranges scored in this run are not saved. {advice}"),
+                     last)
+    assert m and 1 <= int(m[1]) <= 20 - done, last
+    saved = ranges(out)
+    assert len([d for d in saved if d[6]]) == done
+    assert len(results(out, columns="score")) == sum(d[4] or 0 for d in saved)
+
+    r = run(*args)
+    assert r.stdout.splitlines()[0] == \
+        f"{20 - done} ranges to score ({400 - 20 * done} rows), {done} done before"
+    assert results(out, columns="n_tokens,score,perplexity") == \
+        scan(slow_corpus, "n_tokens,score,perplexity")
+    assert [(d[3], d[4]) for d in ranges(out)] == [(20, 20)] * 20
