@@ -735,4 +735,71 @@ int relattn_label_best(const float *logits, int n);
 size_t relattn_forward_memory(const relattn_model *m, int n, int count,
                               int workers);
 
+/* ---- int8 and bf16 linear layers (src/qgemm.c) -------------------------- */
+
+/* Output rows per panel of a packed int8 or bf16 weight. */
+#define RELATTN_QPANEL 32
+/* Longest k of an int8 product: its int32 sums stay exact (255 127 in). */
+#define RELATTN_Q8_MAX_IN 65536
+
+/* An int8 weight in panel order (src/qgemm.c), with what its products need. */
+typedef struct relattn_q8w {
+  int out, in;
+  int8_t *w;    /* (out rounded up to RELATTN_QPANEL, in rounded up to 4) */
+  float *scale; /* (out, rounded up): s_w, W = q s_w */
+  int32_t *sum; /* (out, rounded up): the row sums of q, for the zero point */
+} relattn_q8w;
+/* Symmetric per row: q (out, in) and scale (out) from w (out, in). */
+void relattn_q8_quantize(int8_t *q, float *scale, const float *w, int out,
+                         int in);
+/* Packs q (out, in) and scale (out): 0, RELATTN_ERR_ARG (out or in < 1),
+** RELATTN_ERR_TOOBIG (in > RELATTN_Q8_MAX_IN), RELATTN_ERR_NOMEM. */
+int relattn_q8w_new(relattn_q8w *qw, const int8_t *q, const float *scale,
+                    int out, int in);
+void relattn_q8w_free(relattn_q8w *qw);
+void relattn_q8w_unpack(int8_t *q /* (out, in) */, const relattn_q8w *qw);
+/* Per row: u8 with a zero point, x = (q - z) s; rows of q ldq apart,
+** zero from in to in rounded up to 4. On a path as below. */
+void relattn_q8_quantize_rows_on(const char *path, uint8_t *xq, int ldq,
+                                 float *sx, int32_t *zx, const float *x,
+                                 int ldx, int rows, int in);
+/* Bytes of scratch a product of rows rows takes (64-byte aligned). */
+size_t relattn_q8_scratch(int rows, int in);
+/* y (rows, ldy) = (accumulate ? y : 0) + b + x W^T, x quantized per row,
+** the sums in int32: the same bits on every path. */
+void relattn_q8_gemm(float *y, int ldy, const float *x, int ldx, int rows,
+                     const relattn_q8w *qw, const float *b, int accumulate,
+                     void *scratch);
+/* On a named path ("avx512vnni", "avxvnni", "avx2", "scalar") where
+** relattn_q8_path_ok says this CPU runs it; relattn_q8_path: the best. */
+void relattn_q8_gemm_on(const char *path, float *y, int ldy, const float *x,
+                        int ldx, int rows, const relattn_q8w *qw,
+                        const float *b, int accumulate, void *scratch);
+int relattn_q8_path_ok(const char *path);
+const char *relattn_q8_path(void);
+
+/* A bf16 weight in panel order. */
+typedef struct relattn_bf16w {
+  int out, in;
+  uint16_t *w; /* (out rounded up to RELATTN_QPANEL, in rounded up to 2) */
+} relattn_bf16w;
+/* Round to nearest even; a subnormal gives a zero of its sign. */
+uint16_t relattn_f32_to_bf16(float f);
+/* Packs w (out, in) bf16, subnormals as zeros: as relattn_q8w_new. */
+int relattn_bf16w_new(relattn_bf16w *bw, const uint16_t *w, int out, int in);
+void relattn_bf16w_free(relattn_bf16w *bw);
+void relattn_bf16w_unpack(uint16_t *w /* (out, in) */, const relattn_bf16w *bw);
+size_t relattn_bf16_scratch(int rows, int in);
+/* y = (accumulate ? y : 0) + b + x W^T, x rounded to bf16, the sums
+** vdpbf16ps's (src/qgemm.c): the same bits on every path. */
+void relattn_bf16_gemm(float *y, int ldy, const float *x, int ldx, int rows,
+                       const relattn_bf16w *bw, const float *b, int accumulate,
+                       void *scratch);
+/* Paths "avx512bf16", "avx2", "scalar", as for int8. */
+void relattn_bf16_gemm_on(const char *path, float *y, int ldy, const float *x,
+                          int ldx, int rows, const relattn_bf16w *bw,
+                          const float *b, int accumulate, void *scratch);
+int relattn_bf16_path_ok(const char *path);
+const char *relattn_bf16_path(void);
+
 #endif /* RELATTN_H */
