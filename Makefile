@@ -48,7 +48,7 @@ DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
 DEB_MODEL ?= python3-torch bible-kjv bible-kjv-text sqlite3-doc
 
-.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo hf-demo model hf-model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster bench-deberta fuzz fuzz-build clean
+.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo hf-demo model hf-model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster bench-deberta bench-qgemm fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -235,13 +235,17 @@ bench-attention: all $(BUILD)/bench/bench_attention
 bench-torch: all
 	RELATTN_SO=$(abspath $(SO)) $(PYTHON) tests/bench/bench_torch.py
 
+# The int8 and bf16 linear layers vs relattn_gemm's float32, one thread.
+bench-qgemm: $(BUILD)/bench/bench_qgemm
+	$(BUILD)/bench/bench_qgemm
+
 # How soon sqlite3_interrupt stops each kind of call (target: under 1 s).
 bench-interrupt: all
 	$(PYTHON) tests/bench/bench_interrupt.py $(abspath $(SO))
 
 bench: deps-bench
 	$(MAKE) bench-attention bench-torch bench-forward bench-scan bench-interrupt \
-	  bench-cluster bench-tokenize bench-deberta
+	  bench-cluster bench-tokenize bench-deberta bench-qgemm
 
 # A DeBERTa-v3-style encoder over a table: relattn_scan (embedding; label, prob) vs the same
 # Hugging Face model in PyTorch, same threads, tuned batches (target: 2x).
