@@ -11,6 +11,13 @@
 ** times include quantizing (converting) the activations, which every call
 ** does. Also: the largest |y - y_fp32| over max |y_fp32| of each.
 **
+** Measured here (AMD, AVX512 VNNI and BF16, 31 rounds), GFLOP/s and ratio
+** to float32: 154 x 1536 x 384 fp32 183, int8 668 (3.7x), bf16 418 (2.3x);
+** 154 x 384 x 1536 fp32 186, int8 652 (3.5x), bf16 362 (1.9x); 52 x 1536 x
+** 384 fp32 142, int8 613 (4.3x), bf16 334 (2.3x). Forced paths on the first
+** shape: int8 avxvnni 1.2x, int8 avx2 0.6x, bf16 avx2 (emulated) 0.2x.
+** Error against float32: int8 5-7e-3, bf16 2-3e-3 of the largest output.
+**
 **   bench_qgemm [--quick]
 */
 #include <math.h>
