@@ -24,13 +24,21 @@ SELECT printf('model licenses: %s from %s, %d layers, %d heads, d_model %d, head
               json_extract(config, '$.labels'))
 FROM relattn_model WHERE name = 'licenses';
 
--- 2. One text: the best label, and every label's logit and probability.
-SELECT relattn_classify('licenses',
-  'You may convey verbatim copies of the Program''s source code as you receive it.') AS label;
+-- 2. Two texts, each beside its best label (relattn_classify) and that label's probability;
+--    then every label's logit and probability for the second one (relattn_labels).
 .mode column
 .headers on
-SELECT label, round(logit, 3) AS logit, round(prob, 4) AS prob
-FROM relattn_labels('licenses', 'The Package may be distributed freely, with the Standard Version.');
+CREATE TEMP TABLE example(id INTEGER PRIMARY KEY, text TEXT NOT NULL);
+INSERT INTO example(text) VALUES
+  ('You may convey verbatim copies of the Program''s source code as you receive it.'),
+  ('The Package may be distributed freely, with the Standard Version.');
+SELECT CASE WHEN length(e.text) > 60 THEN substr(e.text, 1, 57) || '...' ELSE e.text END AS text,
+       l.label, round(l.prob, 4) AS prob
+FROM example e, relattn_labels('licenses', e.text) l
+WHERE l.label = relattn_classify('licenses', e.text) ORDER BY e.id;
+SELECT CASE WHEN length(e.text) > 60 THEN substr(e.text, 1, 57) || '...' ELSE e.text END AS text,
+       l.label, round(l.logit, 3) AS logit, round(l.prob, 4) AS prob
+FROM example e, relattn_labels('licenses', e.text) l WHERE e.id = 2;
 
 -- 3. The held-out paragraphs (id, label = the licence it came from, text).
 CREATE TABLE heldout(id INTEGER PRIMARY KEY, label TEXT NOT NULL, text TEXT NOT NULL);

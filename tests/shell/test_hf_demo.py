@@ -26,6 +26,17 @@ def test_hf_demo_runs_and_gives_the_trained_accuracy(tmp_path):
     assert ("model licenses: DebertaV2ForSequenceClassification from deberta-v2, 2 layers, 4 heads, "
             "d_model 128, head classifier, labels " + json.dumps(RUN["documents"], separators=(",", ":"))
             in out)
+    # each text the demo labels one at a time is shown beside its label and probability,
+    # the first 57 characters and '...' when it is longer than 60
+    first = "You may convey verbatim copies of the Program's source co..."
+    second = "The Package may be distributed freely, with the Standard ..."
+    best = re.findall(r"^(.{60})  (\S+)\s+([0-9.]+)\s*$", out.split("text ", 1)[1].split("\ntext ")[0], re.M)
+    assert [(t, label) for t, label, _ in best] == [(first, "GPL-3"), (second, "Artistic")]
+    assert all(0.5 < float(p) <= 1 for _, _, p in best)
+    every = re.findall(r"^(.{60})  (\S+)\s+(-?[0-9.]+)\s+([0-9.]+)\s*$",
+                       out.split("\ntext ", 1)[1].split("heldout_paragraphs")[0], re.M)
+    assert [(t, label) for t, label, _, _ in every] == [(second, d) for d in RUN["documents"]]
+    assert [p for _, label, _, p in every if label == "Artistic"] == [best[1][2]]
     per_doc = {d: tuple(map(int, c.split("/"))) for d, c in RUN["heldout_accuracy_per_document"].items()}
     right, total = sum(c[0] for c in per_doc.values()), sum(c[1] for c in per_doc.values())
     assert total == RUN["passages"]["heldout"]
