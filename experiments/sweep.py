@@ -314,33 +314,67 @@ def record(path, row):
     res.close()
 
 
-def svg_lines(title, xlabel, series, xs, logx=True, W=640, H=380):
-    """A line chart: series is [(label, colour, dash, [y or None per x])]."""
-    L, R, T, B = 60, 170, 40, 50
+def nice_ticks(lo, hi, n=8):
+    """At most n + 1 ticks between lo and hi at round values: the multiples of a step of 1, 2, 2.5
+    or 5 x 10^k, the smallest such step at least (hi - lo) / n. Returns (ticks, decimals): the
+    step's own decimals (0.25 has two, 0.5 one, 20 none), enough to write every tick exactly."""
+    if not hi > lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    raw = (hi - lo) / n
+    exp = math.floor(math.log10(raw))
+    step, mult, e = None, None, exp
+    for e in (exp, exp + 1):
+        for m in (1, 2, 2.5, 5):
+            if m * 10.0 ** e >= raw * (1 - 1e-9):
+                mult, step = m, m * 10.0 ** e
+                break
+        if step:
+            break
+    decimals = max(0, -e + (1 if mult == 2.5 else 0))
+    first, last = math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9)
+    return [round(i * step, decimals + 1) for i in range(first, last + 1)], decimals
+
+
+def text_width(s, size=12):
+    """A generous width of s in DejaVu Sans (what sans-serif is on Debian) at size px: the legend
+    is sized from it, so a long label never runs off the picture."""
+    em = lambda c: 0.34 if c in " ,.:;'|!ijlft()[]" else 0.98 if c in "mwMW%" else 0.76 if c.isupper() else 0.65
+    return sum(em(c) for c in str(s)) * size
+
+
+def svg_lines(title, xlabel, series, xs, logx=True, plot_w=410, plot_h=290):
+    """A line chart: series is [(label, colour, dash, [y or None per x])]. The y axis has round
+    ticks (nice_ticks); the legend, right of the plot, is as wide and the picture as tall as
+    its labels need."""
+    L, T, B = 60, 40, 50
+    R = 10 + 30 + 6 + math.ceil(max([text_width(label) for label, _, _, _ in series] or [0])) + 12
+    W = L + plot_w + R
+    H = max(T + plot_h + B, T + 16 * len(series) + 8)
     ys = [y for _, _, _, vals in series for y in vals if y is not None]
     if not ys:
         ys = [0, 1]
     y0, y1 = min(ys), max(ys)
     pad = (y1 - y0) * 0.08 or 0.1
     y0, y1 = y0 - pad, y1 + pad
+    ticks, decimals = nice_ticks(y0, y1)
     fx = (lambda x: math.log2(x + 1)) if logx else (lambda x: x)
     x0, x1 = fx(min(xs)), fx(max(xs))
-    sx = lambda x: L + (W - L - R) * (fx(x) - x0) / ((x1 - x0) or 1)
-    sy = lambda y: H - B - (H - T - B) * (y - y0) / (y1 - y0)
+    sx = lambda x: L + plot_w * (fx(x) - x0) / ((x1 - x0) or 1)
+    sy = lambda y: T + plot_h - plot_h * (y - y0) / (y1 - y0)
     esc = lambda s: str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
            'font-family="sans-serif" font-size="12">', f'<rect width="{W}" height="{H}" fill="white"/>',
            f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">{esc(title)}</text>',
-           f'<path d="M{L},{T} V{H - B} H{W - R}" fill="none" stroke="black"/>',
-           f'<text x="{(L + W - R) / 2}" y="{H - 12}" text-anchor="middle">{esc(xlabel)}</text>',
-           f'<text x="16" y="{(T + H - B) / 2}" text-anchor="middle" '
-           f'transform="rotate(-90 16 {(T + H - B) / 2})">held-out bits per byte</text>']
+           f'<path d="M{L},{T} V{T + plot_h} H{L + plot_w}" fill="none" stroke="black"/>',
+           f'<text x="{L + plot_w / 2}" y="{T + plot_h + B - 12}" text-anchor="middle">{esc(xlabel)}</text>',
+           f'<text x="16" y="{T + plot_h / 2}" text-anchor="middle" '
+           f'transform="rotate(-90 16 {T + plot_h / 2})">held-out bits per byte</text>']
     for x in xs:
-        out.append(f'<text x="{sx(x):.1f}" y="{H - B + 16}" text-anchor="middle">{x}</text>')
-    for i in range(5):
-        y = y0 + (y1 - y0) * (i + 0.5) / 5
-        out.append(f'<text x="{L - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:.3f}</text>')
-        out.append(f'<line x1="{L}" x2="{W - R}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{sx(x):.1f}" y="{T + plot_h + 16}" text-anchor="middle">{x}</text>')
+    for y in ticks:
+        out.append(f'<text x="{L - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:.{decimals}f}</text>')
+        out.append(f'<line x1="{L}" x2="{L + plot_w}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" stroke="#ddd"/>')
+    legend = ['<g id="legend">']
     for j, (label, colour, dash, vals) in enumerate(series):
         pts = [(sx(x), sy(y)) for x, y in zip(xs, vals) if y is not None]
         if len(pts) > 1:
@@ -349,10 +383,10 @@ def svg_lines(title, xlabel, series, xs, logx=True, W=640, H=380):
         for a, b in pts:
             out.append(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3" fill="{colour}"/>')
         ly = T + 8 + 16 * j
-        out.append(f'<line x1="{W - R + 10}" x2="{W - R + 30}" y1="{ly}" y2="{ly}" stroke="{colour}" '
-                   f'stroke-width="2"{f" stroke-dasharray={chr(34)}{dash}{chr(34)}" if dash else ""}/>')
-        out.append(f'<text x="{W - R + 36}" y="{ly + 4}">{esc(label)}</text>')
-    out.append("</svg>")
+        legend.append(f'<line x1="{L + plot_w + 10}" x2="{L + plot_w + 40}" y1="{ly}" y2="{ly}" stroke="{colour}" '
+                      f'stroke-width="2"{f" stroke-dasharray={chr(34)}{dash}{chr(34)}" if dash else ""}/>')
+        legend.append(f'<text x="{L + plot_w + 46}" y="{ly + 4}">{esc(label)}</text>')
+    out += legend + ["</g>", "</svg>"]
     return "\n".join(out) + "\n"
 
 
