@@ -512,24 +512,27 @@ def tables(res):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--results", default=str(HERE / "results.db"))
+    ap.add_argument("--results", default=str(HERE / "results.db"),
+                    help="the results database, a row per run; a run already in it is skipped "
+                         "(default: experiments/results.db)")
     ap.add_argument("--work", default=str(HERE / "build"), help="corpus, models and logs (not committed)")
     ap.add_argument("--corpus", default=None,
                     help="a corpus database with train(id, source, body) and heldout(id, source, body) "
                          "(default: the bundled corpus, built into --work)")
     ap.add_argument("--only", default=None, help="comma-separated run names (default: the whole sweep)")
     ap.add_argument("--steps", type=int, default=None, help="every trained run's steps (default: the plan's)")
-    ap.add_argument("--d-model", type=int, default=64)
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--batch-tokens", type=int, default=4096)
+    ap.add_argument("--d-model", type=int, default=64, help="every model's width (default: %(default)s)")
+    ap.add_argument("--layers", type=int, default=2, help="every model's layers (default: %(default)s)")
+    ap.add_argument("--heads", type=int, default=4, help="every model's attention heads (default: %(default)s)")
+    ap.add_argument("--batch-tokens", type=int, default=4096, help="tokens in a training batch (default: %(default)s)")
     ap.add_argument("--warmup", type=int, default=None, help="every trained run's warm-up (default: the plan's)")
     ap.add_argument("--seed", type=int, default=None, help="every run's seed (default: the plan's)")
     ap.add_argument("--suffix", default="", help="appended to the run names (another seed: --seed 3 --suffix=-seed3)")
     ap.add_argument("--windows", type=int, default=8, help="4096-byte stretches of held-out text per source")
     ap.add_argument("--trainer-heldout", type=float, default=0.002,
                     help="the trainer's own held-out fraction of the training rows (its curve)")
-    ap.add_argument("--so", default=str(ROOT / "relattn.so"))
+    ap.add_argument("--so", default=str(ROOT / "relattn.so"),
+                    help="the relattn library the runs are scored with (default: relattn.so at the repository root)")
     ap.add_argument("--pictures", default=str(ROOT / "docs" / "img" / "experiments"), help="where the SVG pictures go")
     ap.add_argument("--profiles", default="shaw-k16,shaw-k256", help="models whose distance profile is drawn")
     ap.add_argument("--report", action="store_true", help="only print the tables and draw the pictures, from the results")

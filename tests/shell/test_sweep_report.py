@@ -1,7 +1,7 @@
-"""experiments/sweep.py's line charts: round ticks on the y axis, and every
-text, the legend included, inside the picture as Debian's chromium lays the
-text out; both in what the code draws and in the committed pictures of
-docs/img/experiments. The sweep itself runs in tests/sql/test_experiments.py."""
+"""experiments/sweep.py: its --help gives every option a text; its line charts
+have round ticks on the y axis, and every text, the legend included, inside
+the picture as Debian's chromium lays the text out, both in what the code
+draws and in the committed pictures of docs/img/experiments. The sweep itself runs in tests/sql/test_experiments.py."""
 import importlib.util
 import json
 import math
@@ -10,6 +10,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -28,6 +29,21 @@ spec.loader.exec_module(sweep)
 no_browser = bool(os.environ.get("RELATTN_SANITIZED")) or CHROMIUM is None
 browser = pytest.mark.skipif(no_browser, reason="chromium is not installed (make deps installs it), "
                              "or the ASan runtime is preloaded (the sanitized run)")
+
+
+def test_help_gives_every_option_a_text():
+    r = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    entries = re.split(r"\n(?=  -)", r.stdout.split("\noptions:\n")[1])
+    texts = {}
+    for e in entries:
+        m = re.match(r"  (-[\w-]+(?:, --[\w-]+)?)(?: [A-Z_]+)?(.*)", e, re.S)
+        texts[m[1].split(", ")[-1]] = " ".join(m[2].split())
+    # every option the usage line names has an entry
+    usage = r.stdout.split("\n\n")[0]
+    options = {"--help" if o == "-h" else o for o in re.findall(r"\[(--?[\w-]+)", usage)}
+    assert set(texts) == options and len(options) == 19  # --help and 18 of its own
+    assert all(len(t) >= 10 for t in texts.values()), {o: t for o, t in texts.items() if len(t) < 10}
 
 
 def is_round_step(step):
