@@ -289,13 +289,17 @@ void relattn_svg_bits_colour(double bits, char out[8]) {
 #define MONO "DejaVu Sans Mono, Menlo, Consolas, monospace"
 #define BAND_COLOUR "#e8590c"
 
+/* The picture is w x h units; it takes the window's width up to w pixels, so
+ * a wide one (a profile of 16 panels is about 1500) shrinks to fit instead of
+ * running off the right edge. */
 static void header(sbuf *b, int w, int h, const char *title) {
   putf(b,
        "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
        "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" "
-       "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+       "width=\"100%%\" viewBox=\"0 0 %d %d\" "
+       "style=\"max-width:%dpx;height:auto\" "
        "font-family=\"" FONT "\" font-size=\"12\">\n<title>",
-       w, h, w, h);
+       w, h, w);
   putTitle(b, title);
   putf(b,
        "</title>\n<desc>made by relattn %s</desc>\n"

@@ -70,3 +70,23 @@ def test_docs_images_exist():
     for doc in (ROOT / "README.md", ROOT / "docs" / "pictures.md"):
         for src in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", doc.read_text()):
             assert (doc.parent / src).is_file(), (doc, src)
+
+
+def test_every_picture_the_docs_show_fits_a_1000px_window():
+    # each SVG a page links: a viewBox, and a width that is the window's
+    # (100%, up to its own size) or a fixed one of at most 1000 px
+    shown = set()
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in re.findall(r"!\[[^\]]*\]\(([^)\s]+\.svg)\)", page.read_text()):
+            shown.add((page.parent / target).resolve())
+    assert ROOT / "docs" / "img" / "distance_profile.svg" in shown and len(shown) >= 8
+    for path in sorted(shown):
+        root = ET.parse(path).getroot()
+        m = re.fullmatch(r"0 0 (\d+(?:\.\d+)?) (\d+(?:\.\d+)?)", root.get("viewBox") or "")
+        assert m, (path, root.get("viewBox"))
+        width = root.get("width")
+        if width == "100%":
+            assert root.get("height") is None, path
+            assert re.search(r"max-width:\s*%spx" % m[1], root.get("style") or ""), path
+        else:
+            assert float(width) <= 1000, (path, width)

@@ -54,8 +54,20 @@ def parse(svg):
     assert root.tag == NS + "svg" and root.get("version") == "1.1"
     for el in root.iter():
         assert el.tag.startswith(NS) and el.tag[len(NS):] in SVG11, el.tag
-    assert int(root.get("width")) > 0 and int(root.get("height")) > 0
+    # the picture's size is its viewBox; it takes the window's width up to that
+    # size (docs/pictures.md), no fixed width that runs off a narrow window
+    w, h = size(root)
+    assert w > 0 and h > 0
+    assert root.get("width") == "100%" and root.get("height") is None
+    assert root.get("style") == f"max-width:{w}px;height:auto"
     return root
+
+
+def size(root):
+    """(width, height) of the picture: its viewBox, from 0 0."""
+    m = re.fullmatch(r"0 0 (\d+) (\d+)", root.get("viewBox") or "")
+    assert m, root.get("viewBox")
+    return int(m[1]), int(m[2])
 
 
 def group(root, gid):

@@ -40,7 +40,7 @@ def render(tmp_path, name, svg):
     path = tmp_path / (name + ".svg")
     path.write_text(svg, encoding="utf-8")
     root = sc.parse(svg)
-    w, h = int(root.get("width")), int(root.get("height"))
+    w, h = sc.size(root)
     png = tmp_path / (name + ".png")
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     # the headless window's viewport is shorter than the window: ask for more
@@ -173,3 +173,42 @@ def test_surprise_strip_in_the_browser(tiny, tmp_path, rng):
     assert ls[0] > 240 and ls[-1] < 60 and all(a >= b - 2 for a, b in zip(ls, ls[1:]))
     # glyphs drawn: dark pixels inside the light boxes of the verse
     assert sum((lum(b) < 90).sum() for b in boxes[:k]) > 200
+
+
+def test_wide_profile_fits_a_narrow_window(tiny, tmp_path):
+    # every layer and head: 16 panels, four a row, about 1500 units wide; in a
+    # 1000 px window the picture shrinks to the window's width, so the fourth
+    # panel of each row is on screen, its clip band where the scale puts it
+    tiny.execute("CREATE TABLE docs(body TEXT)")
+    tiny.executemany("INSERT INTO docs VALUES (?)", [(VERSE,), (HELD_OUT,)])
+    (svg,) = tiny.execute(
+        "SELECT relattn_svg_profile(w.distance, w.weight, 'layer ' || w.layer || ' head ' || w.head, 16) "
+        "FROM docs, relattn_attention_weights('tiny', docs.body) AS w").fetchone()
+    root = sc.parse(svg)
+    w, h = sc.size(root)
+    assert w > 1200
+    path, png = tmp_path / "wide.svg", tmp_path / "wide.png"
+    path.write_text(svg, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    r = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                        "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                        "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}",
+                        "--hide-scrollbars", "--force-device-scale-factor=1", f"--screenshot={png}",
+                        f"--window-size=1000,{h}", path.as_uri()],
+                       capture_output=True, text=True, timeout=180, env=env, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and png.exists(), r.stderr[-2000:]
+    img = sc.read_png(png)
+    assert img.shape[1] == 1000
+    k = 1000 / w
+    panels = [g for g in sc.group(root, "panels") if g.get("class") == "panel"]
+    assert len(panels) == 16
+    bands = [p.find(f"{sc.NS}rect[@class='band']") for p in panels]
+    xs = sorted({float(b.get("x")) for b in bands})
+    assert len(xs) == 4
+    for b in bands:
+        x, y = float(b.get("x")), float(b.get("y"))
+        if x != xs[-1]:
+            continue
+        # a point inside the band, clear of its dashed edge and of the bars at its foot
+        px, py = int((x + 0.6 * float(b.get("width"))) * k), int((y + 6) * k)
+        assert px < 1000 and sc.close_rgb(img[py, px], sc.hex_rgb(b.get("fill")), 4), (px, py, img[py, px])
