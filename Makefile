@@ -10,7 +10,7 @@
 #   make experiments  the position sweep (experiments/sweep.py, docs/experiments.md)
 #   make fuzz       libFuzzer targets, bounded time each
 #   make deps       install missing Debian packages (apt-get only when needed)
-#   make install    relattn.so, the Python module, the bundled model and SQL scripts
+#   make install    relattn.so, the Python module, the bundled model, SQL scripts and docs
 #                   under PREFIX (default /usr/local; DESTDIR honoured); make uninstall
 
 CC      ?= cc
@@ -266,20 +266,23 @@ LIBDIR     ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/$(MULTIARCH),$(PREFIX)
 DATADIR    ?= $(PREFIX)/share
 PYVER      := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 PYTHONDIR  ?= $(PREFIX)/lib/python$(PYVER)/dist-packages
+# The documentation keeps the repository's layout under DOCDIR, so that every
+# link between its pages and to its pictures resolves in the installed copy.
+DOCDIR     ?= $(DATADIR)/doc/relattn
+DOCS       := README.md $(sort $(wildcard docs/*.md docs/*.svg docs/img/*.svg \
+              docs/img/experiments/*.svg)) models/README.md
 INSTALLED  := $(LIBDIR)/relattn.so $(PYTHONDIR)/relattn/__init__.py \
               $(DATADIR)/relattn/tiny.safetensors $(DATADIR)/relattn/schema.sql \
-              $(DATADIR)/relattn/score_corpus.sql $(DATADIR)/doc/relattn/README.md \
-              $(DATADIR)/doc/relattn/reference.md
+              $(DATADIR)/relattn/score_corpus.sql $(addprefix $(DOCDIR)/,$(DOCS))
 
 install: $(SO)
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PYTHONDIR)/relattn \
-	  $(DESTDIR)$(DATADIR)/relattn $(DESTDIR)$(DATADIR)/doc/relattn
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PYTHONDIR)/relattn $(DESTDIR)$(DATADIR)/relattn
 	install -m 755 $(SO) $(DESTDIR)$(LIBDIR)/relattn.so
 	sed 's|^_LIBDIR = None$$|_LIBDIR = "$(LIBDIR)"|' python/relattn/__init__.py \
 	  > $(DESTDIR)$(PYTHONDIR)/relattn/__init__.py
 	install -m 644 models/tiny.safetensors sql/schema.sql sql/score_corpus.sql \
 	  $(DESTDIR)$(DATADIR)/relattn/
-	install -m 644 README.md docs/reference.md $(DESTDIR)$(DATADIR)/doc/relattn/
+	for f in $(DOCS); do install -D -m 644 $$f $(DESTDIR)$(DOCDIR)/$$f || exit 1; done
 	@echo "installed $(DESTDIR)$(LIBDIR)/relattn.so"
 	@case "$(LIBDIR)" in /lib/$(MULTIARCH)|/usr/lib/$(MULTIARCH)|/lib|/usr/lib) ;; \
 	  *) echo "for .load relattn from any directory: export LD_LIBRARY_PATH=$(LIBDIR)";; esac
@@ -288,7 +291,8 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 	rm -rf $(DESTDIR)$(PYTHONDIR)/relattn/__pycache__
 	-rmdir $(DESTDIR)$(PYTHONDIR)/relattn $(DESTDIR)$(DATADIR)/relattn \
-	  $(DESTDIR)$(DATADIR)/doc/relattn 2>/dev/null
+	  $(DESTDIR)$(DOCDIR)/docs/img/experiments $(DESTDIR)$(DOCDIR)/docs/img \
+	  $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR)/models $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz $(SO) demo.db hf-demo.db

@@ -1,9 +1,11 @@
 """make install / make uninstall into a temporary prefix: `.load relattn` by
 bare name from another directory (with LD_LIBRARY_PATH, as the README says for
 a prefix outside the loader's own directories), the installed Python module's
-relattn.load(conn), and nothing left behind by uninstall."""
+relattn.load(conn), the installed documentation whose every link resolves,
+and nothing left behind by uninstall."""
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -37,10 +39,13 @@ def test_install_load_by_bare_name_and_uninstall(tmp_path):
     out = make("install", f"PREFIX={prefix}")
     lib = prefix / "lib"
     assert f"export LD_LIBRARY_PATH={lib}" in out
+    docs = [f"share/doc/relattn/{f}" for f in files(prefix / "share" / "doc" / "relattn")]
+    assert {"share/doc/relattn/README.md", "share/doc/relattn/docs/reference.md",
+            "share/doc/relattn/docs/img/distance_profile.svg"} <= set(docs)
     assert files(prefix) == sorted([
         "lib/relattn.so", f"lib/python{PYVER}/dist-packages/relattn/__init__.py",
-        "share/doc/relattn/README.md", "share/doc/relattn/reference.md", "share/relattn/schema.sql",
-        "share/relattn/score_corpus.sql", "share/relattn/tiny.safetensors"])
+        "share/relattn/schema.sql", "share/relattn/score_corpus.sql",
+        "share/relattn/tiny.safetensors", *docs])
     assert (lib / "relattn.so").read_bytes() == pathlib.Path(SO).read_bytes()
 
     sql = (".load relattn\nSELECT relattn_version();\n"
@@ -85,6 +90,36 @@ def test_install_destdir(tmp_path):
     assert (root / "lib" / "relattn.so").is_file()
     module = (root / "lib" / f"python{PYVER}" / "dist-packages" / "relattn" / "__init__.py").read_text()
     assert '_LIBDIR = "/opt/relattn/lib"' in module and str(stage) not in module
+    make("uninstall", f"DESTDIR={stage}", "PREFIX=/opt/relattn")
+    assert files(stage) == []
+
+
+def test_installed_docs_find_what_they_link(tmp_path):
+    """Every local link and picture of the installed pages, the README first, names a file
+    installed beside them (the pages the README links, theirs, and so on), and each page is
+    the repository's."""
+    stage = tmp_path / "stage"
+    make("install", f"DESTDIR={stage}", "PREFIX=/opt/relattn")
+    doc = stage / "opt" / "relattn" / "share" / "doc" / "relattn"
+    seen, todo, targets = set(), [doc / "README.md"], 0
+    while todo:
+        page = todo.pop()
+        if page in seen:
+            continue
+        seen.add(page)
+        assert page.read_bytes() == (ROOT / page.relative_to(doc)).read_bytes(), page
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            path = target.split("#")[0]
+            if not path or re.match(r"[a-z]+:", path):
+                continue  # an anchor of the same page, or a web address
+            found = (page.parent / path).resolve()
+            assert found.is_file() and doc.resolve() in found.parents, (page, target)
+            targets += 1
+            if found.suffix == ".md":
+                todo.append(found)
+    names = {str(p.relative_to(doc)) for p in seen}
+    assert {"README.md", "docs/reference.md", "docs/pictures.md", "models/README.md"} <= names
+    assert targets > 20
     make("uninstall", f"DESTDIR={stage}", "PREFIX=/opt/relattn")
     assert files(stage) == []
 
