@@ -1,6 +1,7 @@
 # relattn: SQLite loadable extension for relative-position self-attention.
 #
 #   make            build relattn.so (.load ./relattn)
+#   make help       this list
 #   make test       unit tests (C), SQL tests (pytest), shell tests; the
 #                   numerical ones again under each OpenBLAS kernel set
 #   make asan       the same tests under -fsanitize=address,undefined
@@ -48,9 +49,13 @@ DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
 DEB_MODEL ?= python3-torch bible-kjv bible-kjv-text sqlite3-doc
 
-.PHONY: install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo hf-demo model hf-model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster bench-deberta bench-qgemm fuzz fuzz-build clean
+.PHONY: help install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo hf-demo model hf-model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster bench-deberta bench-qgemm fuzz fuzz-build clean
 
 all: $(SO)
+
+# The list of targets at the top of this file.
+help:
+	@sed -n '3,/^$$/s/^# //p' $(firstword $(MAKEFILE_LIST))
 
 $(SO): $(SRC_OBJ) $(EXT_OBJ)
 	$(CC) $(CFLAGS) -shared -o $@ $^ $(LDLIBS)
