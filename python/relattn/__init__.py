@@ -1,5 +1,9 @@
 """relattn for Python's sqlite3: load the extension into a connection.
 
+Use Debian's /usr/bin/python3: its sqlite3 module has enable_load_extension. A
+Python built without --enable-loadable-sqlite-extensions (pyenv's, by default)
+lacks it and loads no extension.
+
     import sqlite3
     import relattn
 
