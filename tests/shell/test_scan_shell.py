@@ -2,9 +2,12 @@
 
 The batch job is killed (SIGKILL) in the middle of a chunk and run again: the results
 must be complete, without duplicates, and equal to a run never interrupted
-(scores within 2e-5 per token: rows may be packed into different batches)."""
+(scores within 2e-5 per token: rows may be packed into different batches). A
+classifier's job, killed twice, must equal relattn_classify and relattn_labels row
+for row, and an embedding job relattn_embed, bit for bit."""
 import os
 import pathlib
+import re
 import shlex
 import shutil
 import sqlite3
@@ -18,6 +21,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 import modelgen  # noqa: E402
 from conftest import connect  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tests" / "sql"))
+import reference_model as ref  # noqa: E402
 
 SO = os.environ.get("RELATTN_SO", str(ROOT / "relattn.so"))
 LOAD = SO[:-3] if SO.endswith(".so") else SO
@@ -45,6 +51,19 @@ def job(path, *settings, last=()):
     first = " ".join(f"-cmd {shlex.quote(f'.parameter set {k} {v}')}" for k, v in settings)
     cmds = " ".join(f"-cmd {shlex.quote(c)}" for c in [f".load {LOAD}", *last])
     return f"sqlite3 {db} {first} | sqlite3 {db} | sqlite3 {db} {cmds}"
+
+
+def job_text(path, *settings):
+    """The job's SQL, as the first two steps print it: its head (to the first
+    chunk), its chunks (each from BEGIN to the next) and its last line."""
+    r = subprocess.run(job(path, *settings).rsplit(" | ", 1)[0], input=SCRIPT,
+                       capture_output=True, text=True, timeout=600, shell=True)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    starts = [i for i, l in enumerate(lines) if l == "BEGIN;"] + [len(lines) - 1]
+    head = lines[:starts[0]]
+    chunks = [lines[a:b] for a, b in zip(starts, starts[1:])]
+    return head, chunks, lines[-1:]
 
 
 def results(path):
@@ -95,13 +114,9 @@ def test_score_corpus_resumes_after_sigkill(tmp_path):
     # to the last sqlite3 chunk by chunk. After two chunks, another
     # connection holds the write lock, a third chunk starts and waits for
     # it inside its transaction, and the job is killed there.
-    text = subprocess.run(job(killed, *settings).rsplit(" | ", 1)[0], input=SCRIPT,
-                          capture_output=True, text=True, timeout=600, shell=True)
-    assert text.returncode == 0, text.stderr
-    lines = text.stdout.splitlines()
-    head, chunks = lines[:4], [lines[i:i + 4] for i in range(4, len(lines) - 1, 4)]
-    assert head[-1].startswith('CREATE TABLE IF NOT EXISTS "docs_scores"')
-    assert len(chunks) == 12 and all(c[0] == "BEGIN;" for c in chunks)
+    head, chunks, _ = job_text(killed, *settings)
+    assert any(l.startswith('CREATE TABLE IF NOT EXISTS "docs_scores"') for l in head)
+    assert len(chunks) == 12
     p = subprocess.Popen(["sqlite3", str(killed), "-cmd", f".load {LOAD}"],
                          stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, text=True)
@@ -146,12 +161,20 @@ def test_score_corpus_resumes_after_sigkill(tmp_path):
     assert results(killed) == got
 
 
-def test_score_corpus_writes_no_file():
+def test_score_corpus_writes_no_file(tmp_path):
     # It used to write /tmp/relattn_score_corpus.*.sql and .read it back: two
     # jobs clashed, and another local user could plant SQL there. Now each
-    # step pipes the SQL of the next: no dot-command of the script names a file.
+    # step pipes the SQL of the next: no dot-command of the script, nor of the
+    # job it prints, names a file (.output only stderr and stdout).
     dots = [l.split()[0] for l in SCRIPT.splitlines() if l.startswith(".")]
-    assert dots and set(dots) <= {".bail", ".parameter", ".headers", ".mode"}, dots
+    assert dots and set(dots) <= {".bail", ".timeout", ".parameter", ".headers", ".mode"}, dots
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    make_corpus(tmp_path / "c.db", rng, 5, 3, 10)
+    for settings in ([("@progress", 2)], [("@columns", "labl")]):
+        head, chunks, tail = job_text(tmp_path / "c.db", ("@chunk", 2), *settings)
+        dots = {l for l in head + sum(chunks, []) + tail if l.startswith(".")}
+        assert dots <= {".bail on", ".timeout 60000", ".mode off", ".mode list",
+                        ".output stderr", ".output stdout", ".exit 1"}, dots
 
 
 def test_score_corpus_bad_rows_are_recorded_and_the_job_goes_on(tmp_path):
@@ -206,10 +229,10 @@ def test_score_corpus_chunks_end_without_stopped(tmp_path):
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
     path = tmp_path / "c.db"
     make_corpus(path, rng, 20, 3, 20)
-    r = subprocess.run(job(path, ("@chunk", 6), last=["SELECT relattn_progress(1)"]),
+    r = subprocess.run(job(path, ("@chunk", 6), ("@progress", 2)),
                        input=SCRIPT, capture_output=True, text=True, timeout=600, shell=True)
     assert r.returncode == 0, r.stderr
-    lines = r.stderr.splitlines()
+    lines = [l for l in r.stderr.splitlines() if l.startswith("relattn_scan: ")]
     assert [l.split(" rows in ")[0] for l in lines] == ["relattn_scan: 6"] * 3 + ["relattn_scan: 2"]
     assert not any("stopped" in l for l in lines), lines
     # a scan that fails still says so
@@ -259,4 +282,259 @@ def test_score_corpus_bad_settings_change_nothing(tmp_path):
                        capture_output=True, text=True, timeout=600, shell=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-1] == 'score_corpus: done, 5 rows in "docs_v_scores"'
+    db.close()
+
+
+PROGRESS = re.compile(r"score_corpus: (\d+)/(\d+) rows, (\d+)/(\d+) tokens \((\d+\.\d)%\), "
+                      r"(\d+) tokens/s, ETA (\d+):(\d\d):(\d\d)")
+
+
+def test_score_corpus_progress_is_the_whole_job_on_stderr(tmp_path):
+    # It was one line per chunk of that chunk's rows alone (relattn_scan's
+    # own, with -cmd 'SELECT relattn_progress(1)', which printed a stray 1 on
+    # stdout), and a running count on stdout.
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    path = tmp_path / "c.db"
+    make_corpus(path, rng, 20, 3, 20)
+    db = sqlite3.connect(str(path))
+    n = [len(b) // 4 for (b,) in db.execute("SELECT body FROM docs ORDER BY id")]
+    # a first run does 6 rows only (its 2nd chunk is never run)
+    head, chunks, _ = job_text(path, ("@chunk", 6))
+    r = subprocess.run(["sqlite3", str(path), "-cmd", f".load {LOAD}"],
+                       input="\n".join(head + chunks[0]) + "\n", capture_output=True,
+                       text=True, timeout=600)
+    assert (r.returncode, r.stdout) == (0, "")
+    assert PROGRESS.fullmatch(r.stderr.strip()).groups()[:5] == \
+        ("6", "20", str(sum(n[:6])), str(sum(n)), f"{100 * sum(n[:6]) / sum(n):.1f}")
+    r = subprocess.run(job(path, ("@chunk", 6)), input=SCRIPT, capture_output=True,
+                       text=True, timeout=600, shell=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == 'score_corpus: done, 20 rows in "docs_scores"\n'
+    got = [PROGRESS.fullmatch(l).groups() for l in r.stderr.splitlines()]
+    done = [12, 18, 20]   # the whole job's rows and tokens, the 6 before included
+    assert [g[:5] for g in got] == [(str(k), "20", str(sum(n[:k])), str(sum(n)),
+                                     f"{100 * sum(n[:k]) / sum(n):.1f}") for k in done]
+    assert got[-1][6:] == ("0", "00", "00")
+    # @progress 2: relattn_scan's own lines too (the setting prints nothing on
+    # stdout); 0: no line at all
+    db.execute("DROP TABLE docs_scores")
+    db.commit()
+    r = subprocess.run(job(path, ("@chunk", 8), ("@progress", 2)), input=SCRIPT,
+                       capture_output=True, text=True, timeout=600, shell=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == 'score_corpus: done, 20 rows in "docs_scores"\n'
+    lines = r.stderr.splitlines()
+    assert [l.split(" rows in ")[0] if l.startswith("relattn_scan") else
+            PROGRESS.fullmatch(l).group(1) for l in lines] == \
+        ["relattn_scan: 8", "8", "relattn_scan: 8", "16", "relattn_scan: 4", "20"]
+    db.execute("DROP TABLE docs_scores")
+    db.commit()
+    r = subprocess.run(job(path, ("@chunk", 8), ("@progress", 0)), input=SCRIPT,
+                       capture_output=True, text=True, timeout=600, shell=True)
+    assert (r.returncode, r.stdout, r.stderr) == \
+        (0, 'score_corpus: done, 20 rows in "docs_scores"\n', "")
+    db.close()
+
+
+LABELS = ["negative", "positive", "neutral"]
+
+
+def classifier_corpus(path, rng, rows, head="classifier"):
+    """docs(id, body): token BLOBs of 2-120 tokens (ids with gaps), one
+    empty and one NULL; models 'enc' (an encoder with the given head, d_model
+    64) and, so that the job must pick, a decoder 'tiny'."""
+    db = connect(str(path))
+    modelgen.load(db, "tiny", modelgen.config(d_model=32, n_heads=4, d_ff=64), rng)
+    cfg = ref.random_config(rng, arch="encoder", d_model=64, n_heads=4, d_ff=128)
+    cfg = ref.with_head(cfg, head, pooler="tanh", labels=LABELS if head == "classifier" else None)
+    db.execute("SELECT relattn_import('enc', ?)",
+               (ref.safetensors_bytes(ref.random_params(rng, cfg), cfg),))
+    bodies = [np.asarray(rng.integers(0, 256, int(rng.integers(2, 121))), dtype="<i4").tobytes()
+              for _ in range(rows)]
+    bodies[rows // 3], bodies[rows // 2] = b"", None
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
+    db.executemany("INSERT INTO docs VALUES (?, ?)", [(2 * i + 5, b) for i, b in enumerate(bodies)])
+    db.commit()
+    db.close()
+
+
+def scalar_labels(path):
+    """Each row as relattn_classify and relattn_labels give it: (id, n_tokens,
+    label, prob, logit, error), the best label's prob and logit."""
+    db = connect(str(path))
+    want = []
+    for i, body in db.execute("SELECT id, body FROM docs ORDER BY id").fetchall():
+        if body == b"":
+            want.append((i, None, None, None, None, f"relattn_scan: body of id {i} is empty"))
+            continue
+        if body is None:
+            want.append((i, None, None, None, None, None))
+            continue
+        (label,) = db.execute("SELECT relattn_classify('enc', ?)", (body,)).fetchone()
+        rows = db.execute("SELECT label, prob, logit FROM relattn_labels('enc', ?)",
+                          (body,)).fetchall()
+        (best,) = [r for r in rows if r[0] == label]
+        assert best[2] == max(r[2] for r in rows)
+        want.append((i, len(body) // 4) + best + (None,))
+    db.close()
+    return want
+
+
+def scores(path, columns):
+    db = sqlite3.connect(str(path))
+    rows = db.execute(f"SELECT id, {columns} FROM docs_scores ORDER BY id").fetchall()
+    db.close()
+    return rows
+
+
+def test_classifier_job_killed_twice_equals_the_scalar_functions(tmp_path):
+    # A classifier's job used to stop at once: relattn_scan: model 'enc' is
+    # an encoder; only decoder models give score and perplexity. Without
+    # @columns it now keeps label, prob and logit, by the model's head.
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    path = tmp_path / "c.db"
+    classifier_corpus(path, rng, 400)
+    want = scalar_labels(path)
+    settings = [("@model", "enc"), ("@chunk", 25)]
+    cols = "n_tokens, label, prob, logit, error"
+
+    # Kill 1, at a point chosen with no race: two chunks committed, the
+    # third scored into its staging table and waiting for the write lock
+    # that another connection holds, inside its transaction.
+    head, chunks, _ = job_text(path, *settings)
+    assert len(chunks) == 16
+    p = subprocess.Popen(["sqlite3", str(path), "-cmd", f".load {LOAD}"],
+                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, text=True)
+    p.stdin.write("\n".join(head + chunks[0] + chunks[1]) + "\n")
+    p.stdin.flush()
+    lock = sqlite3.connect(str(path), timeout=60, isolation_level=None)
+    deadline = time.monotonic() + 600
+    done = 0
+    while done < 50 and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.01)
+        try:
+            done = lock.execute("SELECT count(*) FROM docs_scores").fetchone()[0]
+        except sqlite3.OperationalError:  # the table not made yet, or busy
+            pass
+    assert done == 50, done
+    lock.execute("BEGIN IMMEDIATE")
+    p.stdin.write("\n".join(chunks[2]) + "\n")
+    p.stdin.flush()
+    time.sleep(0.3)
+    p.kill()
+    p.wait()
+    lock.execute("ROLLBACK")
+    assert scores(path, cols) == want[:50]
+
+    # Kill 2, wherever the running job is when a 5th chunk of this run has
+    # been seen committed (scoring the next one, most of the time).
+    first, second = (subprocess.Popen(["sqlite3", str(path)] + sum(
+        (["-cmd", f".parameter set {k} {v}"] for k, v in settings), []),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True), None)
+    second = subprocess.Popen(["sqlite3", str(path)], stdin=first.stdout, stdout=subprocess.PIPE)
+    last = subprocess.Popen(["sqlite3", str(path), "-cmd", f".load {LOAD}"], stdin=second.stdout,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first.stdout.close()
+    second.stdout.close()
+    first.stdin.write(SCRIPT)
+    first.stdin.close()
+    done = 50
+    while done < 175 and time.monotonic() < deadline and last.poll() is None:
+        time.sleep(0.005)
+        try:
+            done = lock.execute("SELECT count(*) FROM docs_scores").fetchone()[0]
+        except sqlite3.OperationalError:
+            pass
+    time.sleep(rng.uniform(0, 0.05))
+    assert last.poll() is None, "the job ended before it was killed"
+    last.kill()
+    for q in (last, second, first):
+        q.wait()
+    lock.close()
+    partial = scores(path, cols)
+    assert 175 <= len(partial) < 400 and len(partial) % 25 == 0   # whole chunks only
+    assert partial == want[:len(partial)]
+
+    # The third run completes: every row once, each equal to the scalar
+    # functions' bits
+    r = subprocess.run(job(path, *settings), input=SCRIPT, capture_output=True,
+                       text=True, timeout=600, shell=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == 'score_corpus: done, 400 rows in "docs_scores"\n'
+    assert scores(path, cols) == want
+    db = sqlite3.connect(str(path))
+    assert db.execute("SELECT sql FROM sqlite_master WHERE name = 'docs_scores'").fetchone() == (
+        'CREATE TABLE "docs_scores"(id INTEGER PRIMARY KEY, n_tokens INTEGER, label TEXT, '
+        'prob REAL, logit REAL, error TEXT)',)
+    db.close()
+
+
+def test_embedding_job_equals_relattn_embed(tmp_path):
+    # An encoder without a classifier keeps n_tokens and embedding; @columns
+    # chooses any other set, for a decoder too.
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    path = tmp_path / "c.db"
+    classifier_corpus(path, rng, 60, head="none")
+    r = subprocess.run(job(path, ("@model", "enc"), ("@chunk", 7)), input=SCRIPT,
+                       capture_output=True, text=True, timeout=600, shell=True)
+    assert r.returncode == 0, r.stderr
+    db = connect(str(path))
+    assert db.execute("SELECT count(*) FROM docs_scores a JOIN docs d USING (id) WHERE "
+                      "a.embedding IS relattn_embed('enc', nullif(d.body, x'')) AND "
+                      "a.n_tokens IS length(d.body) / 4 AND a.error IS NULL").fetchone() == (59,)
+    assert db.execute("SELECT id, n_tokens, embedding, error FROM docs_scores "
+                      "WHERE error IS NOT NULL").fetchall() == \
+        [(45, None, None, "relattn_scan: body of id 45 is empty")]  # row 20
+    r = subprocess.run(job(path, ("@model", "tiny"), ("@results", "emb"),
+                           ("@columns", "'embedding, Score'")),
+                       input=SCRIPT, capture_output=True, text=True, timeout=600, shell=True)
+    assert r.returncode == 0, r.stderr
+    assert db.execute("SELECT sql FROM sqlite_master WHERE name = 'emb'").fetchone() == (
+        'CREATE TABLE "emb"(id INTEGER PRIMARY KEY, embedding BLOB, score REAL, error TEXT)',)
+    assert db.execute("SELECT count(*) FROM emb a JOIN docs d USING (id) WHERE "
+                      "a.embedding IS relattn_embed('tiny', nullif(d.body, x'')) AND "
+                      "a.score IS relattn_score('tiny', nullif(d.body, x''))").fetchone() == (60,)
+    db.close()
+
+
+def test_score_corpus_bad_columns_change_nothing(tmp_path):
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    path = tmp_path / "c.db"
+    classifier_corpus(path, rng, 10)
+    db = sqlite3.connect(str(path))
+    db.execute("CREATE TABLE old_scores(id INTEGER PRIMARY KEY, n_tokens INTEGER, score REAL, "
+               "perplexity REAL, error TEXT)")
+    db.commit()
+    schema = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
+    before = db.execute(schema).fetchall()
+    choose = "n_tokens, score, perplexity, embedding, label, prob, logit, error"
+    cases = [
+        ([("@columns", "labl,prob")],
+         f"score_corpus: @columns: relattn_scan has no column 'labl' (choose from {choose})"),
+        ([("@columns", "'label, prob, Label'")], "score_corpus: @columns names 'label' twice"),
+        ([("@columns", "''")], f"score_corpus: @columns is empty: name one or more of {choose}"),
+        ([("@columns", "' , '")], f"score_corpus: @columns is empty: name one or more of {choose}"),
+        ([("@columns", "score")], "Runtime error near line 4: relattn_scan: model 'enc' is an "
+         "encoder; only decoder models give score and perplexity (embedding works)"),
+        ([("@model", "tiny"), ("@columns", "label")], "Runtime error near line 4: relattn_scan: "
+         "model 'tiny' has no classifier head (its head is 'lm'): no label, logit or prob"),
+        ([("@results", "old_scores")], "score_corpus: results table 'old_scores' has the columns "
+         "(id, n_tokens, score, perplexity, error), not this job's (id, n_tokens, label, prob, "
+         "logit, error): set @columns to its columns, or name another @results"),
+        ([("@model", "tiny"), ("@results", "old_scores"), ("@columns", "score,n_tokens")],
+         "score_corpus: results table 'old_scores' has the columns (id, n_tokens, score, "
+         "perplexity, error), not this job's (id, score, n_tokens, error): set @columns to its "
+         "columns, or name another @results"),
+    ]
+    for settings, error in cases:
+        r = subprocess.run(job(path, ("@model", "enc"), *settings), input=SCRIPT,
+                           capture_output=True, text=True, timeout=600, shell=True)
+        assert (r.returncode, r.stdout, r.stderr) == (1, "", error + "\n"), settings
+        assert db.execute(schema).fetchall() == before, settings
+    # the table's own columns, in its order, resume into it
+    r = subprocess.run(job(path, ("@model", "tiny"), ("@results", "old_scores"),
+                           ("@columns", "n_tokens,score,perplexity")), input=SCRIPT,
+                       capture_output=True, text=True, timeout=600, shell=True)
+    assert (r.returncode, r.stdout) == (0, 'score_corpus: done, 10 rows in "old_scores"\n')
     db.close()
