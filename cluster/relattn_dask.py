@@ -11,8 +11,10 @@ merging the results into one table exactly once.
 HOW IT WORKS
 The corpus is one SQLite file or several shard files, each with a table (or
 view) of token sequences. Each shard is cut into ranges of --range-rows rows in
-id order; the plan is stored in the results database, so every run, and a rerun
-after a crash, works on the same ranges. A range is one Dask task. Each worker
+id order (by default, enough ranges for four per worker, of at most 10000
+rows); the plan, with each range's rows and tokens (relattn_scan's n_tokens,
+counted here: no model run), is stored in the results database, so every run,
+and a rerun after a crash, works on the same ranges. A range is one Dask task. Each worker
 process holds one connection, set up once by a worker plugin: the extension
 loaded, the model imported into an in-memory database. A task attaches its shard
 read-only, copies the range's rows next to the model (relattn_scan reads its
@@ -35,17 +37,25 @@ results, and tries again with a growing pause, for up to --lock-wait seconds
 (default 600) of the lock held; then it stops with one line that names the
 database. What it committed stays committed, so a rerun does only the rest.
 
-The source and its columns are looked up in every shard before the results
-database is opened: a misspelt --source, --tokens or --id writes nothing.
+The source and its columns are looked up in every shard, and the model is
+asked for the --columns (a scan over no row), before the results database is
+opened: a misspelt --source, --tokens or --id, or a column the model cannot
+give, writes nothing. Without --columns the model's config chooses: a decoder
+n_tokens, score, perplexity; a classifier n_tokens, label, prob, logit (a
+regression model n_tokens, logit); another encoder n_tokens, embedding.
 
-Dask does the scheduling, the retries after a lost worker, the progress bar and
-the dashboard (its address is printed when the scheduler has bokeh). By default
+Progress goes to stderr: the whole job's rows and tokens done of its total,
+tokens/s of this run and the ETA, redrawn in place on a terminal, else a line
+every 5 seconds at most; and a last line. Dask does the scheduling, the retries
+after a lost worker and the dashboard (its address is printed when the
+scheduler has bokeh). By default
 the program starts a LocalCluster of --workers worker processes on this
 machine; with --scheduler it uses a running cluster, whose workers must see the
 same paths (shared storage) for the extension and the shards. docs/cluster.md
 has the measurements and what a real cluster changes.
 """
 import argparse
+import json
 import os
 import pathlib
 import sqlite3
@@ -56,11 +66,21 @@ import uuid
 
 from distributed import Client, LocalCluster, as_completed, get_worker
 from distributed.diagnostics.plugin import WorkerPlugin
-from distributed.diagnostics.progressbar import TextProgressBar
 
-COLUMNS = ("n_tokens", "score", "perplexity", "embedding")
+# relattn_scan's columns; error is always kept
+COLUMNS = ("n_tokens", "score", "perplexity", "embedding", "label", "prob", "logit", "error")
 COLUMN_TYPES = {"n_tokens": "INTEGER", "score": "REAL", "perplexity": "REAL",
-                "embedding": "BLOB", "error": "TEXT"}
+                "embedding": "BLOB", "label": "TEXT", "prob": "REAL", "logit": "REAL",
+                "error": "TEXT"}
+# the columns kept without --columns, by the model's kind (default_columns)
+DEFAULT_COLUMNS = {"decoder": ["n_tokens", "score", "perplexity"],
+                   "classifier": ["n_tokens", "label", "prob", "logit"],
+                   "regression": ["n_tokens", "logit"],
+                   "encoder": ["n_tokens", "embedding"]}
+RANGE_ROWS = 10000      # the most rows a range is given by default
+RANGES_PER_WORKER = 4
+PROGRESS_TTY = 0.25     # seconds between progress lines: redrawn on a terminal,
+PROGRESS_LOG = 5.0      # and written to a file or a pipe
 ROWS_TABLE = "relattn_cluster_rows"   # a range's rows, in each worker's memory
 SQLITE_MAGIC = b"SQLite format 3\0"
 BUSY_MS = 1000          # SQLite's own wait for the results database's lock
@@ -119,6 +139,28 @@ class ScanPlugin(WorkerPlugin):
         self.db.close()
 
 
+def scan_range(db, model, shard, source, tokens, id_col, lo, hi, select):
+    """SELECT select FROM relattn_scan over ids lo..hi of one shard, copied
+    next to the model in db's main schema (relattn_scan reads its source and
+    the model from one schema)."""
+    # The rows' column keeps its name, so relattn_scan's errors name it.
+    db.execute(f"CREATE TABLE {ROWS_TABLE}(id INTEGER PRIMARY KEY, {quote(tokens)})")
+    try:
+        db.execute("ATTACH ? AS corpus", (shard_uri(shard),))
+        try:
+            db.execute(f"INSERT INTO {ROWS_TABLE} SELECT {quote(id_col)}, {quote(tokens)} "
+                       f"FROM corpus.{quote(source)} WHERE {quote(id_col)} "
+                       "BETWEEN ? AND ?", (lo, hi))
+        finally:
+            db.execute("DETACH corpus")
+        db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model={}, source={}, "
+                   "tokens={})".format(*(sql_string(v) for v in (model, ROWS_TABLE, tokens))))
+        return db.execute(f"SELECT {select} FROM temp.job").fetchall()
+    finally:
+        db.execute("DROP TABLE IF EXISTS temp.job")
+        db.execute(f"DROP TABLE {ROWS_TABLE}")
+
+
 def score_range(plugin_name, shard, source, tokens, id_col, lo, hi, columns):
     """One task: relattn_scan over ids lo..hi of one shard. Returns the rows
     (id, the columns, error), their token count, how many have an error, the
@@ -126,28 +168,12 @@ def score_range(plugin_name, shard, source, tokens, id_col, lo, hi, columns):
     worker = get_worker()
     plugin = worker.plugins[plugin_name]
     t = time.perf_counter()
+    # Naming the hidden error column makes a bad row a row with its message,
+    # not the end of the scan.
+    select = ", ".join(["id", "n_tokens"] + list(columns) + ["error"])
     with plugin.lock:
-        db = plugin.db
-        # The rows' column keeps its name, so relattn_scan's errors name it.
-        db.execute(f"CREATE TABLE {ROWS_TABLE}(id INTEGER PRIMARY KEY, {quote(tokens)})")
-        try:
-            db.execute("ATTACH ? AS corpus", (shard_uri(shard),))
-            try:
-                db.execute(f"INSERT INTO {ROWS_TABLE} SELECT {quote(id_col)}, {quote(tokens)} "
-                           f"FROM corpus.{quote(source)} WHERE {quote(id_col)} "
-                           "BETWEEN ? AND ?", (lo, hi))
-            finally:
-                db.execute("DETACH corpus")
-            db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model={}, source={}, "
-                       "tokens={})".format(*(sql_string(v) for v in
-                                             (plugin.model, ROWS_TABLE, tokens))))
-            # Naming the hidden error column makes a bad row a row with its
-            # message, not the end of the scan.
-            select = ", ".join(["id", "n_tokens"] + list(columns) + ["error"])
-            rows = db.execute(f"SELECT {select} FROM temp.job").fetchall()
-        finally:
-            db.execute("DROP TABLE IF EXISTS temp.job")
-            db.execute(f"DROP TABLE {ROWS_TABLE}")
+        rows = scan_range(plugin.db, plugin.model, shard, source, tokens, id_col, lo, hi,
+                          select)
     return {"rows": [(r[0],) + r[2:] for r in rows], "tokens": sum(r[1] or 0 for r in rows),
             "errors": sum(r[-1] is not None for r in rows), "worker": worker.address,
             "seconds": time.perf_counter() - t}
@@ -161,7 +187,7 @@ CREATE TABLE IF NOT EXISTS relattn_cluster_job(
   model TEXT, model_sha256 TEXT, source TEXT, tokens TEXT, id TEXT, columns TEXT)""", """
 CREATE TABLE IF NOT EXISTS relattn_cluster_range(
   results TEXT, shard TEXT, lo INTEGER, hi INTEGER,   -- ids lo..hi of the shard file
-  planned_rows INTEGER,
+  planned_rows INTEGER, planned_tokens INTEGER,
   rows INTEGER, tokens INTEGER, worker TEXT, seconds REAL,
   done_at TEXT,                  -- set in the transaction that commits its rows
   PRIMARY KEY (results, shard, lo))""")
@@ -171,14 +197,20 @@ class JobError(Exception):
     pass
 
 
-def prepare(db, args, job):
+def prepare(db, args, job, model_db):
     """The job's tables and its plan, in one transaction: a rerun must be the
     same job, and two runs at once plan each range once. Adds ranges of
-    --range-rows rows for each shard's ids past the last range planned."""
+    --range-rows rows for each shard's ids past the last range planned, and
+    counts the tokens of each range not done that has no count (with
+    model_db, which holds the model)."""
     db.execute("BEGIN IMMEDIATE")
     try:
         for sql in SCHEMA:
             db.execute(sql)
+        # a plan made before ranges had a token count
+        if "planned_tokens" not in [c for (_, c, *_) in db.execute(
+                "PRAGMA table_info(relattn_cluster_range)")]:
+            db.execute("ALTER TABLE relattn_cluster_range ADD COLUMN planned_tokens INTEGER")
         table = args.table
         cols = ", ".join(f"{c} {COLUMN_TYPES[c]}" for c in args.columns + ["error"])
         db.execute(f"CREATE TABLE IF NOT EXISTS {quote(table)}(id INTEGER PRIMARY KEY, {cols})")
@@ -194,12 +226,27 @@ def prepare(db, args, job):
                              for k, o, v in zip(keys, old, new) if o != v)
             raise JobError(f"results table {table!r} belongs to another job ({diff}): "
                            "name another --table or --results")
-        for shard in args.shards:
-            (last,) = db.execute("SELECT max(hi) FROM relattn_cluster_range WHERE results = ? "
-                                 "AND shard = ?", (table, shard)).fetchone()
+        lasts = [db.execute("SELECT max(hi) FROM relattn_cluster_range WHERE results = ? "
+                            "AND shard = ?", (table, shard)).fetchone()[0]
+                 for shard in args.shards]
+        range_rows = args.range_rows or auto_range_rows(args, lasts)
+        for shard, last in zip(args.shards, lasts):
             db.executemany("INSERT INTO relattn_cluster_range(results, shard, lo, hi, "
                            "planned_rows) VALUES (?, ?, ?, ?, ?)",
-                           [(table, shard) + r for r in split(args, shard, last)])
+                           [(table, shard) + r for r in split(args, shard, last, range_rows)])
+        for shard, lo, hi in db.execute(
+                "SELECT shard, lo, hi FROM relattn_cluster_range WHERE results = ? AND "
+                "done_at IS NULL AND planned_tokens IS NULL", (table,)).fetchall():
+            # n_tokens and error alone run no model (error: a bad row is a row).
+            # A range that cannot be read keeps no count: its task says why.
+            try:
+                ((tokens, _),) = scan_range(model_db, args.model, shard, args.source,
+                                            args.tokens, args.id, lo, hi,
+                                            "coalesce(sum(n_tokens), 0), count(error)")
+            except sqlite3.Error:
+                continue
+            db.execute("UPDATE relattn_cluster_range SET planned_tokens = ? WHERE results = ? "
+                       "AND shard = ? AND lo = ?", (tokens, table, shard, lo))
         db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:       # not after a COMMIT that found the database busy
@@ -207,7 +254,30 @@ def prepare(db, args, job):
         raise
 
 
-def split(args, shard, last):
+def rows_past(args, shard, last):
+    """How many rows of the shard have an id past last."""
+    src = connect(shard_uri(shard), uri=True)
+    try:
+        (n,) = src.execute(f"SELECT count(*) FROM {quote(args.source)} WHERE {quote(args.id)} > ?",
+                           (last if last is not None else -(1 << 63),)).fetchone()
+    except sqlite3.Error as e:
+        raise JobError(f"cannot read {args.source!r} in {shard}: {e}") from None
+    finally:
+        src.close()
+    return n
+
+
+def auto_range_rows(args, lasts):
+    """Rows per range when --range-rows is not given: the rows to plan cut
+    into RANGES_PER_WORKER ranges per worker, so that every worker gets work,
+    of RANGE_ROWS rows at most (a task's memory and what a lost worker
+    loses)."""
+    rows = sum(rows_past(args, shard, last) for shard, last in zip(args.shards, lasts))
+    per = RANGES_PER_WORKER * max(1, args.n_workers)
+    return max(1, min(RANGE_ROWS, -(-rows // per)))
+
+
+def split(args, shard, last, range_rows):
     """(first id, last id, rows) of each range of the shard's ids past last."""
     src = connect(shard_uri(shard), uri=True)
     idq = quote(args.id)
@@ -216,7 +286,7 @@ def split(args, shard, last):
             f"SELECT min(id), max(id), count(*) FROM (SELECT {idq} AS id, "
             f"(row_number() OVER (ORDER BY {idq}) - 1) / ? AS part FROM {quote(args.source)} "
             f"WHERE {idq} > ?) GROUP BY part ORDER BY part",
-            (args.range_rows, last if last is not None else -(1 << 63))).fetchall()
+            (range_rows, last if last is not None else -(1 << 63))).fetchall()
     except sqlite3.Error as e:
         raise JobError(f"cannot read {args.source!r} in {shard}: {e}") from None
     finally:
@@ -268,10 +338,12 @@ class LockWait:
         self.path, self.seconds = path, seconds
         self.since = None
         self.delay, self.next = 0.1, 0.0
-        self.newline = ""       # "\n" once the progress bar draws its line
+        self.progress = None    # the progress line, ended before a message
 
     def say(self, text):
-        print(f"{self.newline}{text}", flush=True)
+        if self.progress:
+            self.progress.break_line()
+        print(text, flush=True)
 
     def ready(self):
         return self.since is None or time.monotonic() >= self.next
@@ -312,6 +384,58 @@ class LockWait:
             return r
 
 
+class Progress:
+    """The whole job's rows and tokens done of its total, with this run's
+    tokens/s and the ETA, on stderr: redrawn in place on a terminal (every
+    PROGRESS_TTY seconds at most), else a line every PROGRESS_LOG seconds at
+    most, so that a log stays small; and a last line."""
+
+    def __init__(self, rows, all_rows, tokens, all_tokens, stream=sys.stderr):
+        self.rows, self.all_rows, self.tokens, self.all_tokens = rows, all_rows, tokens, all_tokens
+        self.run_tokens, self.run_rows = 0, 0
+        self.stream, self.tty = stream, stream.isatty()
+        self.t0 = self.shown = time.monotonic()
+        self.drawn = False      # a line drawn on the terminal, not ended yet
+
+    def add(self, rows, tokens):
+        self.rows += rows
+        self.tokens += tokens
+        self.run_rows += rows
+        self.run_tokens += tokens
+        if time.monotonic() - self.shown >= (PROGRESS_TTY if self.tty else PROGRESS_LOG):
+            self.draw()
+
+    def line(self):
+        el = max(time.monotonic() - self.t0, 1e-3)
+        if self.run_tokens:
+            eta = (self.all_tokens - self.tokens) * el / self.run_tokens
+        else:
+            eta = (self.all_rows - self.rows) * el / max(self.run_rows, 1)
+        s = max(0, round(eta))
+        pct = (100 * self.tokens / self.all_tokens if self.all_tokens
+               else 100 * self.rows / max(self.all_rows, 1))
+        return (f"relattn_dask: {self.rows}/{self.all_rows} rows, {self.tokens}/"
+                f"{self.all_tokens} tokens ({pct:.1f}%), {self.run_tokens / el:.0f} tokens/s, "
+                f"ETA {s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}")
+
+    def draw(self, last=False):
+        if self.tty:
+            end = "\n" if last else ""
+            self.stream.write(f"\r\033[K{self.line()}{end}")
+            self.drawn = not last
+        else:
+            self.stream.write(self.line() + "\n")
+        self.stream.flush()
+        self.shown = time.monotonic()
+
+    def break_line(self):
+        """Ends a line drawn on the terminal, before another message."""
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.drawn = False
+
+
 def check_source(args):
     """--source, --tokens and --id looked up in each shard, before the
     results database is opened, so that a misspelt name writes nothing (a
@@ -344,7 +468,8 @@ def check_source(args):
 
 def load_model(args, extension):
     """The model's safetensors bytes (exported from a database, or the file
-    itself), checked by importing it here; returns (bytes, sha256)."""
+    itself), checked by importing it here; returns (bytes, sha256, config,
+    an in-memory connection that holds the model)."""
     path = args.model_file or args.shards[0]
     with open(path, "rb") as f:
         head = f.read(len(SQLITE_MAGIC))
@@ -367,12 +492,40 @@ def load_model(args, extension):
             raise JobError(f"no model named {args.model!r} in {path} (--model-file names "
                            "the file that holds it)")
         db.execute("SELECT relattn_import(?, ?)", (args.model, weights))
-        (sha,) = db.execute("SELECT sha256 FROM relattn_model").fetchone()
+        sha, config = db.execute("SELECT sha256, config FROM relattn_model").fetchone()
     except sqlite3.Error as e:
-        raise JobError(f"model {args.model!r} from {path}: {e}") from None
-    finally:
         db.close()
-    return weights, sha
+        raise JobError(f"model {args.model!r} from {path}: {e}") from None
+    except BaseException:
+        db.close()
+        raise
+    return weights, sha, json.loads(config), db
+
+
+def default_columns(config):
+    """The columns kept without --columns, by the model's head and arch."""
+    head = config.get("head", "lm")
+    if head == "classifier":
+        return DEFAULT_COLUMNS["regression" if config.get("problem_type") == "regression"
+                               else "classifier"]
+    if config.get("arch") == "decoder" and head == "lm":
+        return DEFAULT_COLUMNS["decoder"]
+    return DEFAULT_COLUMNS["encoder"]
+
+
+def check_columns(db, model, columns):
+    """relattn_scan's own error when the model cannot give a column
+    (score of an encoder, label of a decoder): a scan over no row."""
+    db.execute(f"CREATE TABLE {ROWS_TABLE}(id INTEGER PRIMARY KEY, body)")
+    try:
+        db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model={}, source={}, "
+                   "tokens='body')".format(sql_string(model), sql_string(ROWS_TABLE)))
+        db.execute(f"SELECT {', '.join(columns + ['error'])} FROM temp.job").fetchall()
+    except sqlite3.Error as e:
+        raise JobError(f"--columns: {e}") from None
+    finally:
+        db.execute("DROP TABLE IF EXISTS temp.job")
+        db.execute(f"DROP TABLE {ROWS_TABLE}")
 
 
 # -------------------------------------------------------------------- the job
@@ -390,11 +543,14 @@ def parse_args(argv):
     p.add_argument("--source", default="docs", help="table or view of the corpus (default: docs)")
     p.add_argument("--tokens", default="body", help="its column of token sequences (default: body)")
     p.add_argument("--id", default="rowid", help="its INTEGER id column (default: rowid)")
-    p.add_argument("--columns", default="n_tokens,score,perplexity",
-                   help="results to compute, from " + ", ".join(COLUMNS) +
-                   " (default: n_tokens,score,perplexity)")
-    p.add_argument("--range-rows", type=int, default=10000,
-                   help="rows per task (default: 10000)")
+    p.add_argument("--columns",
+                   help="relattn_scan's columns to keep, comma-separated, from " +
+                   ", ".join(COLUMNS) + " (error is always kept; default: by the model: a "
+                   "decoder n_tokens,score,perplexity, a classifier n_tokens,label,prob,logit, "
+                   "a regression model n_tokens,logit, another encoder n_tokens,embedding)")
+    p.add_argument("--range-rows", type=int,
+                   help=f"rows per task (default: the rows to plan cut into "
+                   f"{RANGES_PER_WORKER} ranges per worker, of at most {RANGE_ROWS} rows)")
     p.add_argument("--lock-wait", type=float, default=LOCK_WAIT,
                    help="seconds to wait for another connection that holds the results "
                    "database's write lock, the scored ranges kept meanwhile "
@@ -411,11 +567,21 @@ def parse_args(argv):
                    help="the relattn extension, as the workers see it (default: relattn.so "
                    "at the repository's root)")
     args = p.parse_args(argv)
-    args.columns = [c.strip() for c in args.columns.split(",") if c.strip()]
-    bad = [c for c in args.columns if c not in COLUMNS]
-    if bad or not args.columns:
-        p.error(f"--columns: {', '.join(bad) or 'none given'}: choose from {', '.join(COLUMNS)}")
-    if args.range_rows < 1 or args.workers < 1 or (args.threads is not None and args.threads < 1):
+    if args.columns is not None:
+        names = [c.strip() for c in args.columns.split(",") if c.strip()]
+        if not names:
+            p.error(f"--columns is empty: name one or more of {', '.join(COLUMNS)}")
+        bad = [c for c in names if c.lower() not in COLUMNS]
+        if bad:
+            p.error(f"--columns: relattn_scan has no column {bad[0]!r} (choose from "
+                    f"{', '.join(COLUMNS)})")
+        names = [c.lower() for c in names]
+        twice = [c for i, c in enumerate(names) if c in names[:i]]
+        if twice:
+            p.error(f"--columns names {twice[0]!r} twice")
+        args.columns = [c for c in names if c != "error"]
+    if ((args.range_rows is not None and args.range_rows < 1) or args.workers < 1 or
+            (args.threads is not None and args.threads < 1)):
         p.error("--range-rows, --workers and --threads must be at least 1")
     if not args.lock_wait >= 0:
         p.error("--lock-wait must be at least 0")
@@ -432,10 +598,10 @@ def has_bokeh():
     return importlib.util.find_spec("bokeh") is not None
 
 
-def start_dask(args):
-    """A client of the given scheduler, or of a new LocalCluster."""
+def start_dask(args, client):
+    """A client of the given scheduler (client), or of a new LocalCluster."""
     if args.scheduler:
-        client, cluster = Client(args.scheduler), None
+        cluster = None
     else:
         cores = len(os.sched_getaffinity(0))
         args.threads = args.threads or max(1, cores // args.workers)
@@ -450,10 +616,31 @@ def start_dask(args):
 
 def run(args):
     extension = os.path.abspath(args.extension)
-    weights, sha = load_model(args, extension)
+    weights, sha, config, model_db = load_model(args, extension)
+    try:
+        return run_job(args, extension, weights, sha, config, model_db)
+    finally:
+        model_db.close()
+
+
+def run_job(args, extension, weights, sha, config, model_db):
+    if args.columns is None:
+        args.columns = default_columns(config)
+    check_columns(model_db, args.model, args.columns)
     job = {"model": args.model, "model_sha256": sha, "source": args.source,
            "tokens": args.tokens, "id": args.id, "columns": ",".join(args.columns)}
     check_source(args)
+    # The workers that ranges are planned for (auto_range_rows)
+    client = Client(args.scheduler) if args.scheduler else None
+    try:
+        args.n_workers = (len(client.scheduler_info()["workers"]) if client else args.workers)
+        return run_dask(args, extension, weights, sha, job, model_db, client)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def run_dask(args, extension, weights, sha, job, model_db, client):
     db = connect(args.results)
     db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
     wait = LockWait(os.path.abspath(args.results), args.lock_wait)
@@ -461,23 +648,29 @@ def run(args):
 
     def plan():
         db.execute("PRAGMA journal_mode=WAL")   # readers see progress while it runs
-        prepare(db, args, job)
+        prepare(db, args, job, model_db)
         marks = ", ".join("?" * len(args.shards))
         todo = db.execute(f"SELECT shard, lo, hi, planned_rows FROM relattn_cluster_range "
                           f"WHERE results = ? AND shard IN ({marks}) AND done_at IS NULL "
                           f"ORDER BY shard, lo", [args.table] + args.shards).fetchall()
         (done,) = db.execute("SELECT count(*) FROM relattn_cluster_range WHERE results = ? "
                              "AND done_at IS NOT NULL", (args.table,)).fetchone()
-        return todo, done
+        # the whole job: rows and tokens done, and in all
+        totals = db.execute(
+            "SELECT coalesce(sum(rows), 0), coalesce(sum(coalesce(rows, planned_rows)), 0), "
+            "coalesce(sum(tokens), 0), coalesce(sum(coalesce(tokens, planned_tokens)), 0) "
+            f"FROM relattn_cluster_range WHERE results = ? AND shard IN ({marks})",
+            [args.table] + args.shards).fetchone()
+        return todo, done, totals
 
-    todo, done = wait.run(nothing, plan)
+    todo, done, totals = wait.run(nothing, plan)
     if not todo:
         print(f"nothing to do: all {done} ranges of {args.table!r} are done", flush=True)
         return 0
     print(f"{len(todo)} ranges to score ({sum(r[3] for r in todo)} rows), {done} done before",
           flush=True)
 
-    client, cluster = start_dask(args)
+    client, cluster = start_dask(args, client)
     failed = skipped = 0
     try:
         name = f"relattn-scan-{args.model}-{sha[:16] if sha else 'unhashed'}"
@@ -492,14 +685,8 @@ def run(args):
             fut = client.submit(score_range, name, shard, args.source, args.tokens, args.id,
                                 lo, hi, args.columns, key=key, pure=False)
             futures[fut] = (shard, lo, hi)
-        # Dask's progress bar, drawn from another thread. It finds the tasks by
-        # key on the scheduler, so a result is released (freeing the worker's
-        # copy) only once the bar has started to follow them.
-        bar = TextProgressBar(list(futures), loop=client.loop, start=False)
-        drawer = threading.Thread(target=client.sync, args=(bar.listen,), daemon=True)
-        drawer.start()
-        wait.newline = "\n"
-        held = []
+        progress = Progress(*totals)
+        wait.progress = progress
         t, rows, tokens, errors = time.perf_counter(), 0, 0, 0
         # Scored ranges not committed yet: while another connection holds the
         # results database's lock, they wait here, and the loop goes on
@@ -523,6 +710,7 @@ def run(args):
                     rows += len(out["rows"])
                     tokens += out["tokens"]
                     errors += out["errors"]
+                    progress.add(len(out["rows"]), out["tokens"])
                 else:
                     skipped += 1
 
@@ -543,23 +731,15 @@ def run(args):
                 shard, lo, hi = futures.pop(fut)
                 if fut.status != "finished":
                     failed += 1
-                    print(f"\nrange {lo}..{hi} of {shard} failed: {fut.exception()}",
+                    progress.break_line()
+                    print(f"range {lo}..{hi} of {shard} failed: {fut.exception()}",
                           file=sys.stderr, flush=True)
                 else:
                     unsaved.append((shard, lo, fut.result()))
-                held.append(fut)
                 del fut
-                if getattr(bar, "status", None) is not None or not drawer.is_alive():
-                    held.clear()
-        # The bar's set-up waits until every key it follows is on the
-        # scheduler: releasing the held results before it has started would
-        # leave it waiting for keys that are gone (seen once: a run whose
-        # ranges were done before the bar began never returned). So wait
-        # for the bar first, with a bound, then let go of the results.
-        drawer.join(timeout=60)
-        held.clear()
+        progress.draw(last=True)
         dt = time.perf_counter() - t
-        print(f"\nscored {rows} rows ({tokens} tokens) in {dt:.1f} s, {tokens / dt:.0f} "
+        print(f"scored {rows} rows ({tokens} tokens) in {dt:.1f} s, {tokens / dt:.0f} "
               f"tokens/s, into {args.table!r} of {args.results}", flush=True)
         if errors:
             print(f"{errors} rows have an error instead of results: SELECT id, error FROM "
@@ -567,8 +747,8 @@ def run(args):
         if skipped:
             print(f"{skipped} ranges were committed by another run meanwhile", flush=True)
     finally:
-        client.close()
-        if cluster is not None:
+        if cluster is not None:     # a scheduler's client is closed by run_job
+            client.close()
             cluster.close()
     if failed:
         print(f"{failed} ranges failed; run the same command again to retry them",

@@ -19,6 +19,9 @@ import time
 import numpy as np
 import pytest
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "sql"))
+import reference_model as ref  # noqa: E402
+
 pytestmark = pytest.mark.skipif(bool(os.environ.get("RELATTN_SANITIZED")),
                                 reason="Dask workers are not run under the sanitizers")
 
@@ -365,7 +368,8 @@ def test_readme_commands(cluster, tmp_path):
     r = subprocess.run(local, shell=True, cwd=tmp_path, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.splitlines()[0] == "1 ranges to score (60 rows), 0 done before"
+    # no --range-rows: 4 ranges for each of the 2 workers
+    assert r.stdout.splitlines()[0] == "8 ranges to score (60 rows), 0 done before"
     want = scan(tmp_path / "corpus.db", "n_tokens,score,perplexity")
     assert results(tmp_path / "scores.db", columns="n_tokens,score,perplexity") == want
 
@@ -389,7 +393,8 @@ def test_readme_commands(cluster, tmp_path):
     r = subprocess.run(remote, shell=True, cwd=tmp_path, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.splitlines()[0] == "3 ranges to score (60 rows), 0 done before"
+    # 60 rows for 2 workers: ranges of 8 rows, 3 in each shard of 20
+    assert r.stdout.splitlines()[0] == "9 ranges to score (60 rows), 0 done before"
     assert results(tmp_path / "scores.db", columns="n_tokens,score,perplexity") == want
 
 
@@ -437,7 +442,7 @@ def test_misspelt_source_or_column_writes_nothing(corpus, two_workers, cluster, 
     # spelt right, the view with its id column is a job
     r = run(first, "--source", "docs_v", "--id", "id", "--results", fresh, "--scheduler",
             cluster[0], "--threads", 1)
-    assert r.stdout.splitlines()[0] == f"1 ranges to score ({ROWS} rows), 0 done before"
+    assert r.stdout.splitlines()[0] == f"8 ranges to score ({ROWS} rows), 0 done before"
 
 
 DONE = "SELECT count(*) FROM relattn_cluster_range WHERE done_at IS NOT NULL"
@@ -559,3 +564,112 @@ def test_gives_up_on_a_writer_that_keeps_the_lock(cluster, slow_corpus, tmp_path
     assert results(out, columns="n_tokens,score,perplexity") == \
         scan(slow_corpus, "n_tokens,score,perplexity")
     assert [(d[3], d[4]) for d in ranges(out)] == [(20, 20)] * 20
+
+
+PROGRESS = re.compile(r"relattn_dask: (\d+)/(\d+) rows, (\d+)/(\d+) tokens \((\d+\.\d)%\), "
+                      r"\d+ tokens/s, ETA \d+:\d\d:\d\d")
+
+
+def test_default_ranges_and_progress_off_a_terminal(corpus, reference, cluster, tmp_path):
+    """Without --range-rows, 2,000 rows on 2 workers are 8 ranges (it was one
+    range of 10,000 rows at most: one worker did it all), and both workers
+    score some. Progress, on stderr, is the whole job's; to a file it is a
+    line every 5 s at most (Dask's bar drew 10 frames a second into a
+    redirected stdout)."""
+    address, _ = cluster
+    out = tmp_path / "scores.db"
+    with open(tmp_path / "stdout", "w+") as so, open(tmp_path / "stderr", "w+") as se:
+        t = time.monotonic()
+        job = subprocess.run(command(corpus, "--results", out, "--scheduler", address,
+                                     "--threads", 1, "--columns", ALL),
+                             stdout=so, stderr=se, timeout=600)
+        seconds = time.monotonic() - t
+        so.seek(0)
+        se.seek(0)
+        stdout, stderr = so.read(), se.read()
+    assert job.returncode == 0, stdout + stderr
+    lines = stdout.splitlines()
+    assert lines[0] == f"8 ranges to score ({ROWS} rows), 0 done before"
+    assert lines[1].startswith(f"scored {ROWS} rows (") and len(lines) == 3   # and the errors
+    assert "\r" not in stdout + stderr
+    assert results(out) == reference
+    done = ranges(out)
+    assert [d[3] for d in done] == [250] * 8 and len({d[5] for d in done}) == 2
+    progress = [PROGRESS.fullmatch(l) for l in stderr.splitlines()
+                if l.startswith("relattn_dask: ")]
+    tokens = sum(r[1] or 0 for r in reference)
+    assert all(progress) and 1 <= len(progress) <= seconds / 5 + 1
+    assert progress[-1].groups() == (str(ROWS), str(ROWS), str(tokens), str(tokens), "100.0")
+    assert [int(m[1]) for m in progress] == sorted(int(m[1]) for m in progress)
+
+
+def test_classifier_job_killed_equals_the_scalar_functions(cluster, tmp_path):
+    """A classifier's job: by default label, prob and logit (it used to fail
+    every range: relattn_scan: model 'enc' is an encoder; only decoder
+    models give score and perplexity). The program is killed (SIGKILL) once
+    a range is committed, and run again: every row once, equal to
+    relattn_classify and relattn_labels; an embedding job equal to
+    relattn_embed, bit for bit."""
+    address, _ = cluster
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    path = tmp_path / "corpus.db"
+    make_corpus(path, rng, 300)
+    cfg = ref.with_head(ref.random_config(rng, arch="encoder", d_model=64, n_heads=4,
+                                          d_ff=128), "classifier", pooler="tanh",
+                        labels=["negative", "positive", "neutral"])
+    db = connect(path)
+    db.execute("SELECT relattn_import('enc', ?)",
+               (ref.safetensors_bytes(ref.random_params(rng, cfg), cfg),))
+    want, embed = [], []
+    for i, body in db.execute("SELECT id, body FROM docs ORDER BY id").fetchall():
+        if not body:
+            want.append((i, None, None, None, None,
+                         None if body is None else f"relattn_scan: body of id {i} is empty"))
+            embed.append((i, None, want[-1][-1]))
+            continue
+        (label,) = db.execute("SELECT relattn_classify('enc', ?)", (body,)).fetchone()
+        (best,) = [r for r in db.execute("SELECT label, prob, logit FROM relattn_labels('enc', ?)",
+                                         (body,)) if r[0] == label]
+        (n,) = db.execute("SELECT length(relattn_tokenize('enc', ?)) / 4", (body,)).fetchone()
+        want.append((i, n) + best + (None,))
+        embed.append((i,) + db.execute("SELECT relattn_embed('enc', ?), NULL",
+                                       (body,)).fetchone())
+    db.close()
+    out = tmp_path / "scores.db"
+    args = (path, "--results", out, "--model", "enc", "--scheduler", address, "--threads", 1,
+            "--range-rows", 20)
+    job = subprocess.Popen(command(*args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        lock, done = lock_mid_run(out, job)   # the lock taken, so that no more commit
+        job.kill()
+        job.wait()
+        lock.execute("ROLLBACK")
+        lock.close()
+    finally:
+        if job.poll() is None:
+            job.kill()
+    cols = "n_tokens,label,prob,logit"
+    partial = results(out, columns=cols)
+    assert 0 < done < 15 and len(partial) == sum(d[4] or 0 for d in ranges(out))
+    assert all(p in want for p in partial)
+    r = run(*args)
+    assert r.stdout.splitlines()[0] == \
+        f"{15 - done} ranges to score ({300 - 20 * done} rows), {done} done before"
+    assert results(out, columns=cols) == want
+    r = run(*args, "--columns", "embedding", "--table", "emb")
+    assert results(out, table="emb", columns="embedding") == embed
+
+
+def test_bad_columns_write_nothing(corpus, tmp_path):
+    out = tmp_path / "scores.db"
+    choose = "n_tokens, score, perplexity, embedding, label, prob, logit, error"
+    for columns, error in [
+            ("labl,prob", f"--columns: relattn_scan has no column 'labl' (choose from {choose})"),
+            ("score, Score", "--columns names 'score' twice"),
+            (" , ", f"--columns is empty: name one or more of {choose}")]:
+        r = run(corpus, "--results", out, "--columns", columns, rc=2)
+        assert r.stderr.splitlines()[-1] == f"relattn_dask.py: error: {error}"
+    r = run(corpus, "--results", out, "--columns", "label", rc=2)
+    assert r.stderr == ("relattn_dask: --columns: relattn_scan: model 'tiny' has no classifier "
+                        "head (its head is 'lm'): no label, logit or prob\n")
+    assert not out.exists()
