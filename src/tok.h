@@ -5,21 +5,8 @@
 #ifndef RELATTN_TOK_H
 #define RELATTN_TOK_H
 
+#include "buf.h"
 #include "relattn.h"
-
-/* A growing array of ids, refusing to grow past max (RELATTN_ERR_TOOBIG). */
-typedef struct relattn_idbuf {
-  int32_t *ids;
-  size_t n, cap, max;
-} relattn_idbuf;
-int relattn_idbuf_push(relattn_idbuf *b, int32_t id);
-
-/* A growing byte string. */
-typedef struct relattn_bytebuf {
-  uint8_t *p;
-  size_t n, cap;
-} relattn_bytebuf;
-int relattn_bytebuf_add(relattn_bytebuf *b, const void *p, size_t n);
 
 struct relattn_tokenizer {
   int kind;            /* RELATTN_TOK_* */

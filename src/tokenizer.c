@@ -18,37 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int relattn_idbuf_push(relattn_idbuf *b, int32_t id) {
-  if (b->n == b->cap) {
-    size_t cap = b->cap ? 2 * b->cap : 64;
-    int32_t *p;
-    if (b->n >= b->max) return RELATTN_ERR_TOOBIG;
-    if (cap > b->max) cap = b->max;
-    p = realloc(b->ids, cap * sizeof *p);
-    if (!p) return RELATTN_ERR_NOMEM;
-    b->ids = p, b->cap = cap;
-  }
-  b->ids[b->n++] = id;
-  return RELATTN_OK;
-}
-
-int relattn_bytebuf_add(relattn_bytebuf *b, const void *p, size_t n) {
-  if (n > b->cap - b->n) {
-    size_t cap = b->cap ? b->cap : 64;
-    uint8_t *q;
-    while (cap - b->n < n) {
-      if (cap > SIZE_MAX / 2) return RELATTN_ERR_NOMEM;
-      cap *= 2;
-    }
-    q = realloc(b->p, cap);
-    if (!q) return RELATTN_ERR_NOMEM;
-    b->p = q, b->cap = cap;
-  }
-  if (n && p) memcpy(b->p + b->n, p, n); /* p NULL: room only */
-  b->n += n;
-  return RELATTN_OK;
-}
-
 /* ---- bytes ---------------------------------------------------------------- */
 
 static int bytesEncode(const relattn_tokenizer *t, const uint8_t *text,
