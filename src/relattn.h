@@ -354,7 +354,7 @@ void relattn_project_table(float *out /* (heads, rows, d_head) */,
                            const float *b /* (heads*d_head) or NULL */,
                            int rows, int d_model, int heads, int d_head);
 
-/* out = LayerNorm(x) * w + b over rows of d (src/forward.c); out may be x. */
+/* out = LayerNorm(x) * w + b over rows of d (src/norm.c); out may be x. */
 void relattn_layer_norm(float *out, const float *x, int rows, int d,
                         const float *w, const float *b, float eps);
 /* The norm of a config's norm_kind: LayerNorm as above, or RMSNorm (T5's
