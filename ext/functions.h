@@ -44,7 +44,7 @@ void relattn_store_stats(relattn_conn *conn, int *n_models,
 ** relattn_cache_size(); the most recent one always stays. */
 void relattn_store_trim(relattn_conn *conn);
 
-/* ext/util.c: the model named by argument v (TEXT), acquired; NULL with
+/* ext/store.c: the model named by argument v (TEXT), acquired; NULL with
 ** the SQL error set ("<fn>: model must be a model name (TEXT)", unknown
 ** model, ...). Release with relattn_store_release. */
 const relattn_model *relattn_model_arg(sqlite3_context *ctx, sqlite3_value *v,

@@ -842,6 +842,21 @@ const relattn_model *relattn_store_acquire(relattn_conn *conn,
   return relattn_store_acquire_in(conn, NULL, name, fn, pzErr);
 }
 
+const relattn_model *relattn_model_arg(sqlite3_context *ctx, sqlite3_value *v,
+                                       const char *fn) {
+  relattn_conn *conn = sqlite3_user_data(ctx);
+  const relattn_model *m;
+  char *zErr = NULL;
+  if (sqlite3_value_type(v) != SQLITE_TEXT) {
+    relattn_result_error(ctx, SQLITE_ERROR, relattn_bad_model_msg(fn));
+    return NULL;
+  }
+  m = relattn_store_acquire(conn, (const char *)sqlite3_value_text(v), fn,
+                            &zErr);
+  if (!m) relattn_result_error(ctx, SQLITE_ERROR, zErr);
+  return m;
+}
+
 /* NULL (SQLite's resolution) only matches NULL; names match as SQLite's do. */
 static int sameSchema(const char *a, const char *b) {
   if (!a || !b) return a == b;

@@ -7,7 +7,7 @@
 **               relattn_sql_errmsg words a failed statement of ours
 **               ("<fn>: interrupted" after sqlite3_interrupt).
 **   echo        relattn_echo: input bytes quoted in a message, escaped and cut.
-**   models      relattn_model_arg: a model-name argument, acquired;
+**   models      relattn_bad_model_msg / relattn_no_model_msg: one wording;
 **               relattn_missing_tensor: the first tensor a config lacks.
 **   tokens      relattn_tokens_value: a token argument as int32 ids;
 **               relattn_tokens_limited: the same under relattn_max_tokens();
@@ -17,7 +17,8 @@
 **               seen by the worker pool while a call computes;
 **               relattn_interrupted: has it been called?
 **
-** Example (what a model function does with them):
+** Example (what a model function does with them, the model acquired by
+** relattn_model_arg of ext/store.c):
 **   const relattn_model *m = relattn_model_arg(ctx, argv[0], fn);
 **   rc = relattn_model_input(conn, m, argv[1], fn, "tokens", &in, &zErr);
 */
@@ -278,21 +279,6 @@ char *relattn_no_model_msg(const char *fn, const char *name) {
   char e[RELATTN_ECHO_BUF];
   return sqlite3_mprintf("%s: no model named '%s'", fn,
                          relattn_echo(e, name, -1));
-}
-
-const relattn_model *relattn_model_arg(sqlite3_context *ctx, sqlite3_value *v,
-                                       const char *fn) {
-  relattn_conn *conn = sqlite3_user_data(ctx);
-  const relattn_model *m;
-  char *zErr = NULL;
-  if (sqlite3_value_type(v) != SQLITE_TEXT) {
-    relattn_result_error(ctx, SQLITE_ERROR, relattn_bad_model_msg(fn));
-    return NULL;
-  }
-  m = relattn_store_acquire(conn, (const char *)sqlite3_value_text(v), fn,
-                            &zErr);
-  if (!m) relattn_result_error(ctx, SQLITE_ERROR, zErr);
-  return m;
 }
 
 int relattn_missing_tensor(const relattn_config *c, const char *const *names,
