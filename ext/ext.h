@@ -140,7 +140,7 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
                         sqlite3_value *v, const char *fn, const char *arg,
                         relattn_input *in, char **pzErr);
 
-/* ---- ext/tokens.c: the tokenizer file stored with a model ----------------- */
+/* ---- ext/tokfile.c: the tokenizer file stored with a model ---------------- */
 
 /* Is name a tokenizer file's tensor name ("tokenizer." ...)? */
 int relattn_is_tokfile(const char *name);

@@ -187,7 +187,7 @@ static const struct config_key {
     {"$.tokenizer.sep", "tokenizer.sep", K_ID, 0, 0, F(sep), 0, 0},
     {"$.tokenizer.mask", "tokenizer.mask", K_ID, 0, 0, F(mask), 0, 0},
     {"$.tokenizer.unk", "tokenizer.unk", K_ID, 0, 0, F(unk), 0, 0},
-    /* checked entry by entry where the tokenizer is made (ext/tokens.c) */
+    /* checked entry by entry where the tokenizer is made (ext/tokfile.c) */
     {"$.tokenizer.split_special", "tokenizer.split_special", K_BOOL, 0, 0,
      F(split_special), 0, 0},
     {"$.tokenizer.added_tokens", "tokenizer.added_tokens", K_OBJ, 0, 0,
