@@ -61,8 +61,8 @@ static const char schema_sql[] =
 /* Prepares sql or sets *pzErr (prefixed by what), replacing a message
 ** already there: after sqlite3_interrupt every prepare fails, and a caller
 ** preparing several statements in a row must not leak the first messages. */
-static sqlite3_stmt *prepare(sqlite3 *db, const char *sql, const char *what,
-                             char **pzErr) {
+static sqlite3_stmt *relattn_prepare(sqlite3 *db, const char *sql,
+                                     const char *what, char **pzErr) {
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
   if (rc != SQLITE_OK) {
@@ -76,7 +76,7 @@ static sqlite3_stmt *prepare(sqlite3 *db, const char *sql, const char *what,
 
 /* The error code of the connection's last failed call, never OK: what a
 ** failed prepare or step of ours returns to its caller. */
-static int sqlCode(sqlite3 *db) {
+static int relattn_sql_code(sqlite3 *db) {
   int rc = sqlite3_errcode(db);
   return rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR
                                                                  : rc;
@@ -249,7 +249,7 @@ static int choice_index(const char *choices, const char *s) {
 ** element of another type is refused, naming it. */
 static int labelsCount(sqlite3 *db, const char *json, const char *key,
                        const char *what, sqlite3_int64 *n, char **pzErr) {
-  sqlite3_stmt *st = prepare(
+  sqlite3_stmt *st = relattn_prepare(
       db,
       "SELECT count(*), min(CASE WHEN type != 'text' THEN key END), "
       "min(CASE WHEN type != 'text' THEN key END) IS NOT NULL, "
@@ -257,10 +257,10 @@ static int labelsCount(sqlite3 *db, const char *json, const char *key,
       "ORDER BY key LIMIT 1) FROM json_each(?1, '$.labels')",
       what, pzErr);
   int rc;
-  if (!st) return sqlCode(db);
+  if (!st) return relattn_sql_code(db);
   sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
   if (sqlite3_step(st) != SQLITE_ROW) {
-    rc = sqlCode(db);
+    rc = relattn_sql_code(db);
     *pzErr = relattn_sql_errmsg(db, what, rc);
     sqlite3_finalize(st);
     return rc;
@@ -277,11 +277,11 @@ static int labelsCount(sqlite3 *db, const char *json, const char *key,
   sqlite3_finalize(st);
   if (rc != SQLITE_OK) return rc;
   /* each label as written: see relattn_json_has_nul */
-  st = prepare(db,
-               "SELECT key, json_extract(?1, fullkey, fullkey) FROM "
-               "json_each(?1, '$.labels') ORDER BY key",
-               what, pzErr);
-  if (!st) return sqlCode(db);
+  st = relattn_prepare(db,
+                       "SELECT key, json_extract(?1, fullkey, fullkey) FROM "
+                       "json_each(?1, '$.labels') ORDER BY key",
+                       what, pzErr);
+  if (!st) return relattn_sql_code(db);
   sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
   while ((rc = sqlite3_step(st)) == SQLITE_ROW)
     if (relattn_json_has_nul((const char *)sqlite3_column_text(st, 1))) {
@@ -291,7 +291,7 @@ static int labelsCount(sqlite3 *db, const char *json, const char *key,
       return SQLITE_ERROR;
     }
   if (rc != SQLITE_DONE) {
-    rc = sqlCode(db);
+    rc = relattn_sql_code(db);
     *pzErr = relattn_sql_errmsg(db, what, rc);
   } else {
     rc = SQLITE_OK;
@@ -315,14 +315,15 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
   cfg->do_lower_case = cfg->chinese_chars = 1;
   cfg->strip_accents = -1;
   relattn_position_defaults(&cfg->pos, RELATTN_POS_SHAW);
-  st = prepare(db,
-               "SELECT json_valid(?1), CASE WHEN json_valid(?1) THEN "
-               "json_type(?1) END, CASE WHEN json_valid(?1) THEN "
-               "json_type(?1, ?2) END, CASE WHEN json_valid(?1) THEN "
-               "json_extract(?1, ?2) END, CASE WHEN json_valid(?1) THEN "
-               "json_extract(?1, ?2, ?2) END",
-               what, pzErr);
-  if (!st) return sqlCode(db);
+  st =
+      relattn_prepare(db,
+                      "SELECT json_valid(?1), CASE WHEN json_valid(?1) THEN "
+                      "json_type(?1) END, CASE WHEN json_valid(?1) THEN "
+                      "json_type(?1, ?2) END, CASE WHEN json_valid(?1) THEN "
+                      "json_extract(?1, ?2) END, CASE WHEN json_valid(?1) THEN "
+                      "json_extract(?1, ?2, ?2) END",
+                      what, pzErr);
+  if (!st) return relattn_sql_code(db);
   sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
   for (i = 0; i < sizeof config_keys / sizeof config_keys[0]; i++) {
     const struct config_key *k = &config_keys[i];
@@ -495,7 +496,7 @@ static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
   }
   goto done;
 sqlerr:
-  rc = sqlCode(db);
+  rc = relattn_sql_code(db);
   *pzErr = relattn_sql_errmsg(db, what, rc);
 done:
   sqlite3_finalize(st);
@@ -551,11 +552,12 @@ static int labelsLoad(sqlite3 *db, relattn_cache_entry *e, const char *what,
   char *p = NULL;
   int i = 0, rc;
   if (e->model.cfg.head != RELATTN_HEAD_CLASSIFIER) return SQLITE_OK;
-  st = prepare(db,
-               "SELECT value, sum(length(CAST(value AS BLOB)) + 1) OVER () "
-               "FROM json_each(?1, '$.labels') ORDER BY key",
-               what, pzErr);
-  if (!st) return sqlCode(db);
+  st = relattn_prepare(
+      db,
+      "SELECT value, sum(length(CAST(value AS BLOB)) + 1) OVER () "
+      "FROM json_each(?1, '$.labels') ORDER BY key",
+      what, pzErr);
+  if (!st) return relattn_sql_code(db);
   sqlite3_bind_text(st, 1, e->config, -1, SQLITE_STATIC);
   while ((rc = sqlite3_step(st)) == SQLITE_ROW && i < n) {
     const char *v = (const char *)sqlite3_column_text(st, 0);
@@ -695,7 +697,7 @@ static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
   sql = sqlite3_mprintf("SELECT name, dtype, CASE WHEN json_valid(shape) "
                         "THEN json(shape) END, data FROM %s%w%srelattn_tensor "
                         "WHERE model = ?1", IN_SCHEMA(e->schema));
-  st = sql ? prepare(db, sql, what, pzErr) : NULL;
+  st = sql ? relattn_prepare(db, sql, what, pzErr) : NULL;
   sqlite3_free(sql);
   if (!st) {
     sqlite3_free(seen);
@@ -798,7 +800,7 @@ static int checkSize(relattn_conn *conn, relattn_cache_entry *e,
   sql = sqlite3_mprintf("SELECT name FROM %s%w%srelattn_tensor WHERE "
                         "model = ?1", IN_SCHEMA(e->schema));
   if (!sql) return SQLITE_NOMEM;
-  st = prepare(conn->db, sql, what, pzErr);
+  st = relattn_prepare(conn->db, sql, what, pzErr);
   sqlite3_free(sql);
   if (!st) return SQLITE_ERROR;
   sqlite3_bind_text(st, 1, e->name, -1, SQLITE_STATIC);
@@ -1108,7 +1110,7 @@ static int readInts(sqlite3_stmt *st, const char *value, const char *path,
     if (n < max) out[n] = sqlite3_column_int64(st, 1);
     n++;
   }
-  if (rc != SQLITE_DONE) rc = sqlCode(sqlite3_db_handle(st));
+  if (rc != SQLITE_DONE) rc = relattn_sql_code(sqlite3_db_handle(st));
   sqlite3_reset(st);
   *n_out = n;
   return rc == SQLITE_DONE ? SQLITE_OK : rc;
@@ -1126,11 +1128,11 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
     *pzErr = sqlite3_mprintf("%s: safetensors header is not valid JSON", fn);
     return SQLITE_ERROR;
   }
-  top = prepare(db,
-                "SELECT json_valid(?1), CASE WHEN json_valid(?1) THEN "
-                "json_type(?1) END",
-                fn, pzErr);
-  if (!top) return sqlCode(db);
+  top = relattn_prepare(db,
+                        "SELECT json_valid(?1), CASE WHEN json_valid(?1) THEN "
+                        "json_type(?1) END",
+                        fn, pzErr);
+  if (!top) return relattn_sql_code(db);
   sqlite3_bind_text64(top, 1, hdr, len, SQLITE_STATIC, SQLITE_UTF8);
   if (sqlite3_step(top) != SQLITE_ROW) goto sqlerr;
   if (!sqlite3_column_int(top, 0)) {
@@ -1142,19 +1144,22 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
     goto done;
   }
   sqlite3_finalize(top);
-  top = prepare(db, "SELECT key, type, value FROM json_each(?1)", fn, pzErr);
+  top = relattn_prepare(db, "SELECT key, type, value FROM json_each(?1)", fn,
+                        pzErr);
   if (top)
-    fields = prepare(db,
-                     "SELECT json_type(?1, '$.dtype'), json_extract(?1, "
-                     "'$.dtype'), json_type(?1, '$.shape'), json_type(?1, "
-                     "'$.data_offsets'), json_type(?1, "
-                     "'$.\"relattn.config\"'), json_extract(?1, "
-                     "'$.\"relattn.config\"')",
-                     fn, pzErr);
+    fields =
+        relattn_prepare(db,
+                        "SELECT json_type(?1, '$.dtype'), json_extract(?1, "
+                        "'$.dtype'), json_type(?1, '$.shape'), json_type(?1, "
+                        "'$.data_offsets'), json_type(?1, "
+                        "'$.\"relattn.config\"'), json_extract(?1, "
+                        "'$.\"relattn.config\"')",
+                        fn, pzErr);
   if (fields)
-    ints = prepare(db, "SELECT type, atom FROM json_each(?1, ?2)", fn, pzErr);
+    ints = relattn_prepare(db, "SELECT type, atom FROM json_each(?1, ?2)", fn,
+                           pzErr);
   if (!ints) {
-    code = sqlCode(db);
+    code = relattn_sql_code(db);
     goto done;
   }
   sqlite3_bind_text64(top, 1, hdr, len, SQLITE_STATIC, SQLITE_UTF8);
@@ -1303,7 +1308,7 @@ nomem:
   code = SQLITE_NOMEM;
   goto done;
 sqlerr:
-  rc = sqlCode(db);
+  rc = relattn_sql_code(db);
 sqlmsg:
   sqlite3_free(*pzErr);
   *pzErr = relattn_sql_errmsg(db, fn, rc);
@@ -1331,9 +1336,10 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
   char shape[96];
 
   if (sqlite3_exec(db, schema_sql, 0, 0, &msg) != SQLITE_OK) goto execerr;
-  if (!(st = prepare(db, "SELECT version FROM relattn_model WHERE name = ?1",
-                     fn, pzErr)))
-    return sqlCode(db);
+  if (!(st = relattn_prepare(
+            db, "SELECT version FROM relattn_model WHERE name = ?1", fn,
+            pzErr)))
+    return relattn_sql_code(db);
   sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
   if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     exists = 1;
@@ -1343,22 +1349,23 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
   sqlite3_finalize(st);
   st = NULL;
 
-  if (!(st = prepare(db,
-                     /* Each import gives the row a new rowid, past the
-                     ** largest with a random gap: a model deleted and
-                     ** imported again does not get its old rowid back, nor
-                     ** does an import made after one that was rolled back
-                     ** (its version and sha256 may repeat), so the caches
-                     ** tell them apart (see the top). */
-                     exists ? "UPDATE relattn_model SET config = ?2, rowid "
-                              "= (SELECT max(rowid) FROM relattn_model) + 1 "
-                              "+ (random() & 4294967295) WHERE name = ?1"
-                            : "INSERT INTO relattn_model(rowid, name, "
-                              "config) VALUES ((SELECT coalesce(max(rowid), "
-                              "0) FROM relattn_model) + 1 + (random() & "
-                              "4294967295), ?1, ?2)",
-                     fn, pzErr)))
-    return sqlCode(db);
+  if (!(st = relattn_prepare(
+            db,
+            /* Each import gives the row a new rowid, past the
+            ** largest with a random gap: a model deleted and
+            ** imported again does not get its old rowid back, nor
+            ** does an import made after one that was rolled back
+            ** (its version and sha256 may repeat), so the caches
+            ** tell them apart (see the top). */
+            exists ? "UPDATE relattn_model SET config = ?2, rowid "
+                     "= (SELECT max(rowid) FROM relattn_model) + 1 "
+                     "+ (random() & 4294967295) WHERE name = ?1"
+                   : "INSERT INTO relattn_model(rowid, name, "
+                     "config) VALUES ((SELECT coalesce(max(rowid), "
+                     "0) FROM relattn_model) + 1 + (random() & "
+                     "4294967295), ?1, ?2)",
+            fn, pzErr)))
+    return relattn_sql_code(db);
   sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, config, -1, SQLITE_STATIC);
   if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
@@ -1366,18 +1373,19 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
   st = NULL;
 
   /* also rows left by a model deleted while foreign keys were off */
-  if (!(st = prepare(db, "DELETE FROM relattn_tensor WHERE model = ?1", fn,
-                     pzErr)))
-    return sqlCode(db);
+  if (!(st = relattn_prepare(db, "DELETE FROM relattn_tensor WHERE model = ?1",
+                             fn, pzErr)))
+    return relattn_sql_code(db);
   sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
   if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
   sqlite3_finalize(st);
 
-  if (!(st = prepare(db,
-                     "INSERT INTO relattn_tensor(model, name, dtype, shape, "
-                     "data) VALUES (?1, ?2, ?3, ?4, ?5)",
-                     fn, pzErr)))
-    return sqlCode(db);
+  if (!(st = relattn_prepare(
+            db,
+            "INSERT INTO relattn_tensor(model, name, dtype, shape, "
+            "data) VALUES (?1, ?2, ?3, ?4, ?5)",
+            fn, pzErr)))
+    return relattn_sql_code(db);
   sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
   for (i = 0; i < n; i++) {
     const relattn_st_tensor *t = &s->t[order[i]];
@@ -1407,11 +1415,12 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
   sqlite3_finalize(st);
 
   /* last, so the triggers' bumps above do not count */
-  if (!(st = prepare(db,
-                     "UPDATE relattn_model SET version = ?2, sha256 = ?3 "
-                     "WHERE name = ?1",
-                     fn, pzErr)))
-    return sqlCode(db);
+  if (!(st = relattn_prepare(
+            db,
+            "UPDATE relattn_model SET version = ?2, sha256 = ?3 "
+            "WHERE name = ?1",
+            fn, pzErr)))
+    return relattn_sql_code(db);
   sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 2, old_version + 1);
   sqlite3_bind_text(st, 3, sha256, -1, SQLITE_STATIC);
@@ -1420,13 +1429,13 @@ static int importWrite(sqlite3 *db, const char *model, const char *config,
   return SQLITE_OK;
 
 execerr:
-  rc = sqlCode(db);
+  rc = relattn_sql_code(db);
   *pzErr = rc == SQLITE_INTERRUPT || !msg ? relattn_sql_errmsg(db, fn, rc)
                                           : sqlite3_mprintf("%s: %s", fn, msg);
   sqlite3_free(msg);
   return rc;
 sqlerr:
-  rc = sqlCode(db);
+  rc = relattn_sql_code(db);
   *pzErr = relattn_sql_errmsg(db, fn, rc);
   sqlite3_finalize(st);
   return rc;
@@ -1443,9 +1452,10 @@ typedef struct import_undo {
 static int undoPrepare(sqlite3 *db, import_undo *u, char **pzErr) {
   static const char fn[] = "relattn_import";
   int rc;
-  u->rollback = prepare(db, "ROLLBACK TO relattn_import", fn, pzErr);
-  if (u->rollback) u->release = prepare(db, "RELEASE relattn_import", fn, pzErr);
-  if (!u->release) return sqlCode(db);
+  u->rollback = relattn_prepare(db, "ROLLBACK TO relattn_import", fn, pzErr);
+  if (u->rollback)
+    u->release = relattn_prepare(db, "RELEASE relattn_import", fn, pzErr);
+  if (!u->release) return relattn_sql_code(db);
   /* only the first statement of the text is prepared */
   rc = sqlite3_prepare_v2(db, schema_sql, -1, &u->guard, NULL);
   if (rc != SQLITE_OK) {
@@ -1771,7 +1781,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   rc = sqlite3_step(undo.release);
   sqlite3_reset(undo.release);
   if (rc != SQLITE_DONE) {
-    fail_code = sqlCode(db);
+    fail_code = relattn_sql_code(db);
     zErr = relattn_sql_errmsg(db, fn, fail_code);
     undoRun(&undo);
     goto fail;
