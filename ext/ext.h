@@ -70,6 +70,13 @@ int relattn_status_code(int status);
 /* The message for a statement of ours that failed with rc (sqlite3_malloc'd):
 ** "<fn>: interrupted" for SQLITE_INTERRUPT, else "<fn>: <sqlite3_errmsg>". */
 char *relattn_sql_errmsg(sqlite3 *db, const char *fn, int rc);
+/* Prepares sql or sets *pzErr (prefixed by what; a message already there is
+** replaced) and returns NULL. */
+sqlite3_stmt *relattn_prepare(sqlite3 *db, const char *sql, const char *what,
+                              char **pzErr);
+/* The error code of the connection's last failed call, never OK: what a
+** failed prepare or step of ours returns to its caller. */
+int relattn_sql_code(sqlite3 *db);
 
 /* msg (sqlite3_malloc'd, taken) as valid UTF-8: itself when it already is,
 ** else a copy with each byte outside valid UTF-8 as \xNN (msg freed). NULL

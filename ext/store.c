@@ -56,32 +56,6 @@ static const char schema_sql[] =
 #include "schema_sql.h"
     ;
 
-/* ---- small helpers -------------------------------------------------------- */
-
-/* Prepares sql or sets *pzErr (prefixed by what), replacing a message
-** already there: after sqlite3_interrupt every prepare fails, and a caller
-** preparing several statements in a row must not leak the first messages. */
-static sqlite3_stmt *relattn_prepare(sqlite3 *db, const char *sql,
-                                     const char *what, char **pzErr) {
-  sqlite3_stmt *st = NULL;
-  int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-  if (rc != SQLITE_OK) {
-    sqlite3_free(*pzErr);
-    *pzErr = relattn_sql_errmsg(db, what, rc);
-    sqlite3_finalize(st);
-    return NULL;
-  }
-  return st;
-}
-
-/* The error code of the connection's last failed call, never OK: what a
-** failed prepare or step of ours returns to its caller. */
-static int relattn_sql_code(sqlite3 *db) {
-  int rc = sqlite3_errcode(db);
-  return rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR
-                                                                 : rc;
-}
-
 /* ---- config -------------------------------------------------------------- */
 
 enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_OBJ, K_ID, K_OPTBOOL, K_DBL, K_OPTOBJ,

@@ -5,7 +5,9 @@
 **               set a message (always valid UTF-8) and a code;
 **               relattn_status_code maps a src/ status to an SQLite code;
 **               relattn_sql_errmsg words a failed statement of ours
-**               ("<fn>: interrupted" after sqlite3_interrupt).
+**               ("<fn>: interrupted" after sqlite3_interrupt);
+**               relattn_prepare / relattn_sql_code: a statement of ours
+**               prepared, and the code of one that failed.
 **   echo        relattn_echo: input bytes quoted in a message, escaped and cut.
 **   models      relattn_bad_model_msg / relattn_no_model_msg: one wording;
 **               relattn_missing_tensor: the first tensor a config lacks.
@@ -247,6 +249,27 @@ int relattn_vtab_error(sqlite3 *db, sqlite3_vtab *vtab, int code, char *msg) {
 char *relattn_sql_errmsg(sqlite3 *db, const char *fn, int rc) {
   if (rc == SQLITE_INTERRUPT) return sqlite3_mprintf("%s: interrupted", fn);
   return sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+}
+
+/* After sqlite3_interrupt every prepare fails, and a caller preparing
+** several statements in a row must not leak the first messages. */
+sqlite3_stmt *relattn_prepare(sqlite3 *db, const char *sql, const char *what,
+                              char **pzErr) {
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(*pzErr);
+    *pzErr = relattn_sql_errmsg(db, what, rc);
+    sqlite3_finalize(st);
+    return NULL;
+  }
+  return st;
+}
+
+int relattn_sql_code(sqlite3 *db) {
+  int rc = sqlite3_errcode(db);
+  return rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR
+                                                                 : rc;
 }
 
 /* ---- memory -------------------------------------------------------------- */
