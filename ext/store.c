@@ -87,8 +87,8 @@ static const int head_activations[] = {RELATTN_GELU, RELATTN_GELU_TANH,
 ** sets (an int, float for K_NUM, double for K_DBL), and for position keys
 ** the types they belong to (0: any): such a key is refused with another
 ** type, and optional with its own unless required. Keys absent and not
-** required keep the defaults configDecode sets. HEAD bits in only do the
-** same for the keys of some heads (head comes before them). */
+** required keep the defaults relattn_config_decode sets. HEAD bits in
+** only do the same for the keys of some heads (head comes before them). */
 static const struct config_key {
   const char *path, *key;
   int kind;
@@ -276,8 +276,9 @@ static int labelsCount(sqlite3 *db, const char *json, const char *key,
 
 /* Decodes a config (the README's config keys) and checks it. Errors start with what,
 ** e.g. "relattn_import: config". Returns an SQLite code. */
-static int configDecode(sqlite3 *db, const char *json, relattn_config *cfg,
-                        const char *what, char **pzErr) {
+static int relattn_config_decode(sqlite3 *db, const char *json,
+                                 relattn_config *cfg, const char *what,
+                                 char **pzErr) {
   sqlite3_stmt *st;
   size_t i;
   int rc = SQLITE_OK;
@@ -516,8 +517,8 @@ const char *relattn_store_label(const relattn_model *m, int i) {
   return e->labels[i];
 }
 
-/* A classifier's labels from its config (checked by configDecode: an array
-** of n strings) into one block: the pointers, then the strings. */
+/* A classifier's labels from its config (checked by relattn_config_decode:
+** an array of n strings) into one block: the pointers, then the strings. */
 static int labelsLoad(sqlite3 *db, relattn_cache_entry *e, const char *what,
                       char **pzErr) {
   const int n = e->model.cfg.n_labels;
@@ -921,7 +922,8 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
     goto nomem;
   what = sqlite3_mprintf("%s: model '%s': config", fn, name);
   if (!what) goto nomem;
-  if (configDecode(db, e->config, &e->model.cfg, what, pzErr) != SQLITE_OK)
+  if (relattn_config_decode(db, e->config, &e->model.cfg, what, pzErr) !=
+      SQLITE_OK)
     goto fail;
   what[strlen(what) - strlen(": config")] = 0;
   if (checkSize(conn, e, what, pzErr) != SQLITE_OK) goto fail;
@@ -1598,8 +1600,9 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     sqlite3_free(s.config);
     s.config = native;
   }
-  if ((rc = configDecode(db, s.config, &cfg, "relattn_import: config",
-                         &zErr)) != SQLITE_OK) {
+  if ((rc = relattn_config_decode(db, s.config, &cfg,
+                                  "relattn_import: config", &zErr)) !=
+      SQLITE_OK) {
     fail_code = rc;
     goto fail;
   }
