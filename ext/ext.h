@@ -147,6 +147,14 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
                         sqlite3_value *v, const char *fn, const char *arg,
                         relattn_input *in, char **pzErr);
 
+/* ---- ext/config.c: a model's native config ----------------------------- */
+
+/* Decodes a config (JSON text, the keys of docs/reference.md) into *cfg and
+** checks it (relattn_config_check). Errors start with what, e.g.
+** "relattn_import: config". Returns an SQLite code with *pzErr set. */
+int relattn_config_decode(sqlite3 *db, const char *json, relattn_config *cfg,
+                          const char *what, char **pzErr);
+
 /* ---- ext/tokfile.c: the tokenizer file stored with a model ---------------- */
 
 /* Is name a tokenizer file's tensor name ("tokenizer." ...)? */
