@@ -67,9 +67,10 @@ int relattn_tokens_limited(relattn_conn *conn, const relattn_model *m,
                            sqlite3_value *v, const char *fn, const char *arg,
                            int32_t **ids, int *n_out, char **pzErr);
 
-/* ext/store.c: relattn_import(model, safetensors_blob [, config_json]),
-** relattn_export(model). */
+/* ext/store.c: relattn_import(model, safetensors_blob [, config_json]). */
 void relattn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* ext/export.c: relattn_export(model). */
+void relattn_export_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* ext/hf.c: is config (JSON text) Hugging Face's config.json (it has
 ** model_type and no native arch)? */
 int relattn_hf_is_config(sqlite3 *db, const char *config);
@@ -92,7 +93,6 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
 /* ext/hf.c: the Hugging Face name a native tensor of such a checkpoint
 ** has (sqlite3_malloc'd), or NULL: for messages about a missing tensor. */
 char *relattn_hf_name_of(const relattn_hf_info *info, const char *native);
-void relattn_export_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* relattn_weights(model, tensor): float32 weights as the cache holds them. */
 void relattn_weights_func(sqlite3_context *ctx, int argc,
                           sqlite3_value **argv);
