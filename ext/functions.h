@@ -67,6 +67,27 @@ int relattn_tokens_limited(relattn_conn *conn, const relattn_model *m,
                            sqlite3_value *v, const char *fn, const char *arg,
                            int32_t **ids, int *n_out, char **pzErr);
 
+/* ext/store.c: a model as relattn_import hands it to the store, checked:
+** its native config (the text and as decoded) and, in the config's order,
+** each tensor it needs, then the tokenizer's file (NULL: none). */
+typedef struct relattn_plan_tensor {
+  int dtype;            /* RELATTN_F32, RELATTN_F16, RELATTN_BF16 */
+  const void *data;     /* (bytes), never NULL */
+  sqlite3_uint64 bytes;
+} relattn_plan_tensor;
+typedef struct relattn_plan {
+  const char *config;
+  const relattn_config *cfg;
+  relattn_plan_tensor *t;   /* (relattn_model_n_tensors(cfg)) */
+  const uint8_t *tok;       /* (tok_n) */
+  size_t tok_n;
+} relattn_plan;
+/* ext/store.c: writes plan p as model `model`, all or nothing: the tables
+** on first use, the model row (a new rowid, the next version), its tensor
+** rows and the sha256 of their data. Returns an SQLite code, with *pzErr
+** set (starting "relattn_import: ") on failure, the database unchanged. */
+int relattn_store_write(sqlite3 *db, const char *model, const relattn_plan *p,
+                        char **pzErr);
 /* ext/store.c: relattn_import(model, safetensors_blob [, config_json]). */
 void relattn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* ext/export.c: relattn_export(model). */

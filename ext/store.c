@@ -563,6 +563,220 @@ void relattn_store_adopt(relattn_conn *conn, relattn_conn *from,
   relattn_store_trim(conn);
 }
 
+/* ---- writing a model: relattn_store_write ------------------------------- */
+
+/* Writes plan p inside the savepoint the caller holds. */
+static int writeRows(sqlite3 *db, const char *model, const relattn_plan *p,
+                     const char *sha256, char **pzErr) {
+  static const char fn[] = "relattn_import";
+  const relattn_config *cfg = p->cfg;
+  sqlite3_stmt *st = NULL;
+  sqlite3_int64 old_version = 0;
+  int exists = 0, i, n = relattn_model_n_tensors(cfg), rc;
+  char *msg = NULL;
+  relattn_tensor_spec spec;
+  char shape[96];
+
+  if (sqlite3_exec(db, schema_sql, 0, 0, &msg) != SQLITE_OK) goto execerr;
+  if (!(st = relattn_prepare(
+            db, "SELECT version FROM relattn_model WHERE name = ?1", fn,
+            pzErr)))
+    return relattn_sql_code(db);
+  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+  if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    exists = 1;
+    old_version = sqlite3_column_int64(st, 0);
+  } else if (rc != SQLITE_DONE)
+    goto sqlerr;
+  sqlite3_finalize(st);
+  st = NULL;
+
+  if (!(st = relattn_prepare(
+            db,
+            /* Each import gives the row a new rowid, past the
+            ** largest with a random gap: a model deleted and
+            ** imported again does not get its old rowid back, nor
+            ** does an import made after one that was rolled back
+            ** (its version and sha256 may repeat), so the caches
+            ** tell them apart (see the top). */
+            exists ? "UPDATE relattn_model SET config = ?2, rowid "
+                     "= (SELECT max(rowid) FROM relattn_model) + 1 "
+                     "+ (random() & 4294967295) WHERE name = ?1"
+                   : "INSERT INTO relattn_model(rowid, name, "
+                     "config) VALUES ((SELECT coalesce(max(rowid), "
+                     "0) FROM relattn_model) + 1 + (random() & "
+                     "4294967295), ?1, ?2)",
+            fn, pzErr)))
+    return relattn_sql_code(db);
+  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, p->config, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
+  sqlite3_finalize(st);
+  st = NULL;
+
+  /* also rows left by a model deleted while foreign keys were off */
+  if (!(st = relattn_prepare(db, "DELETE FROM relattn_tensor WHERE model = ?1",
+                             fn, pzErr)))
+    return relattn_sql_code(db);
+  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
+  sqlite3_finalize(st);
+
+  if (!(st = relattn_prepare(
+            db,
+            "INSERT INTO relattn_tensor(model, name, dtype, shape, "
+            "data) VALUES (?1, ?2, ?3, ?4, ?5)",
+            fn, pzErr)))
+    return relattn_sql_code(db);
+  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+  for (i = 0; i < n; i++) {
+    const relattn_plan_tensor *t = &p->t[i];
+    relattn_model_spec(cfg, i, &spec);
+    relattn_shape_json(spec.shape, spec.ndim, shape, sizeof shape);
+    sqlite3_bind_text(st, 2, spec.name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, relattn_dtype_name(t->dtype), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, shape, -1, SQLITE_STATIC);
+    /* never NULL (that would store NULL, not an empty BLOB) */
+    sqlite3_bind_blob64(st, 5, t->data, t->bytes, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
+    sqlite3_reset(st);
+  }
+  if (p->tok) { /* the tokenizer's file, after the weights */
+    char name[32];
+    sqlite3_snprintf(sizeof name, name, "tokenizer.%s",
+                     relattn_tokenizer_kind_name(cfg->tok_type));
+    sqlite3_snprintf(sizeof shape, shape, "[%llu]", (sqlite3_uint64)p->tok_n);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, "U8", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, shape, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_blob64(st, 5, p->tok, p->tok_n, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
+  }
+  sqlite3_finalize(st);
+
+  /* last, so the triggers' bumps above do not count */
+  if (!(st = relattn_prepare(
+            db,
+            "UPDATE relattn_model SET version = ?2, sha256 = ?3 "
+            "WHERE name = ?1",
+            fn, pzErr)))
+    return relattn_sql_code(db);
+  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, old_version + 1);
+  sqlite3_bind_text(st, 3, sha256, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
+  sqlite3_finalize(st);
+  return SQLITE_OK;
+
+execerr:
+  rc = relattn_sql_code(db);
+  *pzErr = rc == SQLITE_INTERRUPT || !msg ? relattn_sql_errmsg(db, fn, rc)
+                                          : sqlite3_mprintf("%s: %s", fn, msg);
+  sqlite3_free(msg);
+  return rc;
+sqlerr:
+  rc = relattn_sql_code(db);
+  *pzErr = relattn_sql_errmsg(db, fn, rc);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* The statements that undo a failed write, prepared before it starts:
+** after sqlite3_interrupt no statement can be prepared, and none stepped,
+** until the statement that called us ends. */
+typedef struct import_undo {
+  sqlite3_stmt *rollback, *release;
+  sqlite3_stmt *guard; /* the schema's first CREATE TABLE IF NOT EXISTS */
+} import_undo;
+
+static int undoPrepare(sqlite3 *db, import_undo *u, char **pzErr) {
+  static const char fn[] = "relattn_import";
+  int rc;
+  u->rollback = relattn_prepare(db, "ROLLBACK TO relattn_import", fn, pzErr);
+  if (u->rollback)
+    u->release = relattn_prepare(db, "RELEASE relattn_import", fn, pzErr);
+  if (!u->release) return relattn_sql_code(db);
+  /* only the first statement of the text is prepared */
+  rc = sqlite3_prepare_v2(db, schema_sql, -1, &u->guard, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(*pzErr);
+    *pzErr = relattn_sql_errmsg(db, fn, rc);
+  }
+  return rc;
+}
+
+/* Rolls the savepoint back. When interrupted, ROLLBACK TO fails at once
+** and would leave the savepoint open (a transaction the caller has not
+** asked for, holding half an import): stepping a statement that writes
+** makes SQLite roll the whole transaction back, as it does when it
+** interrupts any write (see sqlite3_interrupt), and the guard, stepped
+** while interrupted, stops before doing anything else. */
+static void undoRun(import_undo *u) {
+  int rc = sqlite3_step(u->rollback);
+  sqlite3_reset(u->rollback);
+  if (rc == SQLITE_DONE) {
+    rc = sqlite3_step(u->release);
+    sqlite3_reset(u->release);
+  }
+  if (rc == SQLITE_INTERRUPT) {
+    sqlite3_step(u->guard);
+    sqlite3_reset(u->guard);
+  }
+}
+
+static void undoFree(import_undo *u) {
+  sqlite3_finalize(u->rollback);
+  sqlite3_finalize(u->release);
+  sqlite3_finalize(u->guard);
+}
+
+int relattn_store_write(sqlite3 *db, const char *model, const relattn_plan *p,
+                        char **pzErr) {
+  static const char fn[] = "relattn_import";
+  int i, rc, n = relattn_model_n_tensors(p->cfg);
+  relattn_sha256 h;
+  char sha[65];
+  import_undo undo;
+
+  /* sha256 of the tensor data, in the stored (and exported) order */
+  relattn_sha256_init(&h);
+  for (i = 0; i < n; i++) {
+    if (relattn_interrupted(db)) {
+      *pzErr = relattn_sql_errmsg(db, fn, SQLITE_INTERRUPT);
+      return SQLITE_INTERRUPT;
+    }
+    relattn_sha256_update(&h, p->t[i].data, (size_t)p->t[i].bytes);
+  }
+  if (p->tok) relattn_sha256_update(&h, p->tok, p->tok_n);
+  relattn_sha256_hex(&h, sha);
+
+  /* write, all or nothing */
+  memset(&undo, 0, sizeof undo);
+  if ((rc = undoPrepare(db, &undo, pzErr)) != SQLITE_OK) goto done;
+  if ((rc = sqlite3_exec(db, "SAVEPOINT relattn_import", 0, 0, 0)) !=
+      SQLITE_OK) {
+    *pzErr = relattn_sql_errmsg(db, fn, rc);
+    goto done;
+  }
+  rc = writeRows(db, model, p, sha, pzErr);
+  if (rc != SQLITE_OK) {
+    undoRun(&undo); /* rc: SQLITE_BUSY, SQLITE_READONLY let callers retry */
+    goto done;
+  }
+  rc = sqlite3_step(undo.release);
+  sqlite3_reset(undo.release);
+  if (rc != SQLITE_DONE) {
+    rc = relattn_sql_code(db);
+    *pzErr = relattn_sql_errmsg(db, fn, rc);
+    undoRun(&undo);
+    goto done;
+  }
+  rc = SQLITE_OK;
+done:
+  undoFree(&undo);
+  return rc;
+}
+
 /* ---- relattn_import(model, safetensors_blob [, config_json]) ------------- */
 
 typedef struct import_state {
@@ -873,176 +1087,6 @@ done:
   return code;
 }
 
-/* Writes the checked model inside the savepoint the caller holds. order[i]
-** is the file's tensor for spec i. */
-static int importWrite(sqlite3 *db, const char *model, const char *config,
-                       const relattn_config *cfg, const import_state *s,
-                       const int *order, const uint8_t *data,
-                       const uint8_t *tok, size_t tok_n,
-                       const char *sha256, char **pzErr) {
-  static const char fn[] = "relattn_import";
-  sqlite3_stmt *st = NULL;
-  sqlite3_int64 old_version = 0;
-  int exists = 0, i, n = relattn_model_n_tensors(cfg), rc;
-  char *msg = NULL;
-  relattn_tensor_spec spec;
-  char shape[96];
-
-  if (sqlite3_exec(db, schema_sql, 0, 0, &msg) != SQLITE_OK) goto execerr;
-  if (!(st = relattn_prepare(
-            db, "SELECT version FROM relattn_model WHERE name = ?1", fn,
-            pzErr)))
-    return relattn_sql_code(db);
-  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
-  if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    exists = 1;
-    old_version = sqlite3_column_int64(st, 0);
-  } else if (rc != SQLITE_DONE)
-    goto sqlerr;
-  sqlite3_finalize(st);
-  st = NULL;
-
-  if (!(st = relattn_prepare(
-            db,
-            /* Each import gives the row a new rowid, past the
-            ** largest with a random gap: a model deleted and
-            ** imported again does not get its old rowid back, nor
-            ** does an import made after one that was rolled back
-            ** (its version and sha256 may repeat), so the caches
-            ** tell them apart (see the top). */
-            exists ? "UPDATE relattn_model SET config = ?2, rowid "
-                     "= (SELECT max(rowid) FROM relattn_model) + 1 "
-                     "+ (random() & 4294967295) WHERE name = ?1"
-                   : "INSERT INTO relattn_model(rowid, name, "
-                     "config) VALUES ((SELECT coalesce(max(rowid), "
-                     "0) FROM relattn_model) + 1 + (random() & "
-                     "4294967295), ?1, ?2)",
-            fn, pzErr)))
-    return relattn_sql_code(db);
-  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, config, -1, SQLITE_STATIC);
-  if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
-  sqlite3_finalize(st);
-  st = NULL;
-
-  /* also rows left by a model deleted while foreign keys were off */
-  if (!(st = relattn_prepare(db, "DELETE FROM relattn_tensor WHERE model = ?1",
-                             fn, pzErr)))
-    return relattn_sql_code(db);
-  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
-  if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
-  sqlite3_finalize(st);
-
-  if (!(st = relattn_prepare(
-            db,
-            "INSERT INTO relattn_tensor(model, name, dtype, shape, "
-            "data) VALUES (?1, ?2, ?3, ?4, ?5)",
-            fn, pzErr)))
-    return relattn_sql_code(db);
-  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
-  for (i = 0; i < n; i++) {
-    const relattn_st_tensor *t = &s->t[order[i]];
-    relattn_model_spec(cfg, i, &spec);
-    relattn_shape_json(spec.shape, spec.ndim, shape, sizeof shape);
-    sqlite3_bind_text(st, 2, spec.name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, relattn_dtype_name(t->dtype), -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, shape, -1, SQLITE_STATIC);
-    /* never NULL (that would store NULL, not an empty BLOB): data points
-    ** into the file argument */
-    sqlite3_bind_blob64(st, 5, tensorData(s, data, order[i]),
-                        (sqlite3_uint64)(t->end - t->begin), SQLITE_STATIC);
-    if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
-    sqlite3_reset(st);
-  }
-  if (tok) { /* the tokenizer's file, after the weights */
-    char name[32];
-    sqlite3_snprintf(sizeof name, name, "tokenizer.%s",
-                     relattn_tokenizer_kind_name(cfg->tok_type));
-    sqlite3_snprintf(sizeof shape, shape, "[%llu]", (sqlite3_uint64)tok_n);
-    sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, "U8", -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, shape, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_blob64(st, 5, tok, tok_n, SQLITE_STATIC);
-    if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
-  }
-  sqlite3_finalize(st);
-
-  /* last, so the triggers' bumps above do not count */
-  if (!(st = relattn_prepare(
-            db,
-            "UPDATE relattn_model SET version = ?2, sha256 = ?3 "
-            "WHERE name = ?1",
-            fn, pzErr)))
-    return relattn_sql_code(db);
-  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 2, old_version + 1);
-  sqlite3_bind_text(st, 3, sha256, -1, SQLITE_STATIC);
-  if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
-  sqlite3_finalize(st);
-  return SQLITE_OK;
-
-execerr:
-  rc = relattn_sql_code(db);
-  *pzErr = rc == SQLITE_INTERRUPT || !msg ? relattn_sql_errmsg(db, fn, rc)
-                                          : sqlite3_mprintf("%s: %s", fn, msg);
-  sqlite3_free(msg);
-  return rc;
-sqlerr:
-  rc = relattn_sql_code(db);
-  *pzErr = relattn_sql_errmsg(db, fn, rc);
-  sqlite3_finalize(st);
-  return rc;
-}
-
-/* The statements that undo a failed write, prepared before it starts:
-** after sqlite3_interrupt no statement can be prepared, and none stepped,
-** until the statement that called us ends. */
-typedef struct import_undo {
-  sqlite3_stmt *rollback, *release;
-  sqlite3_stmt *guard; /* the schema's first CREATE TABLE IF NOT EXISTS */
-} import_undo;
-
-static int undoPrepare(sqlite3 *db, import_undo *u, char **pzErr) {
-  static const char fn[] = "relattn_import";
-  int rc;
-  u->rollback = relattn_prepare(db, "ROLLBACK TO relattn_import", fn, pzErr);
-  if (u->rollback)
-    u->release = relattn_prepare(db, "RELEASE relattn_import", fn, pzErr);
-  if (!u->release) return relattn_sql_code(db);
-  /* only the first statement of the text is prepared */
-  rc = sqlite3_prepare_v2(db, schema_sql, -1, &u->guard, NULL);
-  if (rc != SQLITE_OK) {
-    sqlite3_free(*pzErr);
-    *pzErr = relattn_sql_errmsg(db, fn, rc);
-  }
-  return rc;
-}
-
-/* Rolls the savepoint back. When interrupted, ROLLBACK TO fails at once
-** and would leave the savepoint open (a transaction the caller has not
-** asked for, holding half an import): stepping a statement that writes
-** makes SQLite roll the whole transaction back, as it does when it
-** interrupts any write (see sqlite3_interrupt), and the guard, stepped
-** while interrupted, stops before doing anything else. */
-static void undoRun(import_undo *u) {
-  int rc = sqlite3_step(u->rollback);
-  sqlite3_reset(u->rollback);
-  if (rc == SQLITE_DONE) {
-    rc = sqlite3_step(u->release);
-    sqlite3_reset(u->release);
-  }
-  if (rc == SQLITE_INTERRUPT) {
-    sqlite3_step(u->guard);
-    sqlite3_reset(u->guard);
-  }
-}
-
-static void undoFree(import_undo *u) {
-  sqlite3_finalize(u->rollback);
-  sqlite3_finalize(u->release);
-  sqlite3_finalize(u->guard);
-}
-
 /* A TEXT or BLOB argument as a NUL-terminated string (sqlite3_malloc'd). */
 static char *textOf(sqlite3_value *v) {
   int n = sqlite3_value_bytes(v);
@@ -1065,10 +1109,9 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   const char *model;
   const uint8_t *file, *data;
   size_t size, hlen;
-  char err[512], *zErr = NULL, sha[65];
+  char err[512], *zErr = NULL;
   int *order = NULL, n_need, i, rc, fail_code = SQLITE_ERROR;
-  relattn_sha256 h;
-  import_undo undo;
+  relattn_plan plan;
   const uint8_t *tok = NULL; /* the tokenizer's file, when there is one */
   size_t tok_n = 0;
   int tok_i = -1;            /* its tensor in the file, or -1 */
@@ -1077,7 +1120,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   int hf = 0;                /* config_json is HF's config.json */
 
   memset(&s, 0, sizeof s);
-  memset(&undo, 0, sizeof undo);
+  memset(&plan, 0, sizeof plan);
   if (sqlite3_value_type(argv[0]) != SQLITE_TEXT ||
       sqlite3_value_bytes(argv[0]) == 0) {
     relattn_result_errorf(ctx, "%s: model must be a non-empty name (TEXT)", fn);
@@ -1303,53 +1346,33 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     if (zErr) goto fail;
   }
 
-  /* sha256 of the tensor data, in the stored (and exported) order */
-  relattn_sha256_init(&h);
+  /* everything checked: the plan, for the store to write */
+  plan.t = sqlite3_malloc64(sizeof *plan.t * ((sqlite3_uint64)n_need + 1));
+  if (!plan.t) goto nomem;
   for (i = 0; i < n_need; i++) {
     const relattn_st_tensor *t = &s.t[order[i]];
-    if (relattn_interrupted(db)) goto interrupted;
-    relattn_sha256_update(&h, tensorData(&s, data, order[i]),
-                          (size_t)(t->end - t->begin));
+    plan.t[i].dtype = t->dtype;
+    plan.t[i].data = tensorData(&s, data, order[i]); /* in the argument */
+    plan.t[i].bytes = (sqlite3_uint64)(t->end - t->begin);
   }
-  if (tok) relattn_sha256_update(&h, tok, tok_n);
-  relattn_sha256_hex(&h, sha);
-
-  /* everything checked: write, all or nothing */
-  if ((rc = undoPrepare(db, &undo, &zErr)) != SQLITE_OK) {
+  plan.config = s.config;
+  plan.cfg = &cfg;
+  plan.tok = tok;
+  plan.tok_n = tok_n;
+  if ((rc = relattn_store_write(db, model, &plan, &zErr)) != SQLITE_OK) {
     fail_code = rc;
-    goto fail;
-  }
-  if ((rc = sqlite3_exec(db, "SAVEPOINT relattn_import", 0, 0, 0)) !=
-      SQLITE_OK) {
-    zErr = relattn_sql_errmsg(db, fn, rc);
-    fail_code = rc;
-    goto fail;
-  }
-  rc = importWrite(db, model, s.config, &cfg, &s, order, data, tok, tok_n,
-                   sha, &zErr);
-  if (rc != SQLITE_OK) {
-    undoRun(&undo);
-    fail_code = rc; /* SQLITE_BUSY, SQLITE_READONLY: let callers retry */
-    goto fail;
-  }
-  rc = sqlite3_step(undo.release);
-  sqlite3_reset(undo.release);
-  if (rc != SQLITE_DONE) {
-    fail_code = relattn_sql_code(db);
-    zErr = relattn_sql_errmsg(db, fn, fail_code);
-    undoRun(&undo);
     goto fail;
   }
   sqlite3_result_int(ctx, n_need + (tok != NULL));
   sqlite3_free(order);
+  sqlite3_free(plan.t);
   importFree(&s);
-  undoFree(&undo);
   return;
 
 nomem:
   sqlite3_free(order);
+  sqlite3_free(plan.t);
   importFree(&s);
-  undoFree(&undo);
   sqlite3_free(zErr);
   sqlite3_result_error_nomem(ctx);
   return;
@@ -1364,8 +1387,8 @@ fail:
   }
   relattn_result_error(ctx, fail_code, zErr); /* NULL: out of memory */
   sqlite3_free(order);
+  sqlite3_free(plan.t);
   importFree(&s);
-  undoFree(&undo);
 }
 
 /* ---- relattn_weights(model, tensor) -------------------------------------- */
