@@ -88,7 +88,8 @@ typedef struct relattn_plan {
 ** set (starting "relattn_import: ") on failure, the database unchanged. */
 int relattn_store_write(sqlite3 *db, const char *model, const relattn_plan *p,
                         char **pzErr);
-/* ext/store.c: relattn_import(model, safetensors_blob [, config_json]). */
+/* ext/import.c: relattn_import(model, safetensors_blob [, config_json [,
+** tokenizer_blob [, tokenizer_config_json]]]). */
 void relattn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* ext/export.c: relattn_export(model). */
 void relattn_export_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);

@@ -207,13 +207,15 @@ static const struct {
     {"relattn_attention", 7, PURE, relattn_attention_func, 0, 0},
     {"relattn_attention", 8, PURE, relattn_attention_func, 0, 0},
 
-    /* ext/store.c and ext/tokens.c */
+    /* ext/import.c, ext/export.c, ext/store.c */
     {"relattn_import", 2, WRITES, relattn_import_func, 0, 0},
     {"relattn_import", 3, WRITES, relattn_import_func, 0, 0},
     {"relattn_import", 4, WRITES, relattn_import_func, 0, 0},
     {"relattn_import", 5, WRITES, relattn_import_func, 0, 0},
     {"relattn_export", 1, READS, relattn_export_func, 0, 0},
     {"relattn_weights", 2, READS, relattn_weights_func, 0, 0},
+
+    /* ext/tokens.c */
     {"relattn_tokenize", 2, READS, relattn_tokenize_func, 0, 0},
     {"relattn_detokenize", 2, READS, relattn_detokenize_func, 0, 0},
     {"relattn_tokens", 1, PURE, relattn_tokens_func, 0, 0},

@@ -1,0 +1,641 @@
+/*
+** import.c: relattn_import, a checkpoint's files into a model of the
+** database: a safetensors file with its native config, or a Hugging Face
+** checkpoint (config.json, the tokenizer's file and tokenizer_config.json).
+**
+**   SELECT relattn_import('tiny', readfile('tiny.safetensors'));   -- 54
+**   SELECT relattn_import('tiny', readfile('w.safetensors'), readfile('c.json'));
+**   SELECT relattn_import('nli', readfile('model.safetensors'),
+**                         readfile('config.json'), readfile('spm.model'),
+**                         readfile('tokenizer_config.json'));
+**
+** HOW IT WORKS
+** One direction, and nothing written until everything is checked. The
+** readers turn the files into a plan: the safetensors header (its JSON
+** decoded with SQLite's json_each/json_extract, never a parser of our
+** own; offsets and sizes: src/safetensors.c); a Hugging Face checkpoint
+** mapped onto native names and a native config (ext/hf.c); the config
+** decoded (ext/config.c) and checked (src/model.c); the set of tensors
+** and their shapes, no weight NaN or Inf; the tokenizer's file parsed
+** (ext/tokfile.c). Then the store writes the plan, all or nothing
+** (relattn_store_write, ext/store.c).
+*/
+#include "ext.h"
+#include "functions.h"
+
+#include <stdint.h>
+#include <string.h>
+
+SQLITE_EXTENSION_INIT3
+
+typedef struct import_state {
+  relattn_st_tensor *t;
+  int n, cap;
+  char *config;          /* from the argument or the metadata */
+  char *tok_config;      /* tokenizer_config_json, or NULL */
+  /* a Hugging Face checkpoint (ext/hf.c), each NULL otherwise: */
+  const char **raw;      /* (cap) the dtype of a tensor that is no float
+                         ** ("I64": a position_ids buffer), kept as U8 bytes */
+  unsigned char *skip;   /* (n) 1: not part of the model */
+  uint8_t **own;         /* (n) the data, rewritten (transposed), or NULL */
+  char **hf_name;        /* (n) the file's name of a renamed tensor */
+  relattn_hf_info hf;
+} import_state;
+
+static void importFree(import_state *s) {
+  int i;
+  for (i = 0; i < s->n; i++) {
+    sqlite3_free((char *)s->t[i].name);
+    if (s->own) sqlite3_free(s->own[i]);
+    if (s->hf_name) sqlite3_free(s->hf_name[i]);
+  }
+  sqlite3_free(s->hf_name);
+  sqlite3_free(s->t);
+  sqlite3_free(s->config);
+  sqlite3_free(s->tok_config);
+  sqlite3_free(s->raw);
+  sqlite3_free(s->skip);
+  sqlite3_free(s->own);
+}
+
+/* Tensor i's name as the file has it (for messages). */
+static const char *fileName(const import_state *s, int i) {
+  return s->hf_name && s->hf_name[i] ? s->hf_name[i] : s->t[i].name;
+}
+
+/* "tensor 'x' is missing" for spec i of cfg, with its name in a Hugging
+** Face file. */
+static char *missingMsg(const import_state *s, const relattn_config *cfg,
+                        int i, const char *fn) {
+  relattn_tensor_spec spec;
+  char *hf;
+  if (!s->hf_name) return relattn_missing_tensor_msg(cfg, i, fn);
+  relattn_model_spec(cfg, i, &spec);
+  hf = relattn_hf_name_of(&s->hf, spec.name);
+  if (!hf) return relattn_missing_tensor_msg(cfg, i, fn);
+  {
+    char *msg = sqlite3_mprintf("%s: tensor '%s' is missing (the config "
+                                "needs it, as '%s')", fn, hf, spec.name);
+    sqlite3_free(hf);
+    return msg;
+  }
+}
+
+/* Tensor i's data: in the file, or rewritten by the mapping. */
+static const uint8_t *tensorData(const import_state *s, const uint8_t *data,
+                                 int i) {
+  return s->own && s->own[i] ? s->own[i] : data + s->t[i].begin;
+}
+
+/* The dtypes a Hugging Face file may hold besides the float ones (integer
+** buffers such as position_ids), and their element sizes. */
+static size_t rawDtypeSize(const char *name, const char **canonical) {
+  static const struct { const char *name; size_t size; } raw[] = {
+      {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1}, {"U64", 8}, {"U32", 4},
+      {"U16", 2}, {"U8", 1},  {"F64", 8}, {"BOOL", 1}};
+  size_t i;
+  for (i = 0; name && i < sizeof raw / sizeof raw[0]; i++)
+    if (strcmp(name, raw[i].name) == 0) {
+      *canonical = raw[i].name;
+      return raw[i].size;
+    }
+  return 0;
+}
+
+/* Reads the integers of a JSON array (shape or data_offsets) of a tensor;
+** *ok is 0 when one is not an integer. Returns an SQLite code: a failed
+** step (interrupted) is not a malformed array. */
+static int readInts(sqlite3_stmt *st, const char *value, const char *path,
+                    int64_t *out, int max, int *n_out, int *too_big,
+                    int *ok) {
+  int n = 0, rc;
+  *too_big = 0;
+  *ok = 1;
+  sqlite3_bind_text(st, 1, value, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *type = (const char *)sqlite3_column_text(st, 0);
+    if (!type || strcmp(type, "integer") != 0) {
+      *ok = 0;
+      continue;
+    }
+    if (sqlite3_column_type(st, 1) != SQLITE_INTEGER) {
+      *too_big = 1; /* beyond int64 */
+      continue;
+    }
+    if (n < max) out[n] = sqlite3_column_int64(st, 1);
+    n++;
+  }
+  if (rc != SQLITE_DONE) rc = relattn_sql_code(sqlite3_db_handle(st));
+  sqlite3_reset(st);
+  *n_out = n;
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Decodes the header JSON into s. Returns an SQLite code and sets *pzErr
+** on error. */
+static int importHeader(sqlite3 *db, const char *hdr, size_t len,
+                        import_state *s, int lenient, char **pzErr) {
+  static const char fn[] = "relattn_import";
+  sqlite3_stmt *top = NULL, *fields = NULL, *ints = NULL;
+  int code = SQLITE_ERROR, rc;
+
+  if (memchr(hdr, 0, len)) {
+    *pzErr = sqlite3_mprintf("%s: safetensors header is not valid JSON", fn);
+    return SQLITE_ERROR;
+  }
+  top = relattn_prepare(db,
+                        "SELECT json_valid(?1), CASE WHEN json_valid(?1) THEN "
+                        "json_type(?1) END",
+                        fn, pzErr);
+  if (!top) return relattn_sql_code(db);
+  sqlite3_bind_text64(top, 1, hdr, len, SQLITE_STATIC, SQLITE_UTF8);
+  if (sqlite3_step(top) != SQLITE_ROW) goto sqlerr;
+  if (!sqlite3_column_int(top, 0)) {
+    *pzErr = sqlite3_mprintf("%s: safetensors header is not valid JSON", fn);
+    goto done;
+  }
+  if (strcmp((const char *)sqlite3_column_text(top, 1), "object") != 0) {
+    *pzErr = sqlite3_mprintf("%s: safetensors header is not a JSON object", fn);
+    goto done;
+  }
+  sqlite3_finalize(top);
+  top = relattn_prepare(db, "SELECT key, type, value FROM json_each(?1)", fn,
+                        pzErr);
+  if (top)
+    fields =
+        relattn_prepare(db,
+                        "SELECT json_type(?1, '$.dtype'), json_extract(?1, "
+                        "'$.dtype'), json_type(?1, '$.shape'), json_type(?1, "
+                        "'$.data_offsets'), json_type(?1, "
+                        "'$.\"relattn.config\"'), json_extract(?1, "
+                        "'$.\"relattn.config\"')",
+                        fn, pzErr);
+  if (fields)
+    ints = relattn_prepare(db, "SELECT type, atom FROM json_each(?1, ?2)", fn,
+                           pzErr);
+  if (!ints) {
+    code = relattn_sql_code(db);
+    goto done;
+  }
+  sqlite3_bind_text64(top, 1, hdr, len, SQLITE_STATIC, SQLITE_UTF8);
+  while ((rc = sqlite3_step(top)) == SQLITE_ROW) {
+    const char *key = (const char *)sqlite3_column_text(top, 0);
+    const char *type = (const char *)sqlite3_column_text(top, 1);
+    const char *value = (const char *)sqlite3_column_text(top, 2);
+    relattn_st_tensor *t;
+    const char *ftype;
+    int64_t off[2];
+    int n, too_big, ok;
+    size_t raw_size;
+    char ekey[RELATTN_ECHO_BUF], edt[RELATTN_ECHO_BUF];
+    if (!key) key = "";
+    relattn_echo(ekey, key, -1); /* input bytes, for messages */
+    if (strcmp(key, "__metadata__") == 0) {
+      if (strcmp(type, "object") != 0) {
+        *pzErr = sqlite3_mprintf("%s: safetensors __metadata__ is not an "
+                                 "object", fn);
+        goto done;
+      }
+      sqlite3_bind_text(fields, 1, value, -1, SQLITE_STATIC);
+      if (sqlite3_step(fields) != SQLITE_ROW) goto sqlerr;
+      ftype = (const char *)sqlite3_column_text(fields, 4);
+      if (ftype && strcmp(ftype, "text") != 0) {
+        *pzErr = sqlite3_mprintf("%s: __metadata__[\"relattn.config\"] is "
+                                 "not a string", fn);
+        goto done;
+      }
+      if (ftype && !s->config) {
+        s->config = sqlite3_mprintf(
+            "%s", (const char *)sqlite3_column_text(fields, 5));
+        if (!s->config) goto nomem;
+      }
+      sqlite3_reset(fields);
+      continue;
+    }
+    if (strcmp(type, "object") != 0) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' is not a JSON object in the "
+                               "header", fn, ekey);
+      goto done;
+    }
+    if (s->n == s->cap) {
+      int cap = s->cap ? 2 * s->cap : 64;
+      relattn_st_tensor *grown =
+          sqlite3_realloc64(s->t, (sqlite3_uint64)cap * sizeof *grown);
+      if (!grown) goto nomem;
+      s->t = grown;
+      if (lenient) {
+        const char **raw =
+            sqlite3_realloc64(s->raw, (sqlite3_uint64)cap * sizeof *raw);
+        if (!raw) goto nomem;
+        s->raw = raw;
+      }
+      s->cap = cap;
+    }
+    if (lenient) s->raw[s->n] = NULL;
+    t = &s->t[s->n];
+    memset(t, 0, sizeof *t);
+    t->name = sqlite3_mprintf("%s", key);
+    if (!t->name) goto nomem;
+    s->n++;
+    sqlite3_bind_text(fields, 1, value, -1, SQLITE_STATIC);
+    if (sqlite3_step(fields) != SQLITE_ROW) goto sqlerr;
+    ftype = (const char *)sqlite3_column_text(fields, 0);
+    if (!ftype || strcmp(ftype, "text") != 0) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has no dtype string", fn, ekey);
+      goto done;
+    }
+    t->dtype = relattn_dtype_parse((const char *)sqlite3_column_text(fields, 1));
+    raw_size = 0;
+    if (lenient && (t->dtype < 0 || t->dtype == RELATTN_U8) &&
+        (raw_size = rawDtypeSize(
+             (const char *)sqlite3_column_text(fields, 1),
+             &s->raw[s->n - 1])) != 0)
+      t->dtype = RELATTN_U8; /* its bytes, checked as such below */
+    if (t->dtype < 0) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has dtype '%s'; expected F32, "
+                               "F16 or BF16", fn, ekey,
+                               relattn_echo(edt, sqlite3_column_text(fields, 1), -1));
+      goto done;
+    }
+    ftype = (const char *)sqlite3_column_text(fields, 2);
+    if (!ftype || strcmp(ftype, "array") != 0) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has no shape array", fn, ekey);
+      goto done;
+    }
+    ftype = (const char *)sqlite3_column_text(fields, 3);
+    if (!ftype || strcmp(ftype, "array") != 0) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has no data_offsets array",
+                               fn, ekey);
+      goto done;
+    }
+    sqlite3_reset(fields);
+    if ((rc = readInts(ints, value, "$.shape", t->shape, RELATTN_ST_MAX_DIMS,
+                       &n, &too_big, &ok)) != SQLITE_OK)
+      goto sqlmsg;
+    if (!ok) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has a shape that is not an "
+                               "array of integers", fn, ekey);
+      goto done;
+    }
+    if (too_big) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has a shape whose size "
+                               "overflows", fn, ekey);
+      goto done;
+    }
+    if (n > RELATTN_ST_MAX_DIMS) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has %d dimensions, more than "
+                               "%d", fn, ekey, n, RELATTN_ST_MAX_DIMS);
+      goto done;
+    }
+    t->ndim = n;
+    if (raw_size) {
+      /* a buffer that is no weight: its bytes, a U8 tensor [bytes] */
+      size_t bytes = raw_size;
+      int d, ok = 1;
+      for (d = 0; d < t->ndim; d++)
+        if (t->shape[d] < 0 || (uint64_t)t->shape[d] > SIZE_MAX ||
+            !relattn_mul_ok(bytes, (size_t)t->shape[d], &bytes))
+          ok = 0;
+      if (!ok || bytes > (size_t)INT64_MAX) {
+        *pzErr = sqlite3_mprintf("%s: tensor '%s' has a shape whose size "
+                                 "overflows", fn, ekey);
+        goto done;
+      }
+      t->ndim = 1;
+      t->shape[0] = (int64_t)bytes;
+    }
+    if ((rc = readInts(ints, value, "$.data_offsets", off, 2, &n, &too_big,
+                       &ok)) != SQLITE_OK)
+      goto sqlmsg;
+    if (!ok || n != 2 || too_big) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has data_offsets that are not "
+                               "two integers", fn, ekey);
+      goto done;
+    }
+    t->begin = off[0], t->end = off[1];
+  }
+  if (rc != SQLITE_DONE) goto sqlerr;
+  code = SQLITE_OK;
+  goto done;
+nomem:
+  sqlite3_free(*pzErr);
+  *pzErr = sqlite3_mprintf("%s: out of memory", fn);
+  code = SQLITE_NOMEM;
+  goto done;
+sqlerr:
+  rc = relattn_sql_code(db);
+sqlmsg:
+  sqlite3_free(*pzErr);
+  *pzErr = relattn_sql_errmsg(db, fn, rc);
+  code = rc;
+done:
+  sqlite3_finalize(top);
+  sqlite3_finalize(fields);
+  sqlite3_finalize(ints);
+  return code;
+}
+
+/* A TEXT or BLOB argument as a NUL-terminated string (sqlite3_malloc'd). */
+static char *textOf(sqlite3_value *v) {
+  int n = sqlite3_value_bytes(v);
+  const void *p = sqlite3_value_type(v) == SQLITE_BLOB
+                      ? sqlite3_value_blob(v)
+                      : (const void *)sqlite3_value_text(v);
+  char *s = sqlite3_malloc64((sqlite3_uint64)n + 1);
+  if (!s) return NULL;
+  if (n && p) memcpy(s, p, (size_t)n);
+  s[n] = 0;
+  return s;
+}
+
+void relattn_import_func(sqlite3_context *ctx, int argc,
+                        sqlite3_value **argv) {
+  static const char fn[] = "relattn_import";
+  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  import_state s;
+  relattn_config cfg;
+  const char *model;
+  const uint8_t *file, *data;
+  size_t size, hlen;
+  char err[512], *zErr = NULL;
+  int *order = NULL, n_need, i, rc, fail_code = SQLITE_ERROR;
+  relattn_plan plan;
+  const uint8_t *tok = NULL; /* the tokenizer's file, when there is one */
+  size_t tok_n = 0;
+  int tok_i = -1;            /* its tensor in the file, or -1 */
+  relattn_tokenizer *parsed = NULL;
+  const char *tok_config = NULL; /* tokenizer_config.json, HF only */
+  int hf = 0;                /* config_json is HF's config.json */
+
+  memset(&s, 0, sizeof s);
+  memset(&plan, 0, sizeof plan);
+  if (sqlite3_value_type(argv[0]) != SQLITE_TEXT ||
+      sqlite3_value_bytes(argv[0]) == 0) {
+    relattn_result_errorf(ctx, "%s: model must be a non-empty name (TEXT)", fn);
+    return;
+  }
+  model = (const char *)sqlite3_value_text(argv[0]);
+  if (sqlite3_value_type(argv[1]) == SQLITE_NULL) {
+    /* what the shell's readfile() gives for a file it cannot read */
+    relattn_result_errorf(ctx, "%s: safetensors_blob is NULL (file not "
+                          "found?)", fn);
+    return;
+  }
+  if (sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
+    relattn_result_errorf(ctx, "%s: safetensors_blob must be a BLOB", fn);
+    return;
+  }
+  if (argc > 2 && sqlite3_value_type(argv[2]) != SQLITE_NULL) {
+    if (sqlite3_value_type(argv[2]) != SQLITE_TEXT &&
+        sqlite3_value_type(argv[2]) != SQLITE_BLOB) {
+      relattn_result_errorf(ctx, "%s: config_json must be TEXT (JSON) or NULL",
+                            fn);
+      return;
+    }
+    /* TEXT, or its bytes as readfile('config.json') gives them */
+    s.config = textOf(argv[2]);
+    if (!s.config) goto nomem;
+  }
+  if (argc > 3 && sqlite3_value_type(argv[3]) != SQLITE_NULL) {
+    if (sqlite3_value_type(argv[3]) != SQLITE_BLOB) {
+      relattn_result_errorf(ctx, "%s: tokenizer_blob must be a BLOB or NULL",
+                            fn);
+      importFree(&s);
+      return;
+    }
+    tok = sqlite3_value_blob(argv[3]);
+    tok_n = (size_t)sqlite3_value_bytes(argv[3]);
+    if (!tok) tok = (const uint8_t *)""; /* an empty BLOB */
+  }
+  hf = s.config && relattn_hf_is_config(db, s.config);
+  if (argc > 4 && sqlite3_value_type(argv[4]) != SQLITE_NULL) {
+    if (sqlite3_value_type(argv[4]) != SQLITE_TEXT &&
+        sqlite3_value_type(argv[4]) != SQLITE_BLOB) {
+      relattn_result_errorf(ctx, "%s: tokenizer_config_json must be TEXT "
+                            "(JSON) or NULL", fn);
+      importFree(&s);
+      return;
+    }
+    if (!hf) {
+      relattn_result_errorf(ctx, "%s: tokenizer_config_json goes with a "
+                            "Hugging Face config.json (one with model_type) "
+                            "as config_json", fn);
+      importFree(&s);
+      return;
+    }
+    tok_config = s.tok_config = textOf(argv[4]);
+    if (!tok_config) goto nomem;
+  }
+  file = sqlite3_value_blob(argv[1]);
+  size = (size_t)sqlite3_value_bytes(argv[1]);
+  if (relattn_st_header(file, size, "relattn_import: safetensors_blob", &hlen,
+                        err, sizeof err)) {
+    zErr = sqlite3_mprintf("%s", err);
+    goto fail;
+  }
+  if ((rc = importHeader(db, (const char *)file + 8, hlen, &s, hf, &zErr)) !=
+      SQLITE_OK) {
+    fail_code = rc;
+    goto fail;
+  }
+  data = file + 8 + hlen;
+  if (relattn_st_check(s.t, s.n, size - 8 - hlen, fn, err, sizeof err)) {
+    zErr = sqlite3_mprintf("%s", err);
+    goto fail;
+  }
+  if (!s.config) {
+    zErr = sqlite3_mprintf("%s: no config: pass config_json, or put it in "
+                           "the file's __metadata__[\"relattn.config\"]", fn);
+    goto fail;
+  }
+  if (hf) {
+    /* Hugging Face's names and config.json, mapped onto the native ones */
+    char *native = NULL;
+    s.skip = sqlite3_malloc64((sqlite3_uint64)s.n + 1);
+    s.own = sqlite3_malloc64(sizeof *s.own * ((sqlite3_uint64)s.n + 1));
+    s.hf_name = sqlite3_malloc64(sizeof *s.hf_name * ((sqlite3_uint64)s.n + 1));
+    if (!s.skip || !s.own || !s.hf_name) goto nomem;
+    memset(s.skip, 0, (size_t)s.n + 1);
+    memset(s.own, 0, sizeof *s.own * ((size_t)s.n + 1));
+    memset(s.hf_name, 0, sizeof *s.hf_name * ((size_t)s.n + 1));
+    if ((rc = relattn_hf_map(db, s.config, tok_config, s.t, s.n, s.raw, data,
+                             tok, tok_n, s.skip, s.own, s.hf_name, &s.hf,
+                             &native, &zErr)) !=
+        SQLITE_OK) {
+      fail_code = rc;
+      goto fail;
+    }
+    sqlite3_free(s.config);
+    s.config = native;
+  }
+  if ((rc = relattn_config_decode(db, s.config, &cfg,
+                                  "relattn_import: config", &zErr)) !=
+      SQLITE_OK) {
+    fail_code = rc;
+    goto fail;
+  }
+  n_need = relattn_model_n_tensors(&cfg);
+  if (n_need > s.n) {
+    /* Before any work sized by the config (n_layers alone may ask for
+    ** hundreds of millions of tensors): the file lacks one. */
+    const char **names = sqlite3_malloc64(sizeof *names * ((sqlite3_uint64)s.n + 1));
+    if (!names) goto nomem;
+    for (i = 0; i < s.n; i++) names[i] = s.t[i].name;
+    i = relattn_missing_tensor(&cfg, names, s.n);
+    sqlite3_free(names);
+    if (i == -2) goto nomem;
+    zErr = missingMsg(&s, &cfg, i, fn);
+    goto fail;
+  }
+  {
+    size_t bytes;
+    if (relattn_model_bytes(&cfg, &bytes, fn, err, sizeof err)) {
+      zErr = sqlite3_mprintf("%s", err);
+      goto fail;
+    }
+  }
+
+  /* the set of tensors: each expected once, with its exact shape */
+  order = sqlite3_malloc64((sqlite3_uint64)n_need * sizeof *order);
+  if (!order) goto nomem;
+  for (i = 0; i < n_need; i++) order[i] = -1;
+  for (i = 0; i < s.n; i++) {
+    const relattn_st_tensor *t = &s.t[i];
+    relattn_tensor_spec spec;
+    char have[96], want[96];
+    int k = relattn_model_index(&cfg, t->name), d, same;
+    char ename[RELATTN_ECHO_BUF]; /* input bytes, for messages */
+    size_t bad;
+    if (s.skip && s.skip[i]) continue; /* left out by the HF mapping */
+    relattn_echo(ename, fileName(&s, i), -1);
+    if (relattn_interrupted(db)) goto interrupted; /* ~1 s a GB of checks */
+    if (relattn_is_tokfile(t->name)) {
+      if (tok) {
+        zErr = sqlite3_mprintf("%s: tokenizer_blob is given, and the file "
+                               "has tensor '%s' too", fn, ename);
+        goto fail;
+      }
+      if (t->dtype != RELATTN_U8 || t->ndim != 1) {
+        zErr = sqlite3_mprintf("%s: tensor '%s' must have dtype U8 and one "
+                               "dimension", fn, ename);
+        goto fail;
+      }
+      tok_i = i;
+      continue;
+    }
+    if (k < 0) {
+      zErr = sqlite3_mprintf("%s: unexpected tensor '%s' (not part of the "
+                             "config)", fn, ename);
+      goto fail;
+    }
+    if (t->dtype == RELATTN_U8) {
+      zErr = sqlite3_mprintf("%s: tensor '%s' has dtype 'U8'; expected F32, "
+                             "F16 or BF16", fn, ename);
+      goto fail;
+    }
+    if (order[k] >= 0) {
+      zErr = sqlite3_mprintf("%s: tensor '%s' appears twice in the header", fn,
+                             ename);
+      goto fail;
+    }
+    relattn_model_spec(&cfg, k, &spec);
+    same = spec.ndim == t->ndim;
+    for (d = 0; same && d < t->ndim; d++) same = spec.shape[d] == t->shape[d];
+    if (!same) {
+      relattn_shape_json(t->shape, t->ndim, have, sizeof have);
+      relattn_shape_json(spec.shape, spec.ndim, want, sizeof want);
+      zErr = sqlite3_mprintf("%s: tensor '%s' has shape %s; the config needs "
+                             "%s", fn, ename, have, want);
+      goto fail;
+    }
+    bad = relattn_find_nonfinite(tensorData(&s, data, i), t->dtype, t->numel);
+    if (bad < t->numel) {
+      zErr = sqlite3_mprintf("%s: tensor '%s' has NaN or Inf at element %llu",
+                             fn, ename, (sqlite3_uint64)bad);
+      goto fail;
+    }
+    order[k] = i;
+  }
+  for (i = 0; i < n_need; i++)
+    if (order[i] < 0) {
+      zErr = missingMsg(&s, &cfg, i, fn);
+      goto fail;
+    }
+  /* the tokenizer's file: the kind the config names, parsed to check it */
+  if (tok_i >= 0) {
+    tok = data + s.t[tok_i].begin;
+    tok_n = (size_t)(s.t[tok_i].end - s.t[tok_i].begin);
+  }
+  if (tok || cfg.tok_type != RELATTN_TOK_BYTES || cfg.split_special) {
+    char name[32];
+    sqlite3_snprintf(sizeof name, name, "tokenizer.%s",
+                     relattn_tokenizer_kind_name(cfg.tok_type));
+    if (!tok && cfg.tok_type != RELATTN_TOK_BYTES) {
+      zErr = sqlite3_mprintf("%s: the config's tokenizer.type (%s) needs its "
+                             "file: pass tokenizer_blob, or put tensor '%s' "
+                             "(dtype U8) in the file",
+                             fn, name + 10, name);
+      goto fail;
+    }
+    if (tok_i >= 0) {
+      char ename[RELATTN_ECHO_BUF];
+      strcpy(name, relattn_echo(ename, s.t[tok_i].name, -1));
+    }
+    if (tok) {
+      zErr = relattn_tokfile_parse(&cfg, name, "U8", NULL, tok, tok_n, fn,
+                                   &parsed);
+    } else if (relattn_tokenizer_new(&parsed, &cfg, NULL, 0, fn, err,
+                                     sizeof err) != RELATTN_OK) {
+      zErr = sqlite3_mprintf("%s", err);
+    }
+    if (!zErr) zErr = relattn_tokfile_special(db, s.config, &cfg, parsed, fn);
+    relattn_tokenizer_free(parsed);
+    parsed = NULL;
+    if (zErr) goto fail;
+  }
+
+  /* everything checked: the plan, for the store to write */
+  plan.t = sqlite3_malloc64(sizeof *plan.t * ((sqlite3_uint64)n_need + 1));
+  if (!plan.t) goto nomem;
+  for (i = 0; i < n_need; i++) {
+    const relattn_st_tensor *t = &s.t[order[i]];
+    plan.t[i].dtype = t->dtype;
+    plan.t[i].data = tensorData(&s, data, order[i]); /* in the argument */
+    plan.t[i].bytes = (sqlite3_uint64)(t->end - t->begin);
+  }
+  plan.config = s.config;
+  plan.cfg = &cfg;
+  plan.tok = tok;
+  plan.tok_n = tok_n;
+  if ((rc = relattn_store_write(db, model, &plan, &zErr)) != SQLITE_OK) {
+    fail_code = rc;
+    goto fail;
+  }
+  sqlite3_result_int(ctx, n_need + (tok != NULL));
+  sqlite3_free(order);
+  sqlite3_free(plan.t);
+  importFree(&s);
+  return;
+
+nomem:
+  sqlite3_free(order);
+  sqlite3_free(plan.t);
+  importFree(&s);
+  sqlite3_free(zErr);
+  sqlite3_result_error_nomem(ctx);
+  return;
+interrupted:
+  zErr = sqlite3_mprintf("%s: interrupted", fn);
+  fail_code = SQLITE_INTERRUPT;
+fail:
+  if (fail_code == SQLITE_INTERRUPT) {
+    /* one wording, whichever step saw it ("config: interrupted" too) */
+    sqlite3_free(zErr);
+    zErr = relattn_sql_errmsg(db, fn, SQLITE_INTERRUPT);
+  }
+  relattn_result_error(ctx, fail_code, zErr); /* NULL: out of memory */
+  sqlite3_free(order);
+  sqlite3_free(plan.t);
+  importFree(&s);
+}
