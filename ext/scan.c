@@ -197,8 +197,8 @@ static int scanParseArg(const char *arg, char **key, char **val) {
 ** main. Never another attached database: a scan stored in a database reads
 ** that database alone, and never switches to a temp table of the same name
 ** made later. */
-static const char *scanSchemaOf(sqlite3 *db, const scan_vtab *vt,
-                                const char *name) {
+static const char *relattn_scan_schema_of(sqlite3 *db, const scan_vtab *vt,
+                                          const char *name) {
   sqlite3_stmt *st = NULL;
   int in_temp = 0;
   if (sqlite3_stricmp(vt->schema, "temp") != 0) return vt->schema;
@@ -213,12 +213,13 @@ static const char *scanSchemaOf(sqlite3 *db, const scan_vtab *vt,
   return in_temp ? "temp" : "main";
 }
 
-/* The model tables' database for relattn_store_acquire_in: scanSchemaOf,
-** or NULL when the bare names resolve there anyway (temp, main, then attached
-** databases in order), so the scan and the scalar functions share one cached
-** copy of the model. */
-static const char *scanModelSchema(sqlite3 *db, const scan_vtab *vt) {
-  const char *schema = scanSchemaOf(db, vt, "relattn_model");
+/* The model tables' database for relattn_store_acquire_in:
+** relattn_scan_schema_of, or NULL when the bare names resolve there anyway
+** (temp, main, then attached databases in order), so the scan and the
+** scalar functions share one cached copy of the model. */
+static const char *relattn_scan_model_schema(sqlite3 *db,
+                                             const scan_vtab *vt) {
+  const char *schema = relattn_scan_schema_of(db, vt, "relattn_model");
   sqlite3_stmt *st = NULL;
   int same = 0;
   if (sqlite3_prepare_v2(db,
@@ -440,8 +441,8 @@ static void scanSideClose(sqlite3 *side) {
 
 /* The model loads (all of it: a bad tensor fails the CREATE) through db, into
 ** a cache of its own, then moves to the connection's cache under `key`, the
-** name the scan's queries look it up by (scanModelSchema): the first query
-** finds it loaded. `schema` names its tables' database on db. */
+** name the scan's queries look it up by (relattn_scan_model_schema): the
+** first query finds it loaded. `schema` names its tables' database on db. */
 static int scanCheckModel(sqlite3 *db, scan_vtab *vt, const char *schema,
                           const char *key, char **pzErr) {
   relattn_conn probe = *vt->conn;
@@ -463,14 +464,15 @@ static int scanCheckModel(sqlite3 *db, scan_vtab *vt, const char *schema,
 }
 
 static int scanCreateCheck(sqlite3 *db, scan_vtab *vt, char **pzErr) {
-  const char *src = scanSchemaOf(db, vt, vt->source);
-  const char *mod = scanSchemaOf(db, vt, "relattn_model");
+  const char *src = relattn_scan_schema_of(db, vt, vt->source);
+  const char *mod = relattn_scan_schema_of(db, vt, "relattn_model");
   sqlite3 *side = NULL;
   int rc = SQLITE_OK;
   if (scanCreateSafe(db, vt)) {
     rc = scanCheckSource(db, vt, src, CHECK_FULL, pzErr);
     if (rc == SQLITE_OK)
-      rc = scanCheckModel(db, vt, mod, scanModelSchema(db, vt), pzErr);
+      rc = scanCheckModel(db, vt, mod, relattn_scan_model_schema(db, vt),
+                          pzErr);
     return rc;
   }
   /* a temp scan, and main (or an attached database) may have changed */
@@ -573,23 +575,23 @@ static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
   return SQLITE_OK;
 }
 
-static int scanCreate(sqlite3 *db, void *aux, int argc,
-                      const char *const *argv, sqlite3_vtab **ppVtab,
-                      char **pzErr) {
+static int relattn_scan_create(sqlite3 *db, void *aux, int argc,
+                               const char *const *argv, sqlite3_vtab **ppVtab,
+                               char **pzErr) {
   int rc = scanInit(db, aux, argc, argv, ppVtab, pzErr, 1);
   if (rc != SQLITE_OK) *pzErr = relattn_utf8_message(*pzErr); /* echoes */
   return rc;
 }
 
-static int scanConnect(sqlite3 *db, void *aux, int argc,
-                       const char *const *argv, sqlite3_vtab **ppVtab,
-                       char **pzErr) {
+static int relattn_scan_connect(sqlite3 *db, void *aux, int argc,
+                                const char *const *argv, sqlite3_vtab **ppVtab,
+                                char **pzErr) {
   int rc = scanInit(db, aux, argc, argv, ppVtab, pzErr, 0);
   if (rc != SQLITE_OK) *pzErr = relattn_utf8_message(*pzErr);
   return rc;
 }
 
-static int scanDisconnect(sqlite3_vtab *p) {
+static int relattn_scan_disconnect(sqlite3_vtab *p) {
   scanFreeVtab((scan_vtab *)p);
   return SQLITE_OK;
 }
@@ -1152,7 +1154,8 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   cur->read_tokens = cur->want || (idxNum & (WANT_TOKENS | WANT_ERRORS));
   cur->failed = 0;
 
-  cur->model = relattn_store_acquire_in(conn, scanModelSchema(db, vt),
+  cur->model = relattn_store_acquire_in(conn,
+                                        relattn_scan_model_schema(db, vt),
                                         vt->model, "relattn_scan", &zErr);
   if (!cur->model) return relattn_vtab_error(db, &vt->base, SQLITE_ERROR, zErr);
   if ((cur->want & WANT_SCORE) && cur->model->cfg.arch != RELATTN_DECODER)
@@ -1213,7 +1216,7 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   ** order up to the largest id it holds when the scan begins. (Rows changed
   ** in the middle of that range meanwhile are seen or not, as SQLite says of
   ** its own tables changed by the connection that reads them.) */
-  schema = scanSchemaOf(db, vt, vt->source);
+  schema = relattn_scan_schema_of(db, vt, vt->source);
   sql = sqlite3_mprintf("SELECT max(\"%w\") FROM \"%w\".\"%w\"%s", idcol,
                         schema, vt->source, cond ? cond : "");
   if (!sql) {
@@ -1430,28 +1433,28 @@ static int scanRowid(sqlite3_vtab_cursor *p, sqlite3_int64 *pRowid) {
 }
 
 sqlite3_module relattn_scan_module = {
-    0,              /* iVersion */
-    scanCreate,     /* xCreate */
-    scanConnect,    /* xConnect */
-    scanBestIndex,  /* xBestIndex */
-    scanDisconnect, /* xDisconnect */
-    scanDisconnect, /* xDestroy */
-    scanOpen,       /* xOpen */
-    scanClose,      /* xClose */
-    scanFilter,     /* xFilter */
-    scanNext,       /* xNext */
-    scanEof,        /* xEof */
-    scanColumn,     /* xColumn */
-    scanRowid,      /* xRowid */
-    0,              /* xUpdate */
-    0,              /* xBegin */
-    0,              /* xSync */
-    0,              /* xCommit */
-    0,              /* xRollback */
-    0,              /* xFindFunction */
-    0,              /* xRename */
-    0,              /* xSavepoint */
-    0,              /* xRelease */
-    0,              /* xRollbackTo */
-    0,              /* xShadowName */
+    0,                       /* iVersion */
+    relattn_scan_create,     /* xCreate */
+    relattn_scan_connect,    /* xConnect */
+    scanBestIndex,           /* xBestIndex */
+    relattn_scan_disconnect, /* xDisconnect */
+    relattn_scan_disconnect, /* xDestroy */
+    scanOpen,                /* xOpen */
+    scanClose,               /* xClose */
+    scanFilter,              /* xFilter */
+    scanNext,                /* xNext */
+    scanEof,                 /* xEof */
+    scanColumn,              /* xColumn */
+    scanRowid,               /* xRowid */
+    0,                       /* xUpdate */
+    0,                       /* xBegin */
+    0,                       /* xSync */
+    0,                       /* xCommit */
+    0,                       /* xRollback */
+    0,                       /* xFindFunction */
+    0,                       /* xRename */
+    0,                       /* xSavepoint */
+    0,                       /* xRelease */
+    0,                       /* xRollbackTo */
+    0,                       /* xShadowName */
 };
