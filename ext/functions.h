@@ -161,24 +161,49 @@ void relattn_pooling_request(relattn_fwd *f, const relattn_model *m,
                              int pooling, float *out, int bos);
 extern sqlite3_module relattn_attention_weights_module;
 
-/* ext/model_fn.c: one model call as the functions there make it, for the
-** other ext/ files. relattn_call_begin checks the model and tokens (scores:
-** the model must be a decoder) and gives *out, or NULL for NULL tokens (the
-** caller answers NULL); errors set *pzErr (sqlite3_malloc'd). Then
+/* ext/model_fn.c: one model call, as every function that runs a model on
+** a token argument makes it: the held model and its input. */
+typedef struct relattn_call {
+  relattn_conn *conn;
+  const relattn_model *m; /* held (relattn_store_acquire) */
+  int32_t *input;         /* (n) [bos] + tokens + [append] */
+  int n;                  /* model input length */
+  int bos;                /* 1 when input[0] is the tokenizer's bos */
+} relattn_call;
+/* What a call needs of the model. */
+enum { RELATTN_NEED_ANY = 0, RELATTN_NEED_LM = 1, RELATTN_NEED_FILL = 2,
+       RELATTN_NEED_CLASSIFIER = 3 };
+/* relattn_call_init loads the model and decodes tokens into *mc
+** (relattn_model_input: the rules every model function shares), checking
+** that the model serves need (RELATTN_NEED_*). Returns SQLITE_OK, or an
+** error code with *pzErr set (sqlite3_malloc'd). A NULL tokens argument
+** gives SQLITE_OK with mc->n == 0: the caller answers NULL. Then
 ** relattn_call_memory checks the forward pass plus extra bytes against
-** relattn_max_memory(), relattn_call_run runs the forward pass of f (tokens
-** and n filled in), relattn_call_end frees it all. */
-typedef struct model_call relattn_call;
+** relattn_max_memory(), relattn_call_run runs the forward pass of f
+** (tokens and n filled in), relattn_call_clear releases it all. */
+int relattn_call_init(relattn_conn *conn, const char *fn, sqlite3_value *model,
+                      sqlite3_value *tokens, int need, relattn_call *mc,
+                      char **pzErr);
+int relattn_call_memory(relattn_call *mc, const char *fn,
+                        sqlite3_uint64 extra, char **pzErr);
+int relattn_call_run(relattn_call *mc, const char *fn, relattn_fwd *f,
+                     char **pzErr);
+void relattn_call_clear(relattn_call *mc);
+/* The classifier's logits of tokens into *logits (sqlite3_malloc'd,
+** n_labels), mc left holding the model; NULL tokens give SQLITE_OK with
+** mc->n == 0 and no logits. On an error mc is cleared. */
+int relattn_call_classify(relattn_conn *conn, const char *fn,
+                          sqlite3_value *model, sqlite3_value *tokens,
+                          relattn_call *mc, float **logits, char **pzErr);
+/* The same call on the heap, for ext/svg_fn.c: relattn_call_begin gives
+** *out, or NULL for NULL tokens (the caller answers NULL); scores: the
+** model must be a decoder with an LM head. relattn_call_end frees it. */
 int relattn_call_begin(relattn_conn *conn, const char *fn,
                        sqlite3_value *model, sqlite3_value *tokens,
                        int scores, relattn_call **out, char **pzErr);
 const relattn_model *relattn_call_model(const relattn_call *mc);
 /* The model's input ([bos] + tokens), its length, and whether it has bos. */
 const int32_t *relattn_call_input(const relattn_call *mc, int *n, int *bos);
-int relattn_call_memory(relattn_call *mc, const char *fn,
-                        sqlite3_uint64 extra, char **pzErr);
-int relattn_call_run(relattn_call *mc, const char *fn, relattn_fwd *f,
-                     char **pzErr);
 void relattn_call_end(relattn_call *mc);
 
 /* ext/svg_fn.c: pictures as SVG text. */

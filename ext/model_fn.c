@@ -44,23 +44,11 @@ SQLITE_EXTENSION_INIT3
 
 #define KEEP_SCRATCH ((size_t)64 << 20) /* bytes kept in the pool after a call */
 
-/* A sequence decoded for one model call: the held model and its input. */
-typedef struct model_call {
-  relattn_conn *conn;
-  const relattn_model *m; /* held (relattn_store_acquire) */
-  int32_t *input;         /* (n) [bos] + tokens + [append] */
-  int n;                  /* model input length */
-  int bos;                /* 1 when input[0] is the tokenizer's bos */
-} model_call;
-
-static void callEnd(model_call *mc) {
+void relattn_call_clear(relattn_call *mc) {
   if (mc->m) relattn_store_release(mc->conn, mc->m);
   sqlite3_free(mc->input);
   memset(mc, 0, sizeof *mc);
 }
-
-/* What a call needs of the model (callBegin's need). */
-enum { NEED_ANY = 0, NEED_LM = 1, NEED_FILL = 2, NEED_CLASSIFIER = 3 };
 
 /* The message when model m (named name) cannot serve need, else NULL. */
 static char *needMsg(const relattn_model *m, const char *fn,
@@ -69,22 +57,24 @@ static char *needMsg(const relattn_model *m, const char *fn,
   char e[RELATTN_ECHO_BUF];
   const char *head = relattn_head_name(c->head);
   relattn_echo(e, name, -1);
-  if (need == NEED_CLASSIFIER && c->head != RELATTN_HEAD_CLASSIFIER)
+  if (need == RELATTN_NEED_CLASSIFIER && c->head != RELATTN_HEAD_CLASSIFIER)
     return sqlite3_mprintf("%s: model '%s' has no classifier head (its head "
                            "is '%s')",
                            fn, e, head);
-  if (need == NEED_FILL && c->head == RELATTN_HEAD_MLM) {
+  if (need == RELATTN_NEED_FILL && c->head == RELATTN_HEAD_MLM) {
     if (c->mask < 0)
       return sqlite3_mprintf("%s: model '%s' has no tokenizer.mask: no "
                              "[MASK] positions to fill",
                              fn, e);
     return NULL;
   }
-  if ((need == NEED_LM || need == NEED_FILL) && c->arch != RELATTN_DECODER)
+  if ((need == RELATTN_NEED_LM || need == RELATTN_NEED_FILL) &&
+      c->arch != RELATTN_DECODER)
     return sqlite3_mprintf("%s: model '%s' is an encoder; only decoder "
                            "models give next-token probabilities",
                            fn, e);
-  if ((need == NEED_LM || need == NEED_FILL) && c->head != RELATTN_HEAD_LM)
+  if ((need == RELATTN_NEED_LM || need == RELATTN_NEED_FILL) &&
+      c->head != RELATTN_HEAD_LM)
     return sqlite3_mprintf("%s: model '%s' has no LM head (its head is '%s')",
                            fn, e, head);
   return NULL;
@@ -94,9 +84,9 @@ static char *needMsg(const relattn_model *m, const char *fn,
 ** rules every model function shares). Returns SQLITE_OK, or an error code
 ** with *pzErr set (sqlite3_malloc'd). A NULL tokens argument gives
 ** SQLITE_OK with mc->n == 0: the caller answers NULL. */
-static int callBegin(relattn_conn *conn, const char *fn, sqlite3_value *model,
-                     sqlite3_value *tokens, int scores, model_call *mc,
-                     char **pzErr) {
+int relattn_call_init(relattn_conn *conn, const char *fn, sqlite3_value *model,
+                      sqlite3_value *tokens, int need, relattn_call *mc,
+                      char **pzErr) {
   relattn_input in;
   int rc;
   memset(mc, 0, sizeof *mc);
@@ -113,14 +103,14 @@ static int callBegin(relattn_conn *conn, const char *fn, sqlite3_value *model,
     if (!*pzErr) *pzErr = sqlite3_mprintf("%s: out of memory", fn);
     return SQLITE_ERROR;
   }
-  *pzErr = needMsg(mc->m, fn, sqlite3_value_text(model), scores);
+  *pzErr = needMsg(mc->m, fn, sqlite3_value_text(model), need);
   if (*pzErr) {
-    callEnd(mc);
+    relattn_call_clear(mc);
     return SQLITE_ERROR;
   }
   rc = relattn_model_input(conn, mc->m, tokens, fn, "tokens", &in, pzErr);
   if (rc != SQLITE_OK) {
-    callEnd(mc);
+    relattn_call_clear(mc);
     return rc;
   }
   mc->input = in.ids;
@@ -132,8 +122,8 @@ static int callBegin(relattn_conn *conn, const char *fn, sqlite3_value *model,
 /* Checks what a call will allocate: the forward pass's scratch for the
 ** input on every worker of the connection's pool, plus extra bytes of
 ** results, against relattn_max_memory(). */
-static int callMemory(model_call *mc, const char *fn, sqlite3_uint64 extra,
-                      char **pzErr) {
+int relattn_call_memory(relattn_call *mc, const char *fn, sqlite3_uint64 extra,
+                        char **pzErr) {
   size_t need = relattn_forward_memory(mc->m, mc->n, 1, mc->conn->n_threads);
   if (extra > SIZE_MAX || need == 0 ||
       !relattn_add_ok(need, (size_t)extra, &need))
@@ -144,8 +134,8 @@ static int callMemory(model_call *mc, const char *fn, sqlite3_uint64 extra,
 
 /* Runs the forward pass of f (tokens and n filled in here) on the
 ** connection's pool, with OpenBLAS single-threaded for the duration. */
-static int callRun(model_call *mc, const char *fn, relattn_fwd *f,
-                   char **pzErr) {
+int relattn_call_run(relattn_call *mc, const char *fn, relattn_fwd *f,
+                     char **pzErr) {
   relattn_pool *pool = relattn_conn_pool(mc->conn);
   relattn_watch watch;
   char err[256] = "";
@@ -184,45 +174,46 @@ static void resultError(sqlite3_context *ctx, int rc, char *zErr) {
 static int scoreCall(sqlite3_context *ctx, const char *fn, sqlite3_value **argv,
                      double *score, int *scored) {
   relattn_conn *conn = sqlite3_user_data(ctx);
-  model_call mc;
+  relattn_call mc;
   relattn_fwd f;
   float *lp;
   char *zErr = NULL;
   double sum = 0;
   int rc, i;
-  rc = callBegin(conn, fn, argv[0], argv[1], 1, &mc, &zErr);
+  rc = relattn_call_init(conn, fn, argv[0], argv[1], 1, &mc, &zErr);
   if (rc != SQLITE_OK) {
     resultError(ctx, rc, zErr);
     return 0;
   }
   if (mc.n == 0) {
-    callEnd(&mc);
+    relattn_call_clear(&mc);
     sqlite3_result_null(ctx);
     return 0;
   }
   /* every input position but the last predicts the next */
-  rc = callMemory(&mc, fn, sizeof(float) * (sqlite3_uint64)mc.n, &zErr);
+  rc =
+      relattn_call_memory(&mc, fn, sizeof(float) * (sqlite3_uint64)mc.n, &zErr);
   lp = rc == SQLITE_OK ? sqlite3_malloc64(sizeof(float) * (sqlite3_uint64)mc.n)
                        : NULL;
   if (rc != SQLITE_OK) {
-    callEnd(&mc);
+    relattn_call_clear(&mc);
     resultError(ctx, rc, zErr);
     return 0;
   }
   if (!lp) {
-    callEnd(&mc);
+    relattn_call_clear(&mc);
     sqlite3_result_error_nomem(ctx);
     return 0;
   }
   memset(&f, 0, sizeof f);
   f.logprob = lp;
-  rc = callRun(&mc, fn, &f, &zErr);
+  rc = relattn_call_run(&mc, fn, &f, &zErr);
   if (rc == SQLITE_OK)
     for (i = 0; i < mc.n - 1; i++) sum += lp[i];
   *score = sum;
   *scored = mc.n - 1;
   sqlite3_free(lp);
-  callEnd(&mc);
+  relattn_call_clear(&mc);
   if (rc != SQLITE_OK) {
     resultError(ctx, rc, zErr);
     return 0;
@@ -285,7 +276,7 @@ void relattn_pooling_request(relattn_fwd *f, const relattn_model *m,
 void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   static const char fn[] = "relattn_embed";
   relattn_conn *conn = sqlite3_user_data(ctx);
-  model_call mc;
+  relattn_call mc;
   relattn_fwd f;
   float *emb;
   char *zErr = NULL;
@@ -306,12 +297,13 @@ void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       return;
     }
   }
-  rc = callBegin(conn, fn, argv[0], argv[1], NEED_ANY, &mc, &zErr);
+  rc = relattn_call_init(conn, fn, argv[0], argv[1], RELATTN_NEED_ANY, &mc,
+                         &zErr);
   if (rc == SQLITE_OK && mc.n > 0 &&
       (zErr = relattn_pooling_check(mc.m, fn,
                                     (const char *)sqlite3_value_text(argv[0]),
                                     pooling)) != NULL) {
-    callEnd(&mc);
+    relattn_call_clear(&mc);
     rc = SQLITE_ERROR;
   }
   if (rc != SQLITE_OK) {
@@ -319,27 +311,27 @@ void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     return;
   }
   if (mc.n == 0) {
-    callEnd(&mc);
+    relattn_call_clear(&mc);
     sqlite3_result_null(ctx);
     return;
   }
   bytes = sizeof(float) * (sqlite3_uint64)mc.m->cfg.d_model;
-  rc = callMemory(&mc, fn, bytes, &zErr);
+  rc = relattn_call_memory(&mc, fn, bytes, &zErr);
   if (rc != SQLITE_OK) {
-    callEnd(&mc);
+    relattn_call_clear(&mc);
     resultError(ctx, rc, zErr);
     return;
   }
   emb = sqlite3_malloc64(bytes);
   if (!emb) {
-    callEnd(&mc);
+    relattn_call_clear(&mc);
     sqlite3_result_error_nomem(ctx);
     return;
   }
   memset(&f, 0, sizeof f);
   relattn_pooling_request(&f, mc.m, pooling, emb, mc.bos);
-  rc = callRun(&mc, fn, &f, &zErr);
-  callEnd(&mc);
+  rc = relattn_call_run(&mc, fn, &f, &zErr);
+  relattn_call_clear(&mc);
   if (rc != SQLITE_OK) {
     sqlite3_free(emb);
     resultError(ctx, rc, zErr);
@@ -354,26 +346,28 @@ void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 /* The classifier's logits of tokens into *logits (sqlite3_malloc'd,
 ** n_labels), mc left holding the model; NULL tokens give SQLITE_OK with
 ** mc->n == 0 and no logits. On an error mc is ended. */
-static int classRun(relattn_conn *conn, const char *fn, sqlite3_value *model,
-                    sqlite3_value *tokens, model_call *mc, float **logits,
-                    char **pzErr) {
+int relattn_call_classify(relattn_conn *conn, const char *fn,
+                          sqlite3_value *model, sqlite3_value *tokens,
+                          relattn_call *mc, float **logits, char **pzErr) {
   relattn_fwd f;
   sqlite3_uint64 bytes;
-  int rc = callBegin(conn, fn, model, tokens, NEED_CLASSIFIER, mc, pzErr);
+  int rc = relattn_call_init(conn, fn, model, tokens, RELATTN_NEED_CLASSIFIER,
+                             mc, pzErr);
   *logits = NULL;
   if (rc != SQLITE_OK || mc->n == 0) return rc;
   bytes = sizeof(float) * (sqlite3_uint64)mc->m->cfg.n_labels;
-  rc = callMemory(mc, fn, bytes, pzErr);
-  if (rc == SQLITE_OK && !(*logits = sqlite3_malloc64(bytes))) rc = SQLITE_NOMEM;
+  rc = relattn_call_memory(mc, fn, bytes, pzErr);
+  if (rc == SQLITE_OK && !(*logits = sqlite3_malloc64(bytes)))
+    rc = SQLITE_NOMEM;
   if (rc == SQLITE_OK) {
     memset(&f, 0, sizeof f);
     f.logits = *logits;
-    rc = callRun(mc, fn, &f, pzErr);
+    rc = relattn_call_run(mc, fn, &f, pzErr);
   }
   if (rc != SQLITE_OK) {
     sqlite3_free(*logits);
     *logits = NULL;
-    callEnd(mc);
+    relattn_call_clear(mc);
   }
   return rc;
 }
@@ -381,19 +375,19 @@ static int classRun(relattn_conn *conn, const char *fn, sqlite3_value *model,
 void relattn_classify_func(sqlite3_context *ctx, int argc,
                            sqlite3_value **argv) {
   static const char fn[] = "relattn_classify";
-  model_call mc;
+  relattn_call mc;
   float *logits;
   char *zErr = NULL;
   int rc;
   (void)argc;
-  rc = classRun(sqlite3_user_data(ctx), fn, argv[0], argv[1], &mc, &logits,
-                &zErr);
+  rc = relattn_call_classify(sqlite3_user_data(ctx), fn, argv[0], argv[1], &mc,
+                             &logits, &zErr);
   if (rc != SQLITE_OK) {
     resultError(ctx, rc, zErr);
     return;
   }
   if (mc.n == 0) {
-    callEnd(&mc);
+    relattn_call_clear(&mc);
     sqlite3_result_null(ctx);
     return;
   }
@@ -410,7 +404,7 @@ void relattn_classify_func(sqlite3_context *ctx, int argc,
         -1, SQLITE_TRANSIENT);
   }
   sqlite3_free(logits);
-  callEnd(&mc);
+  relattn_call_clear(&mc);
 }
 
 /* ---- shared by the two table-valued functions ------------------------------ */
@@ -533,7 +527,7 @@ static int lpClose(sqlite3_vtab_cursor *cur) {
 
 /* A masked-LM model: k rows per [MASK] of the input (tokenizer.mask), its
 ** k best fills; none when the input has no [MASK]. Takes mc. */
-static int lpFill(lpCursor *c, model_call *mc, int k) {
+static int lpFill(lpCursor *c, relattn_call *mc, int k) {
   static const char fn[] = "relattn_logprobs";
   relattn_fwd f;
   char *zErr = NULL;
@@ -541,23 +535,24 @@ static int lpFill(lpCursor *c, model_call *mc, int k) {
   sqlite3_uint64 cells, bytes;
   for (i = 0; i < mc->n; i++) rows += mc->input[i] == mc->m->cfg.mask;
   if (rows == 0) {
-    callEnd(mc);
+    relattn_call_clear(mc);
     return SQLITE_OK;
   }
   /* one allocation: fill rows (rows), top_token and top_logprob (rows, k) */
   cells = (sqlite3_uint64)rows * (sqlite3_uint64)k;
   bytes = sizeof(float) * (2 * cells + (sqlite3_uint64)rows);
-  rc = cells > INT32_MAX ? SQLITE_TOOBIG : callMemory(mc, fn, bytes, &zErr);
+  rc = cells > INT32_MAX ? SQLITE_TOOBIG
+                         : relattn_call_memory(mc, fn, bytes, &zErr);
   if (rc != SQLITE_OK) {
     if (!zErr)
       zErr = sqlite3_mprintf("%s: %d [MASK] x k = %d is over 2^31 rows", fn,
                              rows, k);
-    callEnd(mc);
+    relattn_call_clear(mc);
     return vtabError(c->base.pVtab, rc, zErr);
   }
   c->logprob = sqlite3_malloc64(bytes);
   if (!c->logprob) {
-    callEnd(mc);
+    relattn_call_clear(mc);
     return SQLITE_NOMEM;
   }
   c->top_logprob = c->logprob;
@@ -571,9 +566,9 @@ static int lpFill(lpCursor *c, model_call *mc, int k) {
   f.fill_k = k;
   f.fill_token = c->top_token;
   f.fill_logprob = c->top_logprob;
-  rc = callRun(mc, fn, &f, &zErr);
+  rc = relattn_call_run(mc, fn, &f, &zErr);
   if (rc != SQLITE_OK) {
-    callEnd(mc);
+    relattn_call_clear(mc);
     lpReset(c);
     return zErr ? vtabError(c->base.pVtab, rc, zErr) : rc;
   }
@@ -583,7 +578,7 @@ static int lpFill(lpCursor *c, model_call *mc, int k) {
   c->bos = mc->bos;
   c->rows = (int)cells;
   c->k = k;
-  callEnd(mc);
+  relattn_call_clear(mc);
   return SQLITE_OK;
 }
 
@@ -598,7 +593,7 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   static const char fn[] = "relattn_logprobs";
   lpCursor *c = (lpCursor *)cur;
   fnVtab *v = (fnVtab *)cur->pVtab;
-  model_call mc;
+  relattn_call mc;
   relattn_fwd f;
   char *zErr = NULL;
   int rc;
@@ -609,7 +604,8 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
     return vtabError(cur->pVtab, SQLITE_ERROR,
                      sqlite3_mprintf("%s: model and tokens arguments are "
                                      "required", fn));
-  rc = callBegin(v->conn, fn, argv[0], argv[1], NEED_FILL, &mc, &zErr);
+  rc = relattn_call_init(v->conn, fn, argv[0], argv[1], RELATTN_NEED_FILL, &mc,
+                         &zErr);
   if (rc != SQLITE_OK) return vtabError(cur->pVtab, rc, zErr);
   if (mc.n > 0 && (idxNum & 4)) {
     /* k: the best fills per [MASK], a masked-LM model's */
@@ -632,7 +628,7 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
                                  ? "NULL"
                                  : relattn_echo(e, sqlite3_value_text(kv), -1));
     if (zErr) {
-      callEnd(&mc);
+      relattn_call_clear(&mc);
       return vtabError(cur->pVtab, SQLITE_ERROR, zErr);
     }
     if (cfg->head == RELATTN_HEAD_MLM) return lpFill(c, &mc, (int)k);
@@ -640,18 +636,19 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   if (mc.n > 0 && mc.m->cfg.head == RELATTN_HEAD_MLM)
     return lpFill(c, &mc, 1);
   if (mc.n < 2) { /* NULL tokens, or nothing scored */
-    callEnd(&mc);
+    relattn_call_clear(&mc);
     return SQLITE_OK;
   }
   /* one allocation: logprob, top_logprob, top_token, each (n - 1) */
-  rc = callMemory(&mc, fn, 3 * sizeof(float) * (sqlite3_uint64)mc.n, &zErr);
+  rc = relattn_call_memory(&mc, fn, 3 * sizeof(float) * (sqlite3_uint64)mc.n,
+                           &zErr);
   if (rc != SQLITE_OK) {
-    callEnd(&mc);
+    relattn_call_clear(&mc);
     return vtabError(cur->pVtab, rc, zErr);
   }
   c->logprob = sqlite3_malloc64(3 * sizeof(float) * (sqlite3_uint64)mc.n);
   if (!c->logprob) {
-    callEnd(&mc);
+    relattn_call_clear(&mc);
     return SQLITE_NOMEM;
   }
   c->top_logprob = c->logprob + mc.n;
@@ -660,9 +657,9 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   f.logprob = c->logprob;
   f.top_logprob = c->top_logprob;
   f.top_token = c->top_token;
-  rc = callRun(&mc, fn, &f, &zErr);
+  rc = relattn_call_run(&mc, fn, &f, &zErr);
   if (rc != SQLITE_OK) {
-    callEnd(&mc);
+    relattn_call_clear(&mc);
     lpReset(c);
     return zErr ? vtabError(cur->pVtab, rc, zErr) : rc;
   }
@@ -671,7 +668,7 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   c->n = mc.n;
   c->bos = mc.bos;
   c->rows = mc.n - 1;
-  callEnd(&mc);
+  relattn_call_clear(&mc);
   return SQLITE_OK;
 }
 
@@ -761,7 +758,7 @@ enum {
 
 typedef struct awCursor {
   sqlite3_vtab_cursor base; /* must be first */
-  model_call mc;            /* the held model and its input */
+  relattn_call mc;          /* the held model and its input */
   float *map;               /* (n, n) weights of (layer, head) */
   int causal;
   int layer, head;          /* the map in map[] */
@@ -780,7 +777,7 @@ static int awOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCursor) {
 }
 
 static void awReset(awCursor *c) {
-  callEnd(&c->mc);
+  relattn_call_clear(&c->mc);
   sqlite3_free(c->map);
   c->map = NULL;
   c->layer = c->layer_end = 0;
@@ -807,7 +804,7 @@ static int awCompute(awCursor *c) {
   f.map = c->map;
   f.map_layer = c->layer;
   f.map_head = c->head;
-  rc = callRun(&c->mc, "relattn_attention_weights", &f, &zErr);
+  rc = relattn_call_run(&c->mc, "relattn_attention_weights", &f, &zErr);
   if (rc != SQLITE_OK && zErr) return vtabError(c->base.pVtab, rc, zErr);
   return rc;
 }
@@ -875,7 +872,7 @@ static int awFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
     return vtabError(cur->pVtab, SQLITE_ERROR,
                      sqlite3_mprintf("%s: model and tokens arguments are "
                                      "required", fn));
-  rc = callBegin(v->conn, fn, argv[0], argv[1], 0, &c->mc, &zErr);
+  rc = relattn_call_init(v->conn, fn, argv[0], argv[1], 0, &c->mc, &zErr);
   if (rc != SQLITE_OK) return vtabError(cur->pVtab, rc, zErr);
   if (c->mc.n == 0) return SQLITE_OK; /* NULL tokens: no rows */
   cfg = &c->mc.m->cfg;
@@ -884,11 +881,11 @@ static int awFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   if ((idxNum & 8) && layer != -3)
     head = indexArg(argv[a++], cfg->n_heads, fn, "head", "heads", &zErr);
   if (layer == -3 || head == -3) {
-    callEnd(&c->mc);
+    relattn_call_clear(&c->mc);
     return vtabError(cur->pVtab, SQLITE_ERROR, zErr);
   }
   if (layer == -2 || head == -2) {
-    callEnd(&c->mc);
+    relattn_call_clear(&c->mc);
     return SQLITE_OK;
   }
   c->layer = layer >= 0 ? layer : 0;
@@ -898,7 +895,7 @@ static int awFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   c->causal = cfg->arch == RELATTN_DECODER;
   c->qpos = c->kpos = 0;
   cells = (sqlite3_uint64)c->mc.n * (sqlite3_uint64)c->mc.n;
-  rc = callMemory(&c->mc, fn, sizeof(float) * cells, &zErr);
+  rc = relattn_call_memory(&c->mc, fn, sizeof(float) * cells, &zErr);
   if (rc != SQLITE_OK) {
     awReset(c);
     return vtabError(cur->pVtab, rc, zErr);
@@ -980,7 +977,7 @@ enum { LB_LABEL, LB_LOGIT, LB_PROB, LB_MODEL, LB_TOKENS };
 
 typedef struct lbCursor {
   sqlite3_vtab_cursor base; /* must be first */
-  model_call mc;            /* holds the model (its labels) */
+  relattn_call mc;          /* holds the model (its labels) */
   float *logits;            /* (rows) */
   double *prob;             /* (rows), or NULL (regression) */
   int rows, row;
@@ -996,7 +993,7 @@ static int lbOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCursor) {
 }
 
 static void lbReset(lbCursor *c) {
-  callEnd(&c->mc);
+  relattn_call_clear(&c->mc);
   sqlite3_free(c->logits);
   sqlite3_free(c->prob);
   c->logits = NULL;
@@ -1030,7 +1027,8 @@ static int lbFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
     return vtabError(cur->pVtab, SQLITE_ERROR,
                      sqlite3_mprintf("%s: model and tokens arguments are "
                                      "required", fn));
-  rc = classRun(v->conn, fn, argv[0], argv[1], &c->mc, &c->logits, &zErr);
+  rc = relattn_call_classify(v->conn, fn, argv[0], argv[1], &c->mc, &c->logits,
+                             &zErr);
   if (rc != SQLITE_OK) return zErr ? vtabError(cur->pVtab, rc, zErr) : rc;
   if (c->mc.n == 0) return SQLITE_OK; /* NULL tokens: no rows */
   n = c->mc.m->cfg.n_labels;
@@ -1109,12 +1107,12 @@ sqlite3_module relattn_labels_module = {
 int relattn_call_begin(relattn_conn *conn, const char *fn,
                        sqlite3_value *model, sqlite3_value *tokens,
                        int scores, relattn_call **out, char **pzErr) {
-  model_call *mc = sqlite3_malloc64(sizeof *mc);
+  relattn_call *mc = sqlite3_malloc64(sizeof *mc);
   int rc;
   *out = NULL;
   *pzErr = NULL;
   if (!mc) return SQLITE_NOMEM;
-  rc = callBegin(conn, fn, model, tokens, scores, mc, pzErr);
+  rc = relattn_call_init(conn, fn, model, tokens, scores, mc, pzErr);
   if (rc != SQLITE_OK || mc->n == 0) {
     sqlite3_free(mc);
     return rc;
@@ -1133,18 +1131,8 @@ const int32_t *relattn_call_input(const relattn_call *mc, int *n, int *bos) {
   return mc->input;
 }
 
-int relattn_call_memory(relattn_call *mc, const char *fn,
-                        sqlite3_uint64 extra, char **pzErr) {
-  return callMemory(mc, fn, extra, pzErr);
-}
-
-int relattn_call_run(relattn_call *mc, const char *fn, relattn_fwd *f,
-                     char **pzErr) {
-  return callRun(mc, fn, f, pzErr);
-}
-
 void relattn_call_end(relattn_call *mc) {
   if (!mc) return;
-  callEnd(mc);
+  relattn_call_clear(mc);
   sqlite3_free(mc);
 }
