@@ -145,8 +145,11 @@ void relattn_perplexity_func(sqlite3_context *ctx, int argc,
 void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void relattn_classify_func(sqlite3_context *ctx, int argc,
                            sqlite3_value **argv);
+
+/* ext/model_tvf.c: the forward pass as table-valued functions. */
 extern sqlite3_module relattn_logprobs_module;
 extern sqlite3_module relattn_labels_module;
+extern sqlite3_module relattn_attention_weights_module;
 
 /* ext/model_fn.c: the pooling of an embedding (relattn_embed's third
 ** argument, relattn_scan's pooling=): "mean" over the sequence's own rows,
@@ -159,7 +162,6 @@ char *relattn_pooling_check(const relattn_model *m, const char *fn,
                             const char *name, int pooling);
 void relattn_pooling_request(relattn_fwd *f, const relattn_model *m,
                              int pooling, float *out, int bos);
-extern sqlite3_module relattn_attention_weights_module;
 
 /* ext/model_fn.c: one model call, as every function that runs a model on
 ** a token argument makes it: the held model and its input. */

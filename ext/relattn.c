@@ -246,7 +246,7 @@ static const struct {
   const char *name;
   sqlite3_module *module;
 } modules[] = {
-    /* ext/tokens.c, ext/model_fn.c, ext/scan.c */
+    /* ext/tokens.c, ext/model_tvf.c, ext/scan.c */
     {"relattn_tokens_each", &relattn_tokens_each_module},
     {"relattn_logprobs", &relattn_logprobs_module},
     {"relattn_labels", &relattn_labels_module},
