@@ -41,7 +41,7 @@ enum { HEAD_NONE, HEAD_MLM, HEAD_CLASSIFIER };
 
 /* ---- reading config.json (through SQLite's JSON functions) --------------- */
 
-typedef struct jdoc {
+typedef struct relattn_jdoc {
   sqlite3 *db;
   sqlite3_stmt *st; /* SELECT json_type(?1, ?2), json_extract(?1, ?2),
                     ** the value as written (json_extract(?1, ?2, ?2)) */
@@ -49,10 +49,10 @@ typedef struct jdoc {
   const char *what; /* "config_json", "tokenizer_config_json" */
   char **pzErr;
   int rc;           /* the first failure (SQLite code), or SQLITE_OK */
-} jdoc;
+} relattn_jdoc;
 
-static int jopen(jdoc *j, sqlite3 *db, const char *json, const char *what,
-                 char **pzErr) {
+static int relattn_jdoc_open(relattn_jdoc *j, sqlite3 *db, const char *json,
+                             const char *what, char **pzErr) {
   memset(j, 0, sizeof *j);
   j->db = db, j->what = what, j->pzErr = pzErr, j->json = json;
   if (sqlite3_prepare_v2(db,
@@ -66,11 +66,11 @@ static int jopen(jdoc *j, sqlite3 *db, const char *json, const char *what,
   return SQLITE_OK;
 }
 
-static void jclose(jdoc *j) { sqlite3_finalize(j->st); }
+static void relattn_jdoc_close(relattn_jdoc *j) { sqlite3_finalize(j->st); }
 
 /* Steps the statement on key (a top-level key, or a path from "$").
 ** Returns the JSON type ("null" when absent), or NULL after an error. */
-static const char *jstep(jdoc *j, const char *key) {
+static const char *relattn_jdoc_step(relattn_jdoc *j, const char *key) {
   char path[160];
   const char *type;
   if (j->rc != SQLITE_OK) return NULL;
@@ -91,9 +91,9 @@ static const char *jstep(jdoc *j, const char *key) {
   return type ? type : "null";
 }
 
-/* Refuses the value jstep stepped on, named name ("'key'"), when a string
-** in it holds a NUL; 1 when it did. */
-static int jnul(jdoc *j, const char *name) {
+/* Refuses the value relattn_jdoc_step stepped on, named name ("'key'"),
+** when a string in it holds a NUL; 1 when it did. */
+static int relattn_jdoc_nul(relattn_jdoc *j, const char *name) {
   if (j->rc != SQLITE_OK ||
       !relattn_json_has_nul((const char *)sqlite3_column_text(j->st, 2)))
     return 0;
@@ -103,7 +103,8 @@ static int jnul(jdoc *j, const char *name) {
   return 1;
 }
 
-static void jbad(jdoc *j, const char *key, const char *want, const char *type) {
+static void relattn_jdoc_bad(relattn_jdoc *j, const char *key, const char *want,
+                             const char *type) {
   if (j->rc != SQLITE_OK) return;
   *j->pzErr = sqlite3_mprintf("%s: %s: '%s' must be %s, not %s", FN, j->what,
                               key, want, type);
@@ -111,13 +112,13 @@ static void jbad(jdoc *j, const char *key, const char *want, const char *type) {
 }
 
 /* An integer key; absent or null: def. */
-static int jint(jdoc *j, const char *key, int def) {
-  const char *type = jstep(j, key);
+static int relattn_jdoc_int(relattn_jdoc *j, const char *key, int def) {
+  const char *type = relattn_jdoc_step(j, key);
   sqlite3_int64 v;
   if (!type) return def;
   if (strcmp(type, "null") == 0) return def;
   if (strcmp(type, "integer") != 0) {
-    jbad(j, key, "an integer", type);
+    relattn_jdoc_bad(j, key, "an integer", type);
     return def;
   }
   v = sqlite3_column_int64(j->st, 1);
@@ -130,11 +131,11 @@ static int jint(jdoc *j, const char *key, int def) {
   return (int)v;
 }
 
-static double jnum(jdoc *j, const char *key, double def) {
-  const char *type = jstep(j, key);
+static double relattn_jdoc_num(relattn_jdoc *j, const char *key, double def) {
+  const char *type = relattn_jdoc_step(j, key);
   if (!type || strcmp(type, "null") == 0) return def;
   if (strcmp(type, "integer") != 0 && strcmp(type, "real") != 0) {
-    jbad(j, key, "a number", type);
+    relattn_jdoc_bad(j, key, "a number", type);
     return def;
   }
   return sqlite3_column_double(j->st, 1);
@@ -142,7 +143,8 @@ static double jnum(jdoc *j, const char *key, double def) {
 
 /* A size read from key: 1 to max, named by its Hugging Face key (the
 ** native check would name the native one). */
-static void jsize(jdoc *j, const char *key, int v, int max) {
+static void relattn_jdoc_size(relattn_jdoc *j, const char *key, int v,
+                              int max) {
   if (j->rc != SQLITE_OK || (v >= 1 && v <= max)) return;
   *j->pzErr = sqlite3_mprintf("%s: %s: '%s' must be between 1 and %d, not %d",
                               FN, j->what, key, max, v);
@@ -150,36 +152,37 @@ static void jsize(jdoc *j, const char *key, int v, int max) {
 }
 
 /* true, false; absent or null: def (-1 for "no value"). */
-static int jbool(jdoc *j, const char *key, int def) {
-  const char *type = jstep(j, key);
+static int relattn_jdoc_bool(relattn_jdoc *j, const char *key, int def) {
+  const char *type = relattn_jdoc_step(j, key);
   if (!type || strcmp(type, "null") == 0) return def;
   if (strcmp(type, "true") == 0) return 1;
   if (strcmp(type, "false") == 0) return 0;
-  jbad(j, key, "true or false", type);
+  relattn_jdoc_bad(j, key, "true or false", type);
   return def;
 }
 
 /* A string key, copied (sqlite3_malloc'd), or NULL when absent or null.
 ** With obj_content, an object's "content" (tokenizer_config.json writes
 ** special tokens as {"content": "[CLS]", ...}) is taken too. */
-static char *jstr(jdoc *j, const char *key, int obj_content) {
-  const char *type = jstep(j, key);
+static char *relattn_jdoc_str(relattn_jdoc *j, const char *key,
+                              int obj_content) {
+  const char *type = relattn_jdoc_step(j, key);
   char *s;
   if (!type || strcmp(type, "null") == 0) return NULL;
   if (obj_content && strcmp(type, "object") == 0) {
     char path[160];
     sqlite3_snprintf(sizeof path, path, "$.\"%s\".content", key);
-    type = jstep(j, path);
+    type = relattn_jdoc_step(j, path);
     if (!type || strcmp(type, "null") == 0) return NULL;
   }
   if (strcmp(type, "text") != 0) {
-    jbad(j, key, "a string", type);
+    relattn_jdoc_bad(j, key, "a string", type);
     return NULL;
   }
   {
     char name[160];
     sqlite3_snprintf(sizeof name, name, "'%s'", key);
-    if (jnul(j, name)) return NULL;
+    if (relattn_jdoc_nul(j, name)) return NULL;
   }
   s = sqlite3_mprintf("%s", sqlite3_column_text(j->st, 1));
   if (!s) {
@@ -191,7 +194,7 @@ static char *jstr(jdoc *j, const char *key, int obj_content) {
 /* ---- small helpers -------------------------------------------------------- */
 
 /* Appends s as a JSON string. */
-static void jsonString(sqlite3_str *out, const char *s) {
+static void relattn_json_string(sqlite3_str *out, const char *s) {
   static const char hex[] = "0123456789abcdef";
   sqlite3_str_appendchar(out, 1, '"');
   for (; *s; s++) {
@@ -467,11 +470,11 @@ static int hasTensor(const relattn_st_tensor *t, int n, const hf_model *m,
 
 /* Reads the family's keys of config.json into m, refusing what the native
 ** model cannot run. */
-static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
-                      char **pzErr) {
+static int readConfig(relattn_jdoc *j, hf_model *m, const relattn_st_tensor *t,
+                      int n, char **pzErr) {
   char *s = NULL;
   int v;
-  m->model_type = jstr(j, "model_type", 0);
+  m->model_type = relattn_jdoc_str(j, "model_type", 0);
   if (j->rc) return j->rc;
   if (!m->model_type) {
     *pzErr = sqlite3_mprintf("%s: config_json: 'model_type' must be a string",
@@ -496,14 +499,14 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
 
   /* the class, and from it the head */
   {
-    const char *type = jstep(j, "$.architectures[0]");
+    const char *type = relattn_jdoc_step(j, "$.architectures[0]");
     if (!type) return j->rc;
     if (strcmp(type, "null") != 0) {
       if (strcmp(type, "text") != 0) {
-        jbad(j, "architectures", "an array of strings", type);
+        relattn_jdoc_bad(j, "architectures", "an array of strings", type);
         return j->rc;
       }
-      if (jnul(j, "'architectures[0]'")) return j->rc;
+      if (relattn_jdoc_nul(j, "'architectures[0]'")) return j->rc;
       m->cls = sqlite3_mprintf("%s", sqlite3_column_text(j->st, 1));
       if (!m->cls) return SQLITE_NOMEM;
     }
@@ -556,23 +559,23 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
   }
 
   if (m->family == FAM_T5) {
-    m->vocab = jint(j, "vocab_size", 32128);
-    m->d = jint(j, "d_model", 512);
-    m->layers = jint(j, "num_layers", 6);
-    m->heads = jint(j, "num_heads", 8);
-    m->ff = jint(j, "d_ff", 2048);
-    jsize(j, "vocab_size", m->vocab, 1 << 24);
-    jsize(j, "d_model", m->d, 1 << 24);
-    jsize(j, "num_layers", m->layers, 1 << 16);
-    jsize(j, "num_heads", m->heads, 1 << 24);
-    jsize(j, "d_ff", m->ff, 1 << 24);
-    v = jint(j, "d_kv", 64);
-    jsize(j, "d_kv", v, 1 << 24);
-    m->eps = jnum(j, "layer_norm_epsilon", 1e-6);
-    m->t5_buckets = jint(j, "relative_attention_num_buckets", 32);
-    m->t5_dist = jint(j, "relative_attention_max_distance", 128);
+    m->vocab = relattn_jdoc_int(j, "vocab_size", 32128);
+    m->d = relattn_jdoc_int(j, "d_model", 512);
+    m->layers = relattn_jdoc_int(j, "num_layers", 6);
+    m->heads = relattn_jdoc_int(j, "num_heads", 8);
+    m->ff = relattn_jdoc_int(j, "d_ff", 2048);
+    relattn_jdoc_size(j, "vocab_size", m->vocab, 1 << 24);
+    relattn_jdoc_size(j, "d_model", m->d, 1 << 24);
+    relattn_jdoc_size(j, "num_layers", m->layers, 1 << 16);
+    relattn_jdoc_size(j, "num_heads", m->heads, 1 << 24);
+    relattn_jdoc_size(j, "d_ff", m->ff, 1 << 24);
+    v = relattn_jdoc_int(j, "d_kv", 64);
+    relattn_jdoc_size(j, "d_kv", v, 1 << 24);
+    m->eps = relattn_jdoc_num(j, "layer_norm_epsilon", 1e-6);
+    m->t5_buckets = relattn_jdoc_int(j, "relative_attention_num_buckets", 32);
+    m->t5_dist = relattn_jdoc_int(j, "relative_attention_max_distance", 128);
     m->tied = 1;
-    s = jstr(j, "feed_forward_proj", 0);
+    s = relattn_jdoc_str(j, "feed_forward_proj", 0);
     if (j->rc) goto out;
     {
       /* T5Config: "gated-gelu" is gated with gelu_new; else "[gated-]act" */
@@ -606,20 +609,23 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
   }
 
   /* BERT and DeBERTa-v2 */
-  m->vocab = jint(j, "vocab_size", m->family == FAM_BERT ? 30522 : 128100);
-  m->d = jint(j, "hidden_size", 768);
-  m->layers = jint(j, "num_hidden_layers", 12);
-  m->heads = jint(j, "num_attention_heads", 12);
-  m->ff = jint(j, "intermediate_size", 3072);
-  jsize(j, "vocab_size", m->vocab, 1 << 24);
-  jsize(j, "hidden_size", m->d, 1 << 24);
-  jsize(j, "num_hidden_layers", m->layers, 1 << 16);
-  jsize(j, "num_attention_heads", m->heads, 1 << 24);
-  jsize(j, "intermediate_size", m->ff, 1 << 24);
-  m->eps = jnum(j, "layer_norm_eps", m->family == FAM_BERT ? 1e-12 : 1e-7);
-  m->types = jint(j, "type_vocab_size", m->family == FAM_BERT ? 2 : 0);
-  m->tied = jbool(j, "tie_word_embeddings", 1);
-  s = jstr(j, "hidden_act", 0);
+  m->vocab =
+      relattn_jdoc_int(j, "vocab_size", m->family == FAM_BERT ? 30522 : 128100);
+  m->d = relattn_jdoc_int(j, "hidden_size", 768);
+  m->layers = relattn_jdoc_int(j, "num_hidden_layers", 12);
+  m->heads = relattn_jdoc_int(j, "num_attention_heads", 12);
+  m->ff = relattn_jdoc_int(j, "intermediate_size", 3072);
+  relattn_jdoc_size(j, "vocab_size", m->vocab, 1 << 24);
+  relattn_jdoc_size(j, "hidden_size", m->d, 1 << 24);
+  relattn_jdoc_size(j, "num_hidden_layers", m->layers, 1 << 16);
+  relattn_jdoc_size(j, "num_attention_heads", m->heads, 1 << 24);
+  relattn_jdoc_size(j, "intermediate_size", m->ff, 1 << 24);
+  m->eps = relattn_jdoc_num(j, "layer_norm_eps",
+                            m->family == FAM_BERT ? 1e-12 : 1e-7);
+  m->types =
+      relattn_jdoc_int(j, "type_vocab_size", m->family == FAM_BERT ? 2 : 0);
+  m->tied = relattn_jdoc_bool(j, "tie_word_embeddings", 1);
+  s = relattn_jdoc_str(j, "hidden_act", 0);
   if (j->rc) goto out;
   m->act = activationOf(s);
   if (!m->act || strcmp(m->act, "tanh") == 0) {
@@ -630,7 +636,7 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
     goto fail;
   }
   m->head_act = m->act;
-  if (jbool(j, "is_decoder", 0) == 1) {
+  if (relattn_jdoc_bool(j, "is_decoder", 0) == 1) {
     *pzErr = sqlite3_mprintf("%s: is_decoder true (a causal BERT) is not "
                              "supported", FN);
     goto fail;
@@ -638,7 +644,7 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
   sqlite3_free(s);
   s = NULL;
   if (m->family == FAM_BERT) {
-    s = jstr(j, "position_embedding_type", 0);
+    s = relattn_jdoc_str(j, "position_embedding_type", 0);
     if (j->rc) goto out;
     if (!s || strcmp(s, "absolute") == 0) {
       *pzErr = sqlite3_mprintf("%s: BERT with absolute positions is not a "
@@ -654,13 +660,13 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
       goto fail;
     }
     m->pos_type = strcmp(s, "relative_key") == 0 ? "rel_key" : "rel_key_query";
-    m->max_pos = jint(j, "max_position_embeddings", 512);
+    m->max_pos = relattn_jdoc_int(j, "max_position_embeddings", 512);
     /* BertModel's pooler when it has one; the classifier's always */
     if (m->head == HEAD_CLASSIFIER ||
         (m->head == HEAD_NONE && hasTensor(t, n, m, "pooler.dense.weight")))
       m->pooler_act = "tanh";
   } else {
-    int conv = jint(j, "conv_kernel_size", 0), emb;
+    int conv = relattn_jdoc_int(j, "conv_kernel_size", 0), emb;
     const char *type;
     if (j->rc) goto out;
     if (conv > 0) {
@@ -668,7 +674,7 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
                                "%d) is not supported", FN, conv);
       goto fail;
     }
-    emb = jint(j, "embedding_size", m->d);
+    emb = relattn_jdoc_int(j, "embedding_size", m->d);
     if (j->rc) goto out;
     if (emb != m->d) {
       *pzErr = sqlite3_mprintf("%s: DeBERTa with embedding_size (%d) other "
@@ -676,26 +682,27 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
                                "embed_proj)", FN, emb, m->d);
       goto fail;
     }
-    if (jbool(j, "relative_attention", 0) != 1) {
+    if (relattn_jdoc_bool(j, "relative_attention", 0) != 1) {
       if (j->rc) goto out;
       *pzErr = sqlite3_mprintf("%s: DeBERTa without relative_attention is "
                                "not a relative-position model", FN);
       goto fail;
     }
-    if (jbool(j, "position_biased_input", 1) != 0) {
+    if (relattn_jdoc_bool(j, "position_biased_input", 1) != 0) {
       if (j->rc) goto out;
       *pzErr = sqlite3_mprintf("%s: DeBERTa with position_biased_input (its "
                                "absolute positions) is not supported", FN);
       goto fail;
     }
-    if (jbool(j, "share_att_key", 0) != 1) {
+    if (relattn_jdoc_bool(j, "share_att_key", 0) != 1) {
       if (j->rc) goto out;
       *pzErr = sqlite3_mprintf("%s: DeBERTa with share_att_key false (its "
                                "pos_key_proj and pos_query_proj) is not "
                                "supported", FN);
       goto fail;
     }
-    v = jint(j, "attention_head_size", m->heads > 0 ? m->d / m->heads : 0);
+    v = relattn_jdoc_int(j, "attention_head_size",
+                         m->heads > 0 ? m->d / m->heads : 0);
     if (j->rc) goto out;
     if (m->heads > 0 && (sqlite3_int64)v * m->heads != m->d) {
       *pzErr = sqlite3_mprintf("%s: DeBERTa with attention_head_size (%d) "
@@ -705,12 +712,12 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
     }
     /* pos_att_type: a list, or "p2c|c2p" as older configs write it; both
     ** c2p and p2c, nothing else */
-    type = jstep(j, "pos_att_type");
+    type = relattn_jdoc_step(j, "pos_att_type");
     if (!type) goto out;
     {
       char *list = NULL;
       int c2p = 0, p2c = 0, other = 0;
-      if (jnul(j, "'pos_att_type'")) goto out;
+      if (relattn_jdoc_nul(j, "'pos_att_type'")) goto out;
       if (strcmp(type, "text") == 0) {
         list = sqlite3_mprintf("%s", sqlite3_column_text(j->st, 1));
       } else if (strcmp(type, "array") == 0) {
@@ -730,7 +737,7 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
       } else if (strcmp(type, "null") == 0) {
         list = sqlite3_mprintf("");
       } else {
-        jbad(j, "pos_att_type", "a list or a string", type);
+        relattn_jdoc_bad(j, "pos_att_type", "a list or a string", type);
         goto out;
       }
       if (!list) {
@@ -765,12 +772,12 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
       sqlite3_free(list);
     }
     m->pos_type = "deberta";
-    m->max_pos = jint(j, "max_position_embeddings", 512);
-    m->max_rel = jint(j, "max_relative_positions", -1);
+    m->max_pos = relattn_jdoc_int(j, "max_position_embeddings", 512);
+    m->max_rel = relattn_jdoc_int(j, "max_relative_positions", -1);
     if (m->max_rel < 1) m->max_rel = m->max_pos;
-    m->buckets = jint(j, "position_buckets", -1);
+    m->buckets = relattn_jdoc_int(j, "position_buckets", -1);
     if (m->buckets < 0) m->buckets = 0;
-    s = jstr(j, "norm_rel_ebd", 0);
+    s = relattn_jdoc_str(j, "norm_rel_ebd", 0);
     if (j->rc) goto out;
     if (!s || strcmp(s, "none") == 0)
       m->rel_ln = 0;
@@ -784,8 +791,8 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
       goto fail;
     }
     if (m->head == HEAD_CLASSIFIER) {
-      char *pa = jstr(j, "pooler_hidden_act", 0);
-      int ph = jint(j, "pooler_hidden_size", m->d);
+      char *pa = relattn_jdoc_str(j, "pooler_hidden_act", 0);
+      int ph = relattn_jdoc_int(j, "pooler_hidden_size", m->d);
       if (j->rc) {
         sqlite3_free(pa);
         goto out;
@@ -813,10 +820,10 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
     /* labels: id2label in id order, ids 0..L-1 each once */
     sqlite3_stmt *st = NULL;
     int rc, k;
-    const char *type = jstep(j, "id2label");
+    const char *type = relattn_jdoc_step(j, "id2label");
     if (!type) goto out;
     if (strcmp(type, "null") != 0 && strcmp(type, "object") != 0) {
-      jbad(j, "id2label", "an object", type);
+      relattn_jdoc_bad(j, "id2label", "an object", type);
       goto out;
     }
     if (strcmp(type, "object") == 0) {
@@ -891,7 +898,7 @@ static int readConfig(jdoc *j, hf_model *m, const relattn_st_tensor *t, int n,
         }
       }
     }
-    m->problem_type = jstr(j, "problem_type", 0);
+    m->problem_type = relattn_jdoc_str(j, "problem_type", 0);
     if (j->rc) goto out;
     if (!m->problem_type) /* HF's forward: one label is a regression */
       m->problem_type = sqlite3_mprintf(m->n_labels == 1
@@ -960,7 +967,7 @@ static char *addedTokens(sqlite3 *db, const char *tok_config, const int *ids,
       return NULL;
     }
     sqlite3_str_appendf(o, "%s\"%d\": {\"content\": ", any ? ", " : "", id);
-    jsonString(o, (const char *)sqlite3_column_text(st, 1));
+    relattn_json_string(o, (const char *)sqlite3_column_text(st, 1));
     sqlite3_str_appendf(o, ", \"lstrip\": %s, \"rstrip\": %s}",
                         sqlite3_column_int(st, 2) ? "true" : "false",
                         sqlite3_column_int(st, 3) ? "true" : "false");
@@ -1013,7 +1020,7 @@ static int readTokenizer(sqlite3 *db, const hf_model *m,
   relattn_config c;
   relattn_tokenizer *t = NULL;
   char err[256];
-  jdoc j;
+  relattn_jdoc j;
   memset(text, 0, sizeof text);
   memset(out, 0, sizeof *out);
   if (!tok) {
@@ -1047,41 +1054,43 @@ static int readTokenizer(sqlite3 *db, const hf_model *m,
   out->strip = -1;
   out->chinese = 1;
   if (tok_config) {
-    if (jopen(&j, db, tok_config, "tokenizer_config_json", pzErr)) return SQLITE_ERROR;
+    if (relattn_jdoc_open(&j, db, tok_config, "tokenizer_config_json", pzErr))
+      return SQLITE_ERROR;
     {
-      const char *type = jstep(&j, "$");
+      const char *type = relattn_jdoc_step(&j, "$");
       if (type && strcmp(type, "object") != 0) {
         *pzErr = sqlite3_mprintf("%s: tokenizer_config_json is not a JSON "
                                  "object", FN);
-        jclose(&j);
+        relattn_jdoc_close(&j);
         return SQLITE_ERROR;
       }
     }
-    out->lower = jbool(&j, "do_lower_case", out->lower);
-    out->strip = jbool(&j, "strip_accents", -1);
-    out->chinese = jbool(&j, "tokenize_chinese_chars", 1);
+    out->lower = relattn_jdoc_bool(&j, "do_lower_case", out->lower);
+    out->strip = relattn_jdoc_bool(&j, "strip_accents", -1);
+    out->chinese = relattn_jdoc_bool(&j, "tokenize_chinese_chars", 1);
     if (out->kind == RELATTN_TOK_WORDPIECE &&
-        jbool(&j, "do_basic_tokenize", 1) == 0 && j.rc == SQLITE_OK) {
+        relattn_jdoc_bool(&j, "do_basic_tokenize", 1) == 0 &&
+        j.rc == SQLITE_OK) {
       /* BertTokenizer then splits on whitespace only: not what the
       ** wordpiece tokenizer does */
       *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: do_basic_tokenize "
                                "false is not supported", FN);
-      jclose(&j);
+      relattn_jdoc_close(&j);
       return SQLITE_ERROR;
     }
     if (out->kind == RELATTN_TOK_SENTENCEPIECE &&
-        jbool(&j, "split_by_punct", 0) == 1 && j.rc == SQLITE_OK) {
+        relattn_jdoc_bool(&j, "split_by_punct", 0) == 1 && j.rc == SQLITE_OK) {
       /* DebertaV2Tokenizer then cuts the text at punctuation before
       ** SentencePiece sees it: other pieces than ours */
       *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: split_by_punct "
                                "true is not supported", FN);
-      jclose(&j);
+      relattn_jdoc_close(&j);
       return SQLITE_ERROR;
     }
     for (i = 0; i < N_ROLES && j.rc == SQLITE_OK; i++)
-      text[i] = jstr(&j, roles[i].key, 1);
+      text[i] = relattn_jdoc_str(&j, roles[i].key, 1);
     rc = j.rc;
-    jclose(&j);
+    relattn_jdoc_close(&j);
     if (rc != SQLITE_OK) goto done;
   }
   if (out->kind == RELATTN_TOK_SENTENCEPIECE && out->lower == 1) {
@@ -1210,10 +1219,10 @@ static char *nativeConfig(sqlite3 *db, const hf_model *m, const hf_tok *k) {
     sqlite3_str_appendf(o, "\"labels\": [");
     for (i = 0; i < m->n_labels; i++) {
       if (i) sqlite3_str_appendf(o, ", ");
-      jsonString(o, m->labels[i]);
+      relattn_json_string(o, m->labels[i]);
     }
     sqlite3_str_appendf(o, "], \"problem_type\": ");
-    jsonString(o, m->problem_type);
+    relattn_json_string(o, m->problem_type);
     sqlite3_str_appendf(o, ", ");
   }
   sqlite3_str_appendf(o, "\"tokenizer\": {\"type\": \"%s\"",
@@ -1241,11 +1250,11 @@ static char *nativeConfig(sqlite3 *db, const hf_model *m, const hf_tok *k) {
   sqlite3_str_appendf(o, "}, \"source\": {\"family\": \"%s\", \"class\": ",
                       family_name[m->family]);
   if (m->cls)
-    jsonString(o, m->cls);
+    relattn_json_string(o, m->cls);
   else
     sqlite3_str_appendf(o, "null");
   sqlite3_str_appendf(o, ", \"model_type\": ");
-  jsonString(o, m->model_type);
+  relattn_json_string(o, m->model_type);
   sqlite3_str_appendf(o, "}}");
   return sqlite3_str_finish(o);
 }
@@ -1318,16 +1327,17 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
                    relattn_hf_info *info, char **native, char **pzErr) {
   hf_model m;
   hf_tok k;
-  jdoc j;
+  relattn_jdoc j;
   char **orig = NULL;
   int i, a, rc, has_pred_bias, has_shared;
   *native = NULL;
   *pzErr = NULL;
   memset(&m, 0, sizeof m);
   memset(&k, 0, sizeof k);
-  if (jopen(&j, db, hf_config, "config_json", pzErr)) return SQLITE_ERROR;
+  if (relattn_jdoc_open(&j, db, hf_config, "config_json", pzErr))
+    return SQLITE_ERROR;
   rc = readConfig(&j, &m, t, n, pzErr);
-  jclose(&j);
+  relattn_jdoc_close(&j);
   if (rc == SQLITE_OK && !*pzErr && j.rc == SQLITE_OK)
     rc = readTokenizer(db, &m, tok_config, tok, tok_n, &k, pzErr);
   if (rc != SQLITE_OK || *pzErr) goto done;
