@@ -155,6 +155,45 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
 int relattn_config_decode(sqlite3 *db, const char *json, relattn_config *cfg,
                           const char *what, char **pzErr);
 
+/* ---- ext/jdoc.c: the keys of a JSON document, for relattn_import -------- */
+
+/* One document; the first failure stops the reads after it (each then
+** returns its default) and stays in rc, its message in *pzErr, which names
+** relattn_import, what and the key. */
+typedef struct relattn_jdoc {
+  sqlite3 *db;
+  sqlite3_stmt *st; /* SELECT json_type(?1, ?2), json_extract(?1, ?2),
+                    ** the value as written (json_extract(?1, ?2, ?2)) */
+  const char *json; /* the document */
+  const char *what; /* "config_json", "tokenizer_config_json" */
+  char **pzErr;
+  int rc;           /* the first failure (SQLite code), or SQLITE_OK */
+} relattn_jdoc;
+int relattn_jdoc_open(relattn_jdoc *j, sqlite3 *db, const char *json,
+                      const char *what, char **pzErr);
+void relattn_jdoc_close(relattn_jdoc *j);
+/* Steps on key (a top-level key, or a path from "$"): its JSON type
+** ("null" when absent), or NULL after an error. The value is then column 1
+** of j->st. */
+const char *relattn_jdoc_step(relattn_jdoc *j, const char *key);
+/* Refuses the value stepped on, named name ("'key'"), when a string in it
+** holds a NUL; 1 when it did. */
+int relattn_jdoc_nul(relattn_jdoc *j, const char *name);
+/* "'key' must be <want>, not <type>". */
+void relattn_jdoc_bad(relattn_jdoc *j, const char *key, const char *want,
+                      const char *type);
+/* An integer, a number, true or false (-1 for a def of "no value"), a
+** string (sqlite3_malloc'd; with obj_content, an object's "content" too):
+** absent or null gives def, or NULL. */
+int relattn_jdoc_int(relattn_jdoc *j, const char *key, int def);
+double relattn_jdoc_num(relattn_jdoc *j, const char *key, double def);
+int relattn_jdoc_bool(relattn_jdoc *j, const char *key, int def);
+char *relattn_jdoc_str(relattn_jdoc *j, const char *key, int obj_content);
+/* A size read from key: 1 to max, else refused naming key. */
+void relattn_jdoc_size(relattn_jdoc *j, const char *key, int v, int max);
+/* Appends s as a JSON string. */
+void relattn_json_string(sqlite3_str *out, const char *s);
+
 /* ---- ext/tokfile.c: the tokenizer file stored with a model ---------------- */
 
 /* Is name a tokenizer file's tensor name ("tokenizer." ...)? */
