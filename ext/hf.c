@@ -10,6 +10,12 @@
 **                         readfile('tokenizer_config.json'));
 **
 ** HOW IT WORKS
+** A family is one relattn_hf_family: how its config.json is told
+** (model_type) and its classes, its tensor-name rules, its config keys and
+** the native keys they make, its tokenizer's defaults. The rest of the
+** mapping is the same for every family. The next family is one more entry
+** in families[] (and its tests).
+**
 ** The family comes from model_type: bert (position_embedding_type
 ** relative_key or relative_key_query), deberta-v2 (v2 and v3 configs) and
 ** t5 / mt5 (the encoder). The head comes from architectures[0] (*Model:
@@ -36,9 +42,6 @@ SQLITE_EXTENSION_INIT3
 
 #define FN "relattn_import"
 
-enum { FAM_BERT, FAM_DEBERTA, FAM_T5 };
-enum { HEAD_NONE, HEAD_MLM, HEAD_CLASSIFIER };
-
 /* ---- small helpers -------------------------------------------------------- */
 
 static int endsWith(const char *s, const char *tail) {
@@ -47,7 +50,7 @@ static int endsWith(const char *s, const char *tail) {
 }
 
 /* HF's hidden_act names -> the native activation, or NULL. */
-static const char *activationOf(const char *hf) {
+const char *relattn_hf_activation(const char *hf) {
   if (!hf || strcmp(hf, "gelu") == 0) return "gelu";
   if (strcmp(hf, "gelu_new") == 0 || strcmp(hf, "gelu_pytorch_tanh") == 0 ||
       strcmp(hf, "gelu_fast") == 0)
@@ -62,11 +65,175 @@ static const char *activationOf(const char *hf) {
 /* One HF name and its native name: "{i}" stands for a layer number in
 ** both. A native name NULL: the tensor is left out (HF does not use it
 ** either). Heads' tensors are kept only with their head (below). */
-typedef struct name_rule {
+typedef struct relattn_hf_rule {
   const char *hf, *native;
-} name_rule;
+} relattn_hf_rule;
 
-static const name_rule bert_rules[] = {
+/* Does name match rule hf? *layer gets the "{i}" number (-1 when none). */
+static int ruleMatch(const char *hf, const char *name, int *layer) {
+  const char *brace = strstr(hf, "{i}");
+  size_t pre;
+  long v = 0;
+  const char *p;
+  *layer = -1;
+  if (!brace) return strcmp(hf, name) == 0;
+  pre = (size_t)(brace - hf);
+  if (strncmp(hf, name, pre) != 0) return 0;
+  p = name + pre;
+  if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9'))
+    return 0;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    v = 10 * v + (*p - '0');
+    if (v > 1 << 20) return 0;
+  }
+  if (strcmp(p, brace + 3) != 0) return 0;
+  *layer = (int)v;
+  return 1;
+}
+
+/* The native name of rule native for layer (sqlite3_malloc'd). */
+static char *nativeName(const char *native, int layer) {
+  const char *brace = strstr(native, "{i}");
+  if (!brace) return sqlite3_mprintf("%s", native);
+  return sqlite3_mprintf("%.*s%d%s", (int)(brace - native), native, layer,
+                         brace + 3);
+}
+
+/* ---- the checkpoint ---------------------------------------------------------- */
+
+typedef struct relattn_hf_family relattn_hf_family;
+
+typedef struct relattn_hf_model {
+  const relattn_hf_family *fam;
+  int family;              /* its index in families[] */
+  int head;                /* RELATTN_HEAD_MLM, _CLASSIFIER or _NONE */
+  char *model_type, *cls;  /* cls: architectures[0], or NULL */
+  int vocab, d, layers, heads, ff;
+  int d_head;              /* T5's d_kv when d_kv * heads is not d: the
+                           ** native d_head; else 0 (d / heads) */
+  double eps;
+  const char *act;         /* native activation */
+  const char *head_act;    /* mlm: hidden_act */
+  const char *pooler_act;  /* NULL: no pooler */
+  int tied;                /* tie_word_embeddings */
+  int types;               /* token types */
+  /* positions */
+  const char *pos_type;
+  int max_pos, buckets, max_rel, rel_ln, t5_buckets, t5_dist;
+  int gated;
+  int whole_t5;            /* T5Model: its decoder is left out too */
+  /* classifier */
+  char **labels;
+  int n_labels;
+  char *problem_type;
+} relattn_hf_model;
+
+
+/* ---- the families ------------------------------------------------------------ */
+
+/* A class of a family (architectures[0] past the prefix) and its head. */
+typedef struct relattn_hf_class {
+  const char *suffix;
+  int head;                /* RELATTN_HEAD_* */
+} relattn_hf_class;
+
+/* A Hugging Face family: how a checkpoint of it is told, its tensors'
+** names, its config keys and what they make of the native config, its
+** tokenizer. The next family is one more of these (and its tests). */
+struct relattn_hf_family {
+  const char *name;          /* source.family and messages: "bert" */
+  const char *model_types;   /* its config.json's model_type: "t5|mt5" */
+  const char *types_msg;     /* how the refusal of another names them */
+  const char *class_prefixes; /* architectures[0] starts with one: "T5|MT5" */
+  const relattn_hf_class *classes; /* NULL-terminated */
+  const char *classes_msg;   /* the known classes, for the refusal */
+  int heads_from_tensors;    /* no architectures: the head its tensors show */
+  const char *prefix;        /* the base model's tensor prefix, or NULL */
+  const char *base_parts;    /* names under the prefix: "embeddings.|..." */
+  const relattn_hf_rule *rules; /* HF name -> native, NULL-terminated */
+  /* 1 to leave out a tensor no rule names (T5's decoder), or NULL */
+  int (*left_out)(const relattn_hf_model *m, const char *name);
+  /* 1 when rule hf is another variant than the checkpoint's (a gated FFN,
+  ** Microsoft's head names), for relattn_hf_name_of; or NULL */
+  int (*other_variant)(const relattn_hf_info *info, const char *hf);
+  /* the family's config keys into m (after model_type and the class) */
+  int (*read)(relattn_jdoc *j, relattn_hf_model *m,
+              const relattn_st_tensor *t, int n, char **pzErr);
+  /* the native config: norm, the keys after d_head (or NULL), whether
+  ** the embeddings have a norm and token types, and "position" */
+  const char *norm;
+  void (*native_shape)(sqlite3_str *o, const relattn_hf_model *m);
+  int emb_norm;
+  void (*native_position)(sqlite3_str *o, const relattn_hf_model *m);
+  /* the tokenizer: its file (messages), the kind a file of no known kind
+  ** is read as, the default texts of cls, sep, mask, pad, unk and eos, and
+  ** whether a sequence only ends with eos (no [CLS] ... [SEP]) */
+  const char *tok_file;
+  int tok_kind;
+  const char *roles[6];
+  int eos_only;
+};
+
+static void modelFree(relattn_hf_model *m) {
+  int i;
+  sqlite3_free(m->model_type);
+  sqlite3_free(m->cls);
+  for (i = 0; i < m->n_labels; i++) sqlite3_free(m->labels[i]);
+  sqlite3_free(m->labels);
+  sqlite3_free(m->problem_type);
+}
+
+/* Strips the base model's prefix ("bert.", "deberta.") from a name. */
+static const char *stripPrefix(const relattn_hf_model *m, const char *name) {
+  const char *p = m->fam->prefix;
+  if (p && strncmp(name, p, strlen(p)) == 0) return name + strlen(p);
+  return name;
+}
+
+/* Looks name up in the family's rules: 1 with *native (NULL: left out) and
+** *layer, or 0 when no rule knows it. */
+static int lookupName(const relattn_hf_model *m, const char *name,
+                      const char **native, int *layer) {
+  const relattn_hf_rule *r = m->fam->rules;
+  const char *s = stripPrefix(m, name);
+  for (; r->hf; r++)
+    if (ruleMatch(r->hf, s, layer)) {
+      if (*layer >= m->layers) return 0;
+      *native = r->native;
+      return 1;
+    }
+  if (m->fam->left_out && m->fam->left_out(m, name)) {
+    *native = NULL;
+    *layer = -1;
+    return 1;
+  }
+  return 0;
+}
+
+/* Has the checkpoint a tensor named stripped (its prefix stripped)? */
+int relattn_hf_has_tensor(const relattn_st_tensor *t, int n,
+                          const relattn_hf_model *m, const char *stripped) {
+  int i;
+  for (i = 0; i < n; i++)
+    if (strcmp(stripPrefix(m, t[i].name), stripped) == 0) return 1;
+  return 0;
+}
+
+/* Is s one of the choices "a|b|c"? */
+static int oneOf(const char *choices, const char *s, size_t n) {
+  const char *p = choices;
+  for (;;) {
+    const char *bar = strchr(p, '|');
+    size_t len = bar ? (size_t)(bar - p) : strlen(p);
+    if (len == n && strncmp(p, s, n) == 0) return 1;
+    if (!bar) return 0;
+    p = bar + 1;
+  }
+}
+
+/* ---- bert ----------------------------------------------------------------- */
+
+static const relattn_hf_rule bert_rules[] = {
     {"embeddings.word_embeddings.weight", "tok_emb"},
     /* absolute positions: created by BertEmbeddings but not added for
     ** relative_key* */
@@ -112,7 +279,110 @@ static const name_rule bert_rules[] = {
     {"classifier.bias", "classifier.bias"},
     {NULL, NULL}};
 
-static const name_rule deberta_rules[] = {
+/* BertConfig's keys, which DebertaV2Config shares (with its defaults of
+** vocab_size, layer_norm_eps and type_vocab_size). */
+int relattn_hf_read_bert_keys(relattn_jdoc *j, relattn_hf_model *m, int vocab,
+                              double eps, int types, char **pzErr) {
+  char *s = NULL;
+  m->vocab = relattn_jdoc_int(j, "vocab_size", vocab);
+  m->d = relattn_jdoc_int(j, "hidden_size", 768);
+  m->layers = relattn_jdoc_int(j, "num_hidden_layers", 12);
+  m->heads = relattn_jdoc_int(j, "num_attention_heads", 12);
+  m->ff = relattn_jdoc_int(j, "intermediate_size", 3072);
+  relattn_jdoc_size(j, "vocab_size", m->vocab, 1 << 24);
+  relattn_jdoc_size(j, "hidden_size", m->d, 1 << 24);
+  relattn_jdoc_size(j, "num_hidden_layers", m->layers, 1 << 16);
+  relattn_jdoc_size(j, "num_attention_heads", m->heads, 1 << 24);
+  relattn_jdoc_size(j, "intermediate_size", m->ff, 1 << 24);
+  m->eps = relattn_jdoc_num(j, "layer_norm_eps", eps);
+  m->types = relattn_jdoc_int(j, "type_vocab_size", types);
+  m->tied = relattn_jdoc_bool(j, "tie_word_embeddings", 1);
+  s = relattn_jdoc_str(j, "hidden_act", 0);
+  if (j->rc) goto out;
+  m->act = relattn_hf_activation(s);
+  if (!m->act || strcmp(m->act, "tanh") == 0) {
+    char e[RELATTN_ECHO_BUF];
+    *pzErr = sqlite3_mprintf("%s: hidden_act '%s' is not supported (gelu, "
+                             "gelu_new, gelu_pytorch_tanh, relu)",
+                             FN, relattn_echo(e, s, -1));
+    goto fail;
+  }
+  m->head_act = m->act;
+  if (relattn_jdoc_bool(j, "is_decoder", 0) == 1) {
+    *pzErr = sqlite3_mprintf("%s: is_decoder true (a causal BERT) is not "
+                             "supported", FN);
+    goto fail;
+  }
+out:
+  sqlite3_free(s);
+  return j->rc;
+fail:
+  sqlite3_free(s);
+  return SQLITE_ERROR;
+}
+
+/* BertConfig's keys: relative positions only. */
+static int readBert(relattn_jdoc *j, relattn_hf_model *m,
+                    const relattn_st_tensor *t, int n, char **pzErr) {
+  char *s = NULL;
+  int rc = relattn_hf_read_bert_keys(j, m, 30522, 1e-12, 2, pzErr);
+  if (rc != SQLITE_OK) return rc;
+  s = relattn_jdoc_str(j, "position_embedding_type", 0);
+  if (j->rc) goto out;
+  if (!s || strcmp(s, "absolute") == 0) {
+    *pzErr = sqlite3_mprintf("%s: BERT with absolute positions is not a "
+                             "relative-position model", FN);
+    goto fail;
+  }
+  if (strcmp(s, "relative_key") != 0 &&
+      strcmp(s, "relative_key_query") != 0) {
+    char e[RELATTN_ECHO_BUF];
+    *pzErr = sqlite3_mprintf("%s: position_embedding_type '%s' is not "
+                             "supported (relative_key, relative_key_query)",
+                             FN, relattn_echo(e, s, -1));
+    goto fail;
+  }
+  m->pos_type = strcmp(s, "relative_key") == 0 ? "rel_key" : "rel_key_query";
+  m->max_pos = relattn_jdoc_int(j, "max_position_embeddings", 512);
+  /* BertModel's pooler when it has one; the classifier's always */
+  if (m->head == RELATTN_HEAD_CLASSIFIER ||
+      (m->head == RELATTN_HEAD_NONE &&
+       relattn_hf_has_tensor(t, n, m, "pooler.dense.weight")))
+    m->pooler_act = "tanh";
+out:
+  sqlite3_free(s);
+  return j->rc;
+fail:
+  sqlite3_free(s);
+  return SQLITE_ERROR;
+}
+
+static void bertPosition(sqlite3_str *o, const relattn_hf_model *m) {
+  sqlite3_str_appendf(o,
+                      "\"position\": {\"type\": \"%s\", "
+                      "\"max_position_embeddings\": %d}, ",
+                      m->pos_type, m->max_pos);
+}
+
+const relattn_hf_class relattn_hf_bert_classes[] = {
+    {"Model", RELATTN_HEAD_NONE},
+    {"ForMaskedLM", RELATTN_HEAD_MLM},
+    {"ForPreTraining", RELATTN_HEAD_MLM},
+    {"ForSequenceClassification", RELATTN_HEAD_CLASSIFIER},
+    {NULL, 0}};
+
+const relattn_hf_family relattn_hf_bert = {
+    "bert", "bert", "bert (relative_key, relative_key_query)", "Bert",
+    relattn_hf_bert_classes,
+    "BertModel, BertForMaskedLM and BertForSequenceClassification",
+    1, "bert.", "embeddings.|encoder.|pooler.", bert_rules, NULL, NULL,
+    readBert, "post", NULL, 1, bertPosition,
+    "vocab.txt", RELATTN_TOK_WORDPIECE,
+    {"[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]", NULL}, 0};
+
+/* ---- deberta-v2 ------------------------------------------------------------ */
+
+static const relattn_hf_rule deberta_rules[] = {
     {"embeddings.word_embeddings.weight", "tok_emb"},
     /* ignored by HF when position_biased_input is false */
     {"embeddings.position_embeddings.weight", NULL},
@@ -171,7 +441,196 @@ static const name_rule deberta_rules[] = {
     {"mask_predictions.classifier.bias", NULL},
     {NULL, NULL}};
 
-static const name_rule t5_rules[] = {
+/* DebertaV2Config's keys, after BERT's (its defaults differ). */
+static int readDeberta(relattn_jdoc *j, relattn_hf_model *m,
+                       const relattn_st_tensor *t, int n, char **pzErr) {
+  char *s = NULL;
+  int v, rc = relattn_hf_read_bert_keys(j, m, 128100, 1e-7, 0, pzErr);
+  if (rc != SQLITE_OK) return rc;
+  int conv = relattn_jdoc_int(j, "conv_kernel_size", 0), emb;
+  const char *type;
+  if (j->rc) goto out;
+  if (conv > 0) {
+    *pzErr = sqlite3_mprintf("%s: DeBERTa's ConvLayer (conv_kernel_size "
+                             "%d) is not supported", FN, conv);
+    goto fail;
+  }
+  emb = relattn_jdoc_int(j, "embedding_size", m->d);
+  if (j->rc) goto out;
+  if (emb != m->d) {
+    *pzErr = sqlite3_mprintf("%s: DeBERTa with embedding_size (%d) other "
+                             "than hidden_size (%d) is not supported (its "
+                             "embed_proj)", FN, emb, m->d);
+    goto fail;
+  }
+  if (relattn_jdoc_bool(j, "relative_attention", 0) != 1) {
+    if (j->rc) goto out;
+    *pzErr = sqlite3_mprintf("%s: DeBERTa without relative_attention is "
+                             "not a relative-position model", FN);
+    goto fail;
+  }
+  if (relattn_jdoc_bool(j, "position_biased_input", 1) != 0) {
+    if (j->rc) goto out;
+    *pzErr = sqlite3_mprintf("%s: DeBERTa with position_biased_input (its "
+                             "absolute positions) is not supported", FN);
+    goto fail;
+  }
+  if (relattn_jdoc_bool(j, "share_att_key", 0) != 1) {
+    if (j->rc) goto out;
+    *pzErr = sqlite3_mprintf("%s: DeBERTa with share_att_key false (its "
+                             "pos_key_proj and pos_query_proj) is not "
+                             "supported", FN);
+    goto fail;
+  }
+  v = relattn_jdoc_int(j, "attention_head_size",
+                       m->heads > 0 ? m->d / m->heads : 0);
+  if (j->rc) goto out;
+  if (m->heads > 0 && (sqlite3_int64)v * m->heads != m->d) {
+    *pzErr = sqlite3_mprintf("%s: DeBERTa with attention_head_size (%d) "
+                             "other than hidden_size / num_attention_heads "
+                             "is not supported", FN, v);
+    goto fail;
+  }
+  /* pos_att_type: a list, or "p2c|c2p" as older configs write it; both
+  ** c2p and p2c, nothing else */
+  type = relattn_jdoc_step(j, "pos_att_type");
+  if (!type) goto out;
+  {
+    char *list = NULL;
+    int c2p = 0, p2c = 0, other = 0;
+    if (relattn_jdoc_nul(j, "'pos_att_type'")) goto out;
+    if (strcmp(type, "text") == 0) {
+      list = sqlite3_mprintf("%s", sqlite3_column_text(j->st, 1));
+    } else if (strcmp(type, "array") == 0) {
+      /* the array's strings joined by | (anything else: '?') */
+      sqlite3_stmt *q = NULL;
+      const char *json = (const char *)sqlite3_column_text(j->st, 1);
+      if (sqlite3_prepare_v2(j->db,
+                             "SELECT coalesce(group_concat(CASE WHEN type "
+                             "= 'text' THEN value ELSE '?' END, '|'), '') "
+                             "FROM json_each(?1)",
+                             -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(q, 1, json, -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(q) == SQLITE_ROW)
+          list = sqlite3_mprintf("%s", sqlite3_column_text(q, 0));
+      }
+      sqlite3_finalize(q);
+    } else if (strcmp(type, "null") == 0) {
+      list = sqlite3_mprintf("");
+    } else {
+      relattn_jdoc_bad(j, "pos_att_type", "a list or a string", type);
+      goto out;
+    }
+    if (!list) {
+      j->rc = SQLITE_NOMEM;
+      goto out;
+    }
+    {
+      char *p = list, *bar;
+      for (;;) {
+        size_t len;
+        char *a = p, *b;
+        bar = strchr(p, '|');
+        len = bar ? (size_t)(bar - p) : strlen(p);
+        while (len && (*a == ' ')) a++, len--;
+        b = a + len;
+        while (len && b[-1] == ' ') b--, len--;
+        if (len == 3 && sqlite3_strnicmp(a, "c2p", 3) == 0) c2p++;
+        else if (len == 3 && sqlite3_strnicmp(a, "p2c", 3) == 0) p2c++;
+        else if (len) other++;
+        if (!bar) break;
+        p = bar + 1;
+      }
+    }
+    if (c2p != 1 || p2c != 1 || other) {
+      char e[RELATTN_ECHO_BUF];
+      *pzErr = sqlite3_mprintf("%s: DeBERTa with pos_att_type '%s' is not "
+                               "supported (only c2p and p2c together)",
+                               FN, relattn_echo(e, list, -1));
+      sqlite3_free(list);
+      goto fail;
+    }
+    sqlite3_free(list);
+  }
+  m->pos_type = "deberta";
+  m->max_pos = relattn_jdoc_int(j, "max_position_embeddings", 512);
+  m->max_rel = relattn_jdoc_int(j, "max_relative_positions", -1);
+  if (m->max_rel < 1) m->max_rel = m->max_pos;
+  m->buckets = relattn_jdoc_int(j, "position_buckets", -1);
+  if (m->buckets < 0) m->buckets = 0;
+  s = relattn_jdoc_str(j, "norm_rel_ebd", 0);
+  if (j->rc) goto out;
+  if (!s || strcmp(s, "none") == 0)
+    m->rel_ln = 0;
+  else if (strcmp(s, "layer_norm") == 0)
+    m->rel_ln = 1;
+  else {
+    char e[RELATTN_ECHO_BUF];
+    *pzErr = sqlite3_mprintf("%s: DeBERTa with norm_rel_ebd '%s' is not "
+                             "supported (none, layer_norm)",
+                             FN, relattn_echo(e, s, -1));
+    goto fail;
+  }
+  if (m->head == RELATTN_HEAD_CLASSIFIER) {
+    char *pa = relattn_jdoc_str(j, "pooler_hidden_act", 0);
+    int ph = relattn_jdoc_int(j, "pooler_hidden_size", m->d);
+    if (j->rc) {
+      sqlite3_free(pa);
+      goto out;
+    }
+    m->pooler_act = relattn_hf_activation(pa);
+    if (!m->pooler_act || ph != m->d) {
+      char e[RELATTN_ECHO_BUF];
+      if (!m->pooler_act)
+        *pzErr = sqlite3_mprintf("%s: pooler_hidden_act '%s' is not "
+                                 "supported (gelu, gelu_new, "
+                                 "gelu_pytorch_tanh, relu, tanh)",
+                                 FN, relattn_echo(e, pa, -1));
+      else
+        *pzErr = sqlite3_mprintf("%s: DeBERTa with pooler_hidden_size (%d) "
+                                 "other than hidden_size (%d) is not "
+                                 "supported", FN, ph, m->d);
+      sqlite3_free(pa);
+      goto fail;
+    }
+    sqlite3_free(pa);
+  }
+out:
+  sqlite3_free(s);
+  return j->rc;
+fail:
+  sqlite3_free(s);
+  return SQLITE_ERROR;
+}
+
+static int debertaOtherVariant(const relattn_hf_info *info, const char *hf) {
+  return info->lm_predictions ? strncmp(hf, "cls.", 4) == 0
+                              : strncmp(hf, "lm_predictions.", 15) == 0;
+}
+
+static void debertaPosition(sqlite3_str *o, const relattn_hf_model *m) {
+  sqlite3_str_appendf(o,
+                      "\"position\": {\"type\": \"deberta\", "
+                      "\"position_buckets\": %d, "
+                      "\"max_relative_positions\": %d, \"norm_rel_ebd\": "
+                      "\"%s\"}, ",
+                      m->buckets, m->max_rel,
+                      m->rel_ln ? "layer_norm" : "none");
+}
+
+const relattn_hf_family relattn_hf_deberta = {
+    "deberta-v2", "deberta-v2", "deberta-v2", "DebertaV2",
+    relattn_hf_bert_classes,
+    "DebertaV2Model, DebertaV2ForMaskedLM and "
+    "DebertaV2ForSequenceClassification",
+    1, "deberta.", "embeddings.|encoder.", deberta_rules, NULL,
+    debertaOtherVariant, readDeberta, "post", NULL, 1, debertaPosition,
+    "spm.model", RELATTN_TOK_SENTENCEPIECE,
+    {"[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]", NULL}, 0};
+
+/* ---- t5 ---------------------------------------------------------------------- */
+
+static const relattn_hf_rule t5_rules[] = {
     {"shared.weight", "tok_emb"},
     {"encoder.embed_tokens.weight", "tok_emb"}, /* a tied copy of shared */
     {"encoder.block.{i}.layer.0.SelfAttention.q.weight", "layers.{i}.attn.wq"},
@@ -191,119 +650,219 @@ static const name_rule t5_rules[] = {
     {"encoder.final_layer_norm.weight", "ln_f.weight"},
     {NULL, NULL}};
 
-/* Does name match rule hf? *layer gets the "{i}" number (-1 when none). */
-static int ruleMatch(const char *hf, const char *name, int *layer) {
-  const char *brace = strstr(hf, "{i}");
-  size_t pre;
-  long v = 0;
-  const char *p;
-  *layer = -1;
-  if (!brace) return strcmp(hf, name) == 0;
-  pre = (size_t)(brace - hf);
-  if (strncmp(hf, name, pre) != 0) return 0;
-  p = name + pre;
-  if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9'))
-    return 0;
-  for (; *p >= '0' && *p <= '9'; p++) {
-    v = 10 * v + (*p - '0');
-    if (v > 1 << 20) return 0;
-  }
-  if (strcmp(p, brace + 3) != 0) return 0;
-  *layer = (int)v;
-  return 1;
-}
-
-/* The native name of rule native for layer (sqlite3_malloc'd). */
-static char *nativeName(const char *native, int layer) {
-  const char *brace = strstr(native, "{i}");
-  if (!brace) return sqlite3_mprintf("%s", native);
-  return sqlite3_mprintf("%.*s%d%s", (int)(brace - native), native, layer,
-                         brace + 3);
-}
-
-/* ---- the checkpoint ---------------------------------------------------------- */
-
-typedef struct hf_model {
-  int family, head;
-  char *model_type, *cls;  /* cls: architectures[0], or NULL */
-  int vocab, d, layers, heads, ff;
-  int d_head;              /* T5's d_kv when d_kv * heads is not d: the
-                           ** native d_head; else 0 (d / heads) */
-  double eps;
-  const char *act;         /* native activation */
-  const char *head_act;    /* mlm: hidden_act */
-  const char *pooler_act;  /* NULL: no pooler */
-  int tied;                /* tie_word_embeddings */
-  int types;               /* token types */
-  /* positions */
-  const char *pos_type;
-  int max_pos, buckets, max_rel, rel_ln, t5_buckets, t5_dist;
-  int gated;
-  int whole_t5;            /* T5Model: its decoder is left out too */
-  /* classifier */
-  char **labels;
-  int n_labels;
-  char *problem_type;
-} hf_model;
-
-static void modelFree(hf_model *m) {
-  int i;
-  sqlite3_free(m->model_type);
-  sqlite3_free(m->cls);
-  for (i = 0; i < m->n_labels; i++) sqlite3_free(m->labels[i]);
-  sqlite3_free(m->labels);
-  sqlite3_free(m->problem_type);
-}
-
-static const char *family_name[] = {"bert", "deberta-v2", "t5"};
-static const char *class_prefix[] = {"Bert", "DebertaV2", "T5"};
-
-/* Strips the base model's prefix ("bert.", "deberta.") from a name. */
-static const char *stripPrefix(const hf_model *m, const char *name) {
-  if (m->family == FAM_BERT && strncmp(name, "bert.", 5) == 0) return name + 5;
-  if (m->family == FAM_DEBERTA && strncmp(name, "deberta.", 8) == 0)
-    return name + 8;
-  return name;
-}
-
-/* Looks name up in the family's rules: 1 with *native (NULL: left out) and
-** *layer, or 0 when no rule knows it. */
-static int lookupName(const hf_model *m, const char *name, const char **native,
-                      int *layer) {
-  const name_rule *r = m->family == FAM_BERT      ? bert_rules
-                       : m->family == FAM_DEBERTA ? deberta_rules
-                                                  : t5_rules;
-  const char *s = stripPrefix(m, name);
-  for (; r->hf; r++)
-    if (ruleMatch(r->hf, s, layer)) {
-      if (*layer >= m->layers) return 0;
-      *native = r->native;
-      return 1;
-    }
-  if (m->family == FAM_T5 &&
-      (m->whole_t5 || (m->cls && endsWith(m->cls, "ForConditionalGeneration"))) &&
-      (strncmp(name, "decoder.", 8) == 0 || strcmp(name, "lm_head.weight") == 0)) {
-    *native = NULL; /* the decoder half */
-    *layer = -1;
-    return 1;
-  }
-  return 0;
-}
-
-static int hasTensor(const relattn_st_tensor *t, int n, const hf_model *m,
-                     const char *stripped) {
-  int i;
-  for (i = 0; i < n; i++)
-    if (strcmp(stripPrefix(m, t[i].name), stripped) == 0) return 1;
-  return 0;
-}
-
-/* Reads the family's keys of config.json into m, refusing what the native
-** model cannot run. */
-static int readConfig(relattn_jdoc *j, hf_model *m, const relattn_st_tensor *t,
-                      int n, char **pzErr) {
+/* T5Config's keys (the encoder's). */
+static int readT5(relattn_jdoc *j, relattn_hf_model *m,
+                  const relattn_st_tensor *t, int n, char **pzErr) {
   char *s = NULL;
   int v;
+  /* T5Model: an encoder and a decoder, no lm_head; both left out */
+  m->whole_t5 = m->cls && endsWith(m->cls, "T5Model");
+  m->vocab = relattn_jdoc_int(j, "vocab_size", 32128);
+  m->d = relattn_jdoc_int(j, "d_model", 512);
+  m->layers = relattn_jdoc_int(j, "num_layers", 6);
+  m->heads = relattn_jdoc_int(j, "num_heads", 8);
+  m->ff = relattn_jdoc_int(j, "d_ff", 2048);
+  relattn_jdoc_size(j, "vocab_size", m->vocab, 1 << 24);
+  relattn_jdoc_size(j, "d_model", m->d, 1 << 24);
+  relattn_jdoc_size(j, "num_layers", m->layers, 1 << 16);
+  relattn_jdoc_size(j, "num_heads", m->heads, 1 << 24);
+  relattn_jdoc_size(j, "d_ff", m->ff, 1 << 24);
+  v = relattn_jdoc_int(j, "d_kv", 64);
+  relattn_jdoc_size(j, "d_kv", v, 1 << 24);
+  m->eps = relattn_jdoc_num(j, "layer_norm_epsilon", 1e-6);
+  m->t5_buckets = relattn_jdoc_int(j, "relative_attention_num_buckets", 32);
+  m->t5_dist = relattn_jdoc_int(j, "relative_attention_max_distance", 128);
+  m->tied = 1;
+  s = relattn_jdoc_str(j, "feed_forward_proj", 0);
+  if (j->rc) goto out;
+  {
+    /* T5Config: "gated-gelu" is gated with gelu_new; else "[gated-]act" */
+    const char *proj = s ? s : "relu";
+    const char *act = proj;
+    m->gated = strncmp(proj, "gated-", 6) == 0;
+    if (m->gated) act = proj + 6;
+    m->act = strcmp(proj, "gated-gelu") == 0 ? "gelu_tanh"
+                                              : relattn_hf_activation(act);
+    if (!m->act || strcmp(m->act, "tanh") == 0 || strchr(act, '-')) {
+      char e[RELATTN_ECHO_BUF];
+      *pzErr = sqlite3_mprintf("%s: feed_forward_proj '%s' is not "
+                               "supported (relu, gated-gelu, gated-relu, "
+                               "gelu_new)", FN, relattn_echo(e, proj, -1));
+      goto fail;
+    }
+  }
+  if (j->rc) goto out;
+  /* T5Attention's inner_dim = n_heads * d_kv, which need not be d_model
+  ** (t5-v1_1-small, flan-t5-small, mt5-small: 6 * 64 for 512): the
+  ** native d_head, written when it differs from d_model / num_heads */
+  if ((sqlite3_int64)v * m->heads > 1 << 24) {
+    *pzErr = sqlite3_mprintf("%s: config_json: 'd_kv' * 'num_heads' (%d * "
+                             "%d) must be at most %d",
+                             FN, v, m->heads, 1 << 24);
+    goto fail;
+  }
+  if ((sqlite3_int64)v * m->heads != m->d) m->d_head = v;
+  m->pos_type = "t5";
+out:
+  sqlite3_free(s);
+  return j->rc;
+fail:
+  sqlite3_free(s);
+  return SQLITE_ERROR;
+}
+
+static int t5LeftOut(const relattn_hf_model *m, const char *name) {
+  return (m->whole_t5 ||
+          (m->cls && endsWith(m->cls, "ForConditionalGeneration"))) &&
+         (strncmp(name, "decoder.", 8) == 0 ||
+          strcmp(name, "lm_head.weight") == 0); /* the decoder half */
+}
+
+static int t5OtherVariant(const relattn_hf_info *info, const char *hf) {
+  return strstr(hf, info->gated ? ".wi.weight" : ".wi_0.") != NULL ||
+         strcmp(hf, "encoder.embed_tokens.weight") == 0;
+}
+
+static void t5Shape(sqlite3_str *o, const relattn_hf_model *m) {
+  sqlite3_str_appendf(o, "\"norm_kind\": \"rmsnorm\", \"biases\": false, ");
+  if (m->gated) sqlite3_str_appendf(o, "\"ffn\": \"gated\", ");
+}
+
+static void t5Position(sqlite3_str *o, const relattn_hf_model *m) {
+  sqlite3_str_appendf(o,
+                      "\"position\": {\"type\": \"t5\", \"num_buckets\": "
+                      "%d, \"max_distance\": %d}, ",
+                      m->t5_buckets, m->t5_dist);
+}
+
+static const relattn_hf_class t5_classes[] = {
+    {"EncoderModel", RELATTN_HEAD_NONE},
+    {"ForConditionalGeneration", RELATTN_HEAD_NONE},
+    {"Model", RELATTN_HEAD_NONE},
+    {NULL, 0}};
+
+const relattn_hf_family relattn_hf_t5 = {
+    "t5", "t5|mt5", "t5 and mt5", "T5|MT5", t5_classes,
+    "T5EncoderModel and T5ForConditionalGeneration (its encoder)", 0,
+    NULL, NULL, t5_rules, t5LeftOut, t5OtherVariant, readT5,
+    "pre", t5Shape, 0, t5Position,
+    "spiece.model", RELATTN_TOK_SENTENCEPIECE,
+    {NULL, NULL, NULL, "<pad>", "<unk>", "</s>"}, 1};
+
+/* ---- the table ---------------------------------------------------------------- */
+
+/* The families relattn_import knows, told by model_type. */
+static const relattn_hf_family *const families[] = {
+    &relattn_hf_bert, &relattn_hf_deberta, &relattn_hf_t5};
+#define N_FAMILIES ((int)(sizeof families / sizeof families[0]))
+
+/* A classifier's labels: id2label, else HF's default. */
+static int readLabels(relattn_jdoc *j, relattn_hf_model *m, char **pzErr) {
+  /* labels: id2label in id order, ids 0..L-1 each once */
+  sqlite3_stmt *st = NULL;
+  int rc, k;
+  const char *type = relattn_jdoc_step(j, "id2label");
+  if (!type) goto out;
+  if (strcmp(type, "null") != 0 && strcmp(type, "object") != 0) {
+    relattn_jdoc_bad(j, "id2label", "an object", type);
+    goto out;
+  }
+  if (strcmp(type, "object") == 0) {
+    /* each label as written too: see relattn_json_has_nul */
+    rc = sqlite3_prepare_v2(j->db,
+                            "SELECT key, type, value, json_extract(?1, "
+                            "fullkey, fullkey) FROM json_each(?1, "
+                            "'$.id2label')",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+      j->rc = rc;
+      *pzErr = relattn_sql_errmsg(j->db, FN, rc);
+      goto out;
+    }
+    sqlite3_bind_text(st, 1, j->json, -1, SQLITE_STATIC);
+    while (sqlite3_step(st) == SQLITE_ROW) m->n_labels++;
+    sqlite3_reset(st);
+    m->labels = sqlite3_malloc64(sizeof *m->labels *
+                                 ((sqlite3_uint64)m->n_labels + 1));
+    if (!m->labels) {
+      sqlite3_finalize(st);
+      j->rc = SQLITE_NOMEM;
+      goto out;
+    }
+    memset(m->labels, 0, sizeof *m->labels * ((size_t)m->n_labels + 1));
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      const char *key = (const char *)sqlite3_column_text(st, 0);
+      const char *vt = (const char *)sqlite3_column_text(st, 1);
+      long id = 0;
+      const char *p = key ? key : "";
+      char e[RELATTN_ECHO_BUF];
+      for (; *p >= '0' && *p <= '9' && id <= m->n_labels; p++)
+        id = 10 * id + (*p - '0');
+      if (!key || !*key || *p || id >= m->n_labels || m->labels[id] ||
+          !vt || strcmp(vt, "text") != 0) {
+        *pzErr = sqlite3_mprintf(
+            "%s: config_json: id2label must map the ids 0 to %d to "
+            "strings, not '%s'",
+            FN, m->n_labels - 1, relattn_echo(e, key, -1));
+        sqlite3_finalize(st);
+        goto fail;
+      }
+      if (relattn_json_has_nul((const char *)sqlite3_column_text(st, 3))) {
+        *pzErr = sqlite3_mprintf("%s: config_json: label %ld of id2label"
+                                 RELATTN_NUL_MSG, FN, id);
+        sqlite3_finalize(st);
+        goto fail;
+      }
+      m->labels[id] =
+          sqlite3_mprintf("%s", (const char *)sqlite3_column_text(st, 2));
+      if (!m->labels[id]) {
+        sqlite3_finalize(st);
+        j->rc = SQLITE_NOMEM;
+        goto out;
+      }
+    }
+    sqlite3_finalize(st);
+  }
+  if (m->n_labels == 0) {
+    /* HF's default: LABEL_0, LABEL_1 */
+    m->labels = sqlite3_malloc64(2 * sizeof *m->labels);
+    if (!m->labels) {
+      j->rc = SQLITE_NOMEM;
+      goto out;
+    }
+    m->n_labels = 2;
+    for (k = 0; k < 2; k++) {
+      m->labels[k] = sqlite3_mprintf("LABEL_%d", k);
+      if (!m->labels[k]) {
+        j->rc = SQLITE_NOMEM;
+        goto out;
+      }
+    }
+  }
+  m->problem_type = relattn_jdoc_str(j, "problem_type", 0);
+  if (j->rc) goto out;
+  if (!m->problem_type) /* HF's forward: one label is a regression */
+    m->problem_type = sqlite3_mprintf(m->n_labels == 1
+                                          ? "regression"
+                                          : "single_label_classification");
+  if (!m->problem_type) {
+    j->rc = SQLITE_NOMEM;
+    goto out;
+  }
+out:
+  return j->rc;
+fail:
+  return SQLITE_ERROR;
+}
+
+/* Reads config.json into m, refusing what the native model cannot run:
+** model_type (the family), architectures[0] (the head), the family's own
+** keys, a classifier's labels. */
+static int readConfig(relattn_jdoc *j, relattn_hf_model *m,
+                      const relattn_st_tensor *t, int n, char **pzErr) {
+  const relattn_hf_family *f = NULL;
+  int i, rc;
+  m->head = RELATTN_HEAD_NONE;
   m->model_type = relattn_jdoc_str(j, "model_type", 0);
   if (j->rc) return j->rc;
   if (!m->model_type) {
@@ -311,21 +870,25 @@ static int readConfig(relattn_jdoc *j, hf_model *m, const relattn_st_tensor *t,
                              FN);
     return SQLITE_ERROR;
   }
-  if (strcmp(m->model_type, "bert") == 0)
-    m->family = FAM_BERT;
-  else if (strcmp(m->model_type, "deberta-v2") == 0)
-    m->family = FAM_DEBERTA;
-  else if (strcmp(m->model_type, "t5") == 0 ||
-           strcmp(m->model_type, "mt5") == 0)
-    m->family = FAM_T5;
-  else {
-    char e[RELATTN_ECHO_BUF];
-    *pzErr = sqlite3_mprintf(
-        "%s: model_type '%s' is not supported; the known ones are bert "
-        "(relative_key, relative_key_query), deberta-v2, t5 and mt5",
-        FN, relattn_echo(e, m->model_type, -1));
+  for (i = 0; i < N_FAMILIES && !f; i++)
+    if (oneOf(families[i]->model_types, m->model_type,
+              strlen(m->model_type)))
+      f = families[i];
+  if (!f) {
+    sqlite3_str *known = sqlite3_str_new(j->db);
+    char e[RELATTN_ECHO_BUF], *list;
+    for (i = 0; i < N_FAMILIES; i++)
+      sqlite3_str_appendf(known, "%s%s", i ? ", " : "", families[i]->types_msg);
+    list = sqlite3_str_finish(known);
+    if (!list) return SQLITE_NOMEM;
+    *pzErr = sqlite3_mprintf("%s: model_type '%s' is not supported; the known "
+                             "ones are %s",
+                             FN, relattn_echo(e, m->model_type, -1), list);
+    sqlite3_free(list);
     return SQLITE_ERROR;
   }
+  m->fam = f;
+  m->family = i - 1;
 
   /* the class, and from it the head */
   {
@@ -342,409 +905,40 @@ static int readConfig(relattn_jdoc *j, hf_model *m, const relattn_st_tensor *t,
     }
   }
   if (m->cls) {
-    const char *pfx = class_prefix[m->family];
-    const char *rest = m->cls + strlen(pfx);
-    int ok = strncmp(m->cls, pfx, strlen(pfx)) == 0 ||
-             (m->family == FAM_T5 && strncmp(m->cls, "MT5", 3) == 0 &&
-              (rest = m->cls + 3));
-    if (ok && m->family == FAM_T5 &&
-        (strcmp(rest, "EncoderModel") == 0 ||
-         strcmp(rest, "ForConditionalGeneration") == 0 ||
-         strcmp(rest, "Model") == 0))
-      m->head = HEAD_NONE;
-    else if (ok && m->family != FAM_T5 && strcmp(rest, "Model") == 0)
-      m->head = HEAD_NONE;
-    else if (ok && m->family != FAM_T5 &&
-             (strcmp(rest, "ForMaskedLM") == 0 ||
-              strcmp(rest, "ForPreTraining") == 0))
-      m->head = HEAD_MLM;
-    else if (ok && m->family != FAM_T5 &&
-             strcmp(rest, "ForSequenceClassification") == 0)
-      m->head = HEAD_CLASSIFIER;
-    else {
+    const relattn_hf_class *c = NULL;
+    const char *p = f->class_prefixes;
+    for (;;) { /* the prefix, then the class past it */
+      const char *bar = strchr(p, '|');
+      size_t len = bar ? (size_t)(bar - p) : strlen(p);
+      if (strncmp(m->cls, p, len) == 0)
+        for (c = f->classes; c->suffix; c++)
+          if (strcmp(m->cls + len, c->suffix) == 0) break;
+      if ((c && c->suffix) || !bar) break;
+      p = bar + 1;
+    }
+    if (!c || !c->suffix) {
       char e[RELATTN_ECHO_BUF];
-      relattn_echo(e, m->cls, -1);
-      if (m->family == FAM_T5)
-        *pzErr = sqlite3_mprintf("%s: architectures[0] '%s' is not supported; "
-                                 "the known ones are T5EncoderModel and "
-                                 "T5ForConditionalGeneration (its encoder)",
-                                 FN, e);
-      else
-        *pzErr = sqlite3_mprintf("%s: architectures[0] '%s' is not supported; "
-                                 "the known ones are %sModel, %sForMaskedLM "
-                                 "and %sForSequenceClassification",
-                                 FN, e, pfx, pfx, pfx);
+      *pzErr = sqlite3_mprintf("%s: architectures[0] '%s' is not supported; "
+                               "the known ones are %s",
+                               FN, relattn_echo(e, m->cls, -1),
+                               f->classes_msg);
       return SQLITE_ERROR;
     }
-    if (m->family == FAM_T5 && strcmp(rest, "Model") == 0)
-      m->whole_t5 = 1; /* T5Model: an encoder and a decoder, no lm_head */
-  } else if (m->family != FAM_T5) {
+    m->head = c->head;
+  } else if (f->heads_from_tensors) {
     /* no class: the head whose tensors are there */
-    if (hasTensor(t, n, m, "classifier.weight"))
-      m->head = HEAD_CLASSIFIER;
-    else if (hasTensor(t, n, m, "cls.predictions.bias") ||
-             hasTensor(t, n, m, "cls.predictions.decoder.bias") ||
-             hasTensor(t, n, m, "lm_predictions.lm_head.bias"))
-      m->head = HEAD_MLM;
+    if (relattn_hf_has_tensor(t, n, m, "classifier.weight"))
+      m->head = RELATTN_HEAD_CLASSIFIER;
+    else if (relattn_hf_has_tensor(t, n, m, "cls.predictions.bias") ||
+             relattn_hf_has_tensor(t, n, m, "cls.predictions.decoder.bias") ||
+             relattn_hf_has_tensor(t, n, m, "lm_predictions.lm_head.bias"))
+      m->head = RELATTN_HEAD_MLM;
   }
 
-  if (m->family == FAM_T5) {
-    m->vocab = relattn_jdoc_int(j, "vocab_size", 32128);
-    m->d = relattn_jdoc_int(j, "d_model", 512);
-    m->layers = relattn_jdoc_int(j, "num_layers", 6);
-    m->heads = relattn_jdoc_int(j, "num_heads", 8);
-    m->ff = relattn_jdoc_int(j, "d_ff", 2048);
-    relattn_jdoc_size(j, "vocab_size", m->vocab, 1 << 24);
-    relattn_jdoc_size(j, "d_model", m->d, 1 << 24);
-    relattn_jdoc_size(j, "num_layers", m->layers, 1 << 16);
-    relattn_jdoc_size(j, "num_heads", m->heads, 1 << 24);
-    relattn_jdoc_size(j, "d_ff", m->ff, 1 << 24);
-    v = relattn_jdoc_int(j, "d_kv", 64);
-    relattn_jdoc_size(j, "d_kv", v, 1 << 24);
-    m->eps = relattn_jdoc_num(j, "layer_norm_epsilon", 1e-6);
-    m->t5_buckets = relattn_jdoc_int(j, "relative_attention_num_buckets", 32);
-    m->t5_dist = relattn_jdoc_int(j, "relative_attention_max_distance", 128);
-    m->tied = 1;
-    s = relattn_jdoc_str(j, "feed_forward_proj", 0);
-    if (j->rc) goto out;
-    {
-      /* T5Config: "gated-gelu" is gated with gelu_new; else "[gated-]act" */
-      const char *proj = s ? s : "relu";
-      const char *act = proj;
-      m->gated = strncmp(proj, "gated-", 6) == 0;
-      if (m->gated) act = proj + 6;
-      m->act = strcmp(proj, "gated-gelu") == 0 ? "gelu_tanh"
-                                                : activationOf(act);
-      if (!m->act || strcmp(m->act, "tanh") == 0 || strchr(act, '-')) {
-        char e[RELATTN_ECHO_BUF];
-        *pzErr = sqlite3_mprintf("%s: feed_forward_proj '%s' is not "
-                                 "supported (relu, gated-gelu, gated-relu, "
-                                 "gelu_new)", FN, relattn_echo(e, proj, -1));
-        goto fail;
-      }
-    }
-    if (j->rc) goto out;
-    /* T5Attention's inner_dim = n_heads * d_kv, which need not be d_model
-    ** (t5-v1_1-small, flan-t5-small, mt5-small: 6 * 64 for 512): the
-    ** native d_head, written when it differs from d_model / num_heads */
-    if ((sqlite3_int64)v * m->heads > 1 << 24) {
-      *pzErr = sqlite3_mprintf("%s: config_json: 'd_kv' * 'num_heads' (%d * "
-                               "%d) must be at most %d",
-                               FN, v, m->heads, 1 << 24);
-      goto fail;
-    }
-    if ((sqlite3_int64)v * m->heads != m->d) m->d_head = v;
-    m->pos_type = "t5";
-    goto out;
-  }
-
-  /* BERT and DeBERTa-v2 */
-  m->vocab =
-      relattn_jdoc_int(j, "vocab_size", m->family == FAM_BERT ? 30522 : 128100);
-  m->d = relattn_jdoc_int(j, "hidden_size", 768);
-  m->layers = relattn_jdoc_int(j, "num_hidden_layers", 12);
-  m->heads = relattn_jdoc_int(j, "num_attention_heads", 12);
-  m->ff = relattn_jdoc_int(j, "intermediate_size", 3072);
-  relattn_jdoc_size(j, "vocab_size", m->vocab, 1 << 24);
-  relattn_jdoc_size(j, "hidden_size", m->d, 1 << 24);
-  relattn_jdoc_size(j, "num_hidden_layers", m->layers, 1 << 16);
-  relattn_jdoc_size(j, "num_attention_heads", m->heads, 1 << 24);
-  relattn_jdoc_size(j, "intermediate_size", m->ff, 1 << 24);
-  m->eps = relattn_jdoc_num(j, "layer_norm_eps",
-                            m->family == FAM_BERT ? 1e-12 : 1e-7);
-  m->types =
-      relattn_jdoc_int(j, "type_vocab_size", m->family == FAM_BERT ? 2 : 0);
-  m->tied = relattn_jdoc_bool(j, "tie_word_embeddings", 1);
-  s = relattn_jdoc_str(j, "hidden_act", 0);
-  if (j->rc) goto out;
-  m->act = activationOf(s);
-  if (!m->act || strcmp(m->act, "tanh") == 0) {
-    char e[RELATTN_ECHO_BUF];
-    *pzErr = sqlite3_mprintf("%s: hidden_act '%s' is not supported (gelu, "
-                             "gelu_new, gelu_pytorch_tanh, relu)",
-                             FN, relattn_echo(e, s, -1));
-    goto fail;
-  }
-  m->head_act = m->act;
-  if (relattn_jdoc_bool(j, "is_decoder", 0) == 1) {
-    *pzErr = sqlite3_mprintf("%s: is_decoder true (a causal BERT) is not "
-                             "supported", FN);
-    goto fail;
-  }
-  sqlite3_free(s);
-  s = NULL;
-  if (m->family == FAM_BERT) {
-    s = relattn_jdoc_str(j, "position_embedding_type", 0);
-    if (j->rc) goto out;
-    if (!s || strcmp(s, "absolute") == 0) {
-      *pzErr = sqlite3_mprintf("%s: BERT with absolute positions is not a "
-                               "relative-position model", FN);
-      goto fail;
-    }
-    if (strcmp(s, "relative_key") != 0 &&
-        strcmp(s, "relative_key_query") != 0) {
-      char e[RELATTN_ECHO_BUF];
-      *pzErr = sqlite3_mprintf("%s: position_embedding_type '%s' is not "
-                               "supported (relative_key, relative_key_query)",
-                               FN, relattn_echo(e, s, -1));
-      goto fail;
-    }
-    m->pos_type = strcmp(s, "relative_key") == 0 ? "rel_key" : "rel_key_query";
-    m->max_pos = relattn_jdoc_int(j, "max_position_embeddings", 512);
-    /* BertModel's pooler when it has one; the classifier's always */
-    if (m->head == HEAD_CLASSIFIER ||
-        (m->head == HEAD_NONE && hasTensor(t, n, m, "pooler.dense.weight")))
-      m->pooler_act = "tanh";
-  } else {
-    int conv = relattn_jdoc_int(j, "conv_kernel_size", 0), emb;
-    const char *type;
-    if (j->rc) goto out;
-    if (conv > 0) {
-      *pzErr = sqlite3_mprintf("%s: DeBERTa's ConvLayer (conv_kernel_size "
-                               "%d) is not supported", FN, conv);
-      goto fail;
-    }
-    emb = relattn_jdoc_int(j, "embedding_size", m->d);
-    if (j->rc) goto out;
-    if (emb != m->d) {
-      *pzErr = sqlite3_mprintf("%s: DeBERTa with embedding_size (%d) other "
-                               "than hidden_size (%d) is not supported (its "
-                               "embed_proj)", FN, emb, m->d);
-      goto fail;
-    }
-    if (relattn_jdoc_bool(j, "relative_attention", 0) != 1) {
-      if (j->rc) goto out;
-      *pzErr = sqlite3_mprintf("%s: DeBERTa without relative_attention is "
-                               "not a relative-position model", FN);
-      goto fail;
-    }
-    if (relattn_jdoc_bool(j, "position_biased_input", 1) != 0) {
-      if (j->rc) goto out;
-      *pzErr = sqlite3_mprintf("%s: DeBERTa with position_biased_input (its "
-                               "absolute positions) is not supported", FN);
-      goto fail;
-    }
-    if (relattn_jdoc_bool(j, "share_att_key", 0) != 1) {
-      if (j->rc) goto out;
-      *pzErr = sqlite3_mprintf("%s: DeBERTa with share_att_key false (its "
-                               "pos_key_proj and pos_query_proj) is not "
-                               "supported", FN);
-      goto fail;
-    }
-    v = relattn_jdoc_int(j, "attention_head_size",
-                         m->heads > 0 ? m->d / m->heads : 0);
-    if (j->rc) goto out;
-    if (m->heads > 0 && (sqlite3_int64)v * m->heads != m->d) {
-      *pzErr = sqlite3_mprintf("%s: DeBERTa with attention_head_size (%d) "
-                               "other than hidden_size / num_attention_heads "
-                               "is not supported", FN, v);
-      goto fail;
-    }
-    /* pos_att_type: a list, or "p2c|c2p" as older configs write it; both
-    ** c2p and p2c, nothing else */
-    type = relattn_jdoc_step(j, "pos_att_type");
-    if (!type) goto out;
-    {
-      char *list = NULL;
-      int c2p = 0, p2c = 0, other = 0;
-      if (relattn_jdoc_nul(j, "'pos_att_type'")) goto out;
-      if (strcmp(type, "text") == 0) {
-        list = sqlite3_mprintf("%s", sqlite3_column_text(j->st, 1));
-      } else if (strcmp(type, "array") == 0) {
-        /* the array's strings joined by | (anything else: '?') */
-        sqlite3_stmt *q = NULL;
-        const char *json = (const char *)sqlite3_column_text(j->st, 1);
-        if (sqlite3_prepare_v2(j->db,
-                               "SELECT coalesce(group_concat(CASE WHEN type "
-                               "= 'text' THEN value ELSE '?' END, '|'), '') "
-                               "FROM json_each(?1)",
-                               -1, &q, NULL) == SQLITE_OK) {
-          sqlite3_bind_text(q, 1, json, -1, SQLITE_TRANSIENT);
-          if (sqlite3_step(q) == SQLITE_ROW)
-            list = sqlite3_mprintf("%s", sqlite3_column_text(q, 0));
-        }
-        sqlite3_finalize(q);
-      } else if (strcmp(type, "null") == 0) {
-        list = sqlite3_mprintf("");
-      } else {
-        relattn_jdoc_bad(j, "pos_att_type", "a list or a string", type);
-        goto out;
-      }
-      if (!list) {
-        j->rc = SQLITE_NOMEM;
-        goto out;
-      }
-      {
-        char *p = list, *bar;
-        for (;;) {
-          size_t len;
-          char *a = p, *b;
-          bar = strchr(p, '|');
-          len = bar ? (size_t)(bar - p) : strlen(p);
-          while (len && (*a == ' ')) a++, len--;
-          b = a + len;
-          while (len && b[-1] == ' ') b--, len--;
-          if (len == 3 && sqlite3_strnicmp(a, "c2p", 3) == 0) c2p++;
-          else if (len == 3 && sqlite3_strnicmp(a, "p2c", 3) == 0) p2c++;
-          else if (len) other++;
-          if (!bar) break;
-          p = bar + 1;
-        }
-      }
-      if (c2p != 1 || p2c != 1 || other) {
-        char e[RELATTN_ECHO_BUF];
-        *pzErr = sqlite3_mprintf("%s: DeBERTa with pos_att_type '%s' is not "
-                                 "supported (only c2p and p2c together)",
-                                 FN, relattn_echo(e, list, -1));
-        sqlite3_free(list);
-        goto fail;
-      }
-      sqlite3_free(list);
-    }
-    m->pos_type = "deberta";
-    m->max_pos = relattn_jdoc_int(j, "max_position_embeddings", 512);
-    m->max_rel = relattn_jdoc_int(j, "max_relative_positions", -1);
-    if (m->max_rel < 1) m->max_rel = m->max_pos;
-    m->buckets = relattn_jdoc_int(j, "position_buckets", -1);
-    if (m->buckets < 0) m->buckets = 0;
-    s = relattn_jdoc_str(j, "norm_rel_ebd", 0);
-    if (j->rc) goto out;
-    if (!s || strcmp(s, "none") == 0)
-      m->rel_ln = 0;
-    else if (strcmp(s, "layer_norm") == 0)
-      m->rel_ln = 1;
-    else {
-      char e[RELATTN_ECHO_BUF];
-      *pzErr = sqlite3_mprintf("%s: DeBERTa with norm_rel_ebd '%s' is not "
-                               "supported (none, layer_norm)",
-                               FN, relattn_echo(e, s, -1));
-      goto fail;
-    }
-    if (m->head == HEAD_CLASSIFIER) {
-      char *pa = relattn_jdoc_str(j, "pooler_hidden_act", 0);
-      int ph = relattn_jdoc_int(j, "pooler_hidden_size", m->d);
-      if (j->rc) {
-        sqlite3_free(pa);
-        goto out;
-      }
-      m->pooler_act = activationOf(pa);
-      if (!m->pooler_act || ph != m->d) {
-        char e[RELATTN_ECHO_BUF];
-        if (!m->pooler_act)
-          *pzErr = sqlite3_mprintf("%s: pooler_hidden_act '%s' is not "
-                                   "supported (gelu, gelu_new, "
-                                   "gelu_pytorch_tanh, relu, tanh)",
-                                   FN, relattn_echo(e, pa, -1));
-        else
-          *pzErr = sqlite3_mprintf("%s: DeBERTa with pooler_hidden_size (%d) "
-                                   "other than hidden_size (%d) is not "
-                                   "supported", FN, ph, m->d);
-        sqlite3_free(pa);
-        goto fail;
-      }
-      sqlite3_free(pa);
-    }
-  }
-
-  if (m->head == HEAD_CLASSIFIER) {
-    /* labels: id2label in id order, ids 0..L-1 each once */
-    sqlite3_stmt *st = NULL;
-    int rc, k;
-    const char *type = relattn_jdoc_step(j, "id2label");
-    if (!type) goto out;
-    if (strcmp(type, "null") != 0 && strcmp(type, "object") != 0) {
-      relattn_jdoc_bad(j, "id2label", "an object", type);
-      goto out;
-    }
-    if (strcmp(type, "object") == 0) {
-      /* each label as written too: see relattn_json_has_nul */
-      rc = sqlite3_prepare_v2(j->db,
-                              "SELECT key, type, value, json_extract(?1, "
-                              "fullkey, fullkey) FROM json_each(?1, "
-                              "'$.id2label')",
-                              -1, &st, NULL);
-      if (rc != SQLITE_OK) {
-        j->rc = rc;
-        *pzErr = relattn_sql_errmsg(j->db, FN, rc);
-        goto out;
-      }
-      sqlite3_bind_text(st, 1, j->json, -1, SQLITE_STATIC);
-      while (sqlite3_step(st) == SQLITE_ROW) m->n_labels++;
-      sqlite3_reset(st);
-      m->labels = sqlite3_malloc64(sizeof *m->labels *
-                                   ((sqlite3_uint64)m->n_labels + 1));
-      if (!m->labels) {
-        sqlite3_finalize(st);
-        j->rc = SQLITE_NOMEM;
-        goto out;
-      }
-      memset(m->labels, 0, sizeof *m->labels * ((size_t)m->n_labels + 1));
-      while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *key = (const char *)sqlite3_column_text(st, 0);
-        const char *vt = (const char *)sqlite3_column_text(st, 1);
-        long id = 0;
-        const char *p = key ? key : "";
-        char e[RELATTN_ECHO_BUF];
-        for (; *p >= '0' && *p <= '9' && id <= m->n_labels; p++)
-          id = 10 * id + (*p - '0');
-        if (!key || !*key || *p || id >= m->n_labels || m->labels[id] ||
-            !vt || strcmp(vt, "text") != 0) {
-          *pzErr = sqlite3_mprintf(
-              "%s: config_json: id2label must map the ids 0 to %d to "
-              "strings, not '%s'",
-              FN, m->n_labels - 1, relattn_echo(e, key, -1));
-          sqlite3_finalize(st);
-          goto fail;
-        }
-        if (relattn_json_has_nul((const char *)sqlite3_column_text(st, 3))) {
-          *pzErr = sqlite3_mprintf("%s: config_json: label %ld of id2label"
-                                   RELATTN_NUL_MSG, FN, id);
-          sqlite3_finalize(st);
-          goto fail;
-        }
-        m->labels[id] =
-            sqlite3_mprintf("%s", (const char *)sqlite3_column_text(st, 2));
-        if (!m->labels[id]) {
-          sqlite3_finalize(st);
-          j->rc = SQLITE_NOMEM;
-          goto out;
-        }
-      }
-      sqlite3_finalize(st);
-    }
-    if (m->n_labels == 0) {
-      /* HF's default: LABEL_0, LABEL_1 */
-      m->labels = sqlite3_malloc64(2 * sizeof *m->labels);
-      if (!m->labels) {
-        j->rc = SQLITE_NOMEM;
-        goto out;
-      }
-      m->n_labels = 2;
-      for (k = 0; k < 2; k++) {
-        m->labels[k] = sqlite3_mprintf("LABEL_%d", k);
-        if (!m->labels[k]) {
-          j->rc = SQLITE_NOMEM;
-          goto out;
-        }
-      }
-    }
-    m->problem_type = relattn_jdoc_str(j, "problem_type", 0);
-    if (j->rc) goto out;
-    if (!m->problem_type) /* HF's forward: one label is a regression */
-      m->problem_type = sqlite3_mprintf(m->n_labels == 1
-                                            ? "regression"
-                                            : "single_label_classification");
-    if (!m->problem_type) {
-      j->rc = SQLITE_NOMEM;
-      goto out;
-    }
-  }
-out:
-  sqlite3_free(s);
-  return j->rc;
-fail:
-  sqlite3_free(s);
-  return SQLITE_ERROR;
+  rc = f->read(j, m, t, n, pzErr);
+  if (rc == SQLITE_OK && m->head == RELATTN_HEAD_CLASSIFIER)
+    rc = readLabels(j, m, pzErr);
+  return rc;
 }
 
 /* ---- the tokenizer ----------------------------------------------------------- */
@@ -836,14 +1030,11 @@ static int tokenId(sqlite3 *db, const relattn_tokenizer *t,
 
 /* The special tokens' ids: each role's text (HF's default for the family,
 ** or tokenizer_config.json's cls_token, sep_token, ...) looked up. */
-static int readTokenizer(sqlite3 *db, const hf_model *m,
+static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
                          const char *tok_config, const uint8_t *tok,
                          size_t tok_n, hf_tok *out, char **pzErr) {
-  static const struct {
-    const char *key, *bert, *t5;
-  } roles[] = {{"cls_token", "[CLS]", NULL}, {"sep_token", "[SEP]", NULL},
-               {"mask_token", "[MASK]", NULL}, {"pad_token", "[PAD]", "<pad>"},
-               {"unk_token", "[UNK]", "<unk>"}, {"eos_token", NULL, "</s>"}};
+  static const char *const keys[] = {"cls_token", "sep_token", "mask_token",
+                                     "pad_token", "unk_token", "eos_token"};
   enum { R_CLS, R_SEP, R_MASK, R_PAD, R_UNK, R_EOS, N_ROLES };
   char *text[N_ROLES];
   int id[N_ROLES], i, rc = SQLITE_OK;
@@ -856,10 +1047,7 @@ static int readTokenizer(sqlite3 *db, const hf_model *m,
   if (!tok) {
     *pzErr = sqlite3_mprintf("%s: a %s checkpoint needs its tokenizer's file "
                              "(%s) as tokenizer_blob", FN,
-                             family_name[m->family],
-                             m->family == FAM_BERT      ? "vocab.txt"
-                             : m->family == FAM_DEBERTA ? "spm.model"
-                                                        : "spiece.model");
+                             m->fam->name, m->fam->tok_file);
     return SQLITE_ERROR;
   }
   /* The kind by the file's structure: a vocab.txt may start with any
@@ -877,8 +1065,7 @@ static int readTokenizer(sqlite3 *db, const hf_model *m,
                                    RELATTN_TOKFILE_JSON));
       return SQLITE_ERROR;
     default:
-      out->kind = m->family == FAM_BERT ? RELATTN_TOK_WORDPIECE
-                                        : RELATTN_TOK_SENTENCEPIECE;
+      out->kind = m->fam->tok_kind;
   }
   out->lower = out->kind == RELATTN_TOK_WORDPIECE ? 1 : 0;
   out->strip = -1;
@@ -918,7 +1105,7 @@ static int readTokenizer(sqlite3 *db, const hf_model *m,
       return SQLITE_ERROR;
     }
     for (i = 0; i < N_ROLES && j.rc == SQLITE_OK; i++)
-      text[i] = relattn_jdoc_str(&j, roles[i].key, 1);
+      text[i] = relattn_jdoc_str(&j, keys[i], 1);
     rc = j.rc;
     relattn_jdoc_close(&j);
     if (rc != SQLITE_OK) goto done;
@@ -943,16 +1130,15 @@ static int readTokenizer(sqlite3 *db, const hf_model *m,
     goto done;
   }
   for (i = 0; i < N_ROLES; i++) {
-    const char *want = text[i] ? text[i]
-                       : m->family == FAM_T5 ? roles[i].t5 : roles[i].bert;
+    const char *want = text[i] ? text[i] : m->fam->roles[i];
     id[i] = want ? tokenId(db, t, tok_config, want) : -1;
     if (id[i] < 0 && want &&
-        ((m->family != FAM_T5 && (i == R_CLS || i == R_SEP)) ||
-         (m->family == FAM_T5 && i == R_EOS) ||
-         (i == R_MASK && m->head == HEAD_MLM))) {
+        ((!m->fam->eos_only && (i == R_CLS || i == R_SEP)) ||
+         (m->fam->eos_only && i == R_EOS) ||
+         (i == R_MASK && m->head == RELATTN_HEAD_MLM))) {
       char e[RELATTN_ECHO_BUF];
       *pzErr = sqlite3_mprintf("%s: the tokenizer has no '%s' token (%s)%s",
-                               FN, relattn_echo(e, want, -1), roles[i].key,
+                               FN, relattn_echo(e, want, -1), keys[i],
                                i == R_MASK ? ", which the masked-LM head "
                                              "needs" : "");
       rc = SQLITE_ERROR;
@@ -960,7 +1146,7 @@ static int readTokenizer(sqlite3 *db, const hf_model *m,
     }
   }
   out->pad = id[R_PAD], out->unk = id[R_UNK];
-  if (m->family == FAM_T5) {
+  if (m->fam->eos_only) {
     out->bos = -1, out->sep = -1, out->mask = -1;
     out->eos = out->append = id[R_EOS];
   } else {
@@ -996,56 +1182,38 @@ static void idKey(sqlite3_str *o, const char *key, int id) {
     sqlite3_str_appendf(o, ", \"%s\": null", key);
 }
 
-static char *nativeConfig(sqlite3 *db, const hf_model *m, const hf_tok *k) {
+static char *nativeConfig(sqlite3 *db, const relattn_hf_model *m,
+                          const hf_tok *k) {
   sqlite3_str *o = sqlite3_str_new(db);
-  int i, t5 = m->family == FAM_T5;
+  int i;
   sqlite3_str_appendf(o,
                       "{\"arch\": \"encoder\", \"vocab_size\": %d, "
                       "\"d_model\": %d, \"n_layers\": %d, \"n_heads\": %d, "
                       "\"d_ff\": %d, \"norm\": \"%s\", \"norm_eps\": %.15g, ",
                       m->vocab, m->d, m->layers, m->heads, m->ff,
-                      t5 ? "pre" : "post", m->eps);
+                      m->fam->norm, m->eps);
   if (m->d_head) sqlite3_str_appendf(o, "\"d_head\": %d, ", m->d_head);
-  if (t5) {
-    sqlite3_str_appendf(o, "\"norm_kind\": \"rmsnorm\", \"biases\": false, ");
-    if (m->gated) sqlite3_str_appendf(o, "\"ffn\": \"gated\", ");
-  }
+  if (m->fam->native_shape) m->fam->native_shape(o, m);
   sqlite3_str_appendf(o, "\"activation\": \"%s\", \"tie_embeddings\": %s, ",
                       m->act,
-                      m->head == HEAD_MLM && !m->tied ? "false" : "true");
-  if (!t5)
+                      m->head == RELATTN_HEAD_MLM && !m->tied ? "false"
+                                                              : "true");
+  if (m->fam->emb_norm)
     sqlite3_str_appendf(o,
                         "\"embedding\": {\"norm\": true, \"token_types\": "
                         "%d}, ",
                         m->types);
-  if (t5)
-    sqlite3_str_appendf(o,
-                        "\"position\": {\"type\": \"t5\", \"num_buckets\": "
-                        "%d, \"max_distance\": %d}, ",
-                        m->t5_buckets, m->t5_dist);
-  else if (m->family == FAM_BERT)
-    sqlite3_str_appendf(o,
-                        "\"position\": {\"type\": \"%s\", "
-                        "\"max_position_embeddings\": %d}, ",
-                        m->pos_type, m->max_pos);
-  else
-    sqlite3_str_appendf(o,
-                        "\"position\": {\"type\": \"deberta\", "
-                        "\"position_buckets\": %d, "
-                        "\"max_relative_positions\": %d, \"norm_rel_ebd\": "
-                        "\"%s\"}, ",
-                        m->buckets, m->max_rel,
-                        m->rel_ln ? "layer_norm" : "none");
+  m->fam->native_position(o, m);
   sqlite3_str_appendf(o, "\"head\": \"%s\", ",
-                      m->head == HEAD_MLM          ? "mlm"
-                      : m->head == HEAD_CLASSIFIER ? "classifier"
+                      m->head == RELATTN_HEAD_MLM          ? "mlm"
+                      : m->head == RELATTN_HEAD_CLASSIFIER ? "classifier"
                                                    : "none");
-  if (m->head == HEAD_MLM)
+  if (m->head == RELATTN_HEAD_MLM)
     sqlite3_str_appendf(o, "\"head_activation\": \"%s\", ", m->head_act);
   if (m->pooler_act)
     sqlite3_str_appendf(o, "\"pooler\": {\"activation\": \"%s\"}, ",
                         m->pooler_act);
-  if (m->head == HEAD_CLASSIFIER) {
+  if (m->head == RELATTN_HEAD_CLASSIFIER) {
     sqlite3_str_appendf(o, "\"labels\": [");
     for (i = 0; i < m->n_labels; i++) {
       if (i) sqlite3_str_appendf(o, ", ");
@@ -1078,7 +1246,7 @@ static char *nativeConfig(sqlite3 *db, const hf_model *m, const hf_tok *k) {
                         k->chinese ? "true" : "false");
   }
   sqlite3_str_appendf(o, "}, \"source\": {\"family\": \"%s\", \"class\": ",
-                      family_name[m->family]);
+                      m->fam->name);
   if (m->cls)
     relattn_json_string(o, m->cls);
   else
@@ -1119,29 +1287,29 @@ static uint8_t *transposed(const uint8_t *p, int64_t rows, int64_t cols,
   return q;
 }
 
+/* Is hf (a rule's name) a name of the base model, under its prefix? */
+static int inBase(const relattn_hf_family *f, const char *hf) {
+  const char *p = f->base_parts;
+  while (p) {
+    const char *bar = strchr(p, '|');
+    size_t len = bar ? (size_t)(bar - p) : strlen(p);
+    if (strncmp(hf, p, len) == 0) return 1;
+    p = bar ? bar + 1 : NULL;
+  }
+  return 0;
+}
+
 char *relattn_hf_name_of(const relattn_hf_info *info, const char *native) {
-  const name_rule *r = info->family == FAM_BERT      ? bert_rules
-                       : info->family == FAM_DEBERTA ? deberta_rules
-                                                     : t5_rules;
+  const relattn_hf_family *f = families[info->family];
+  const relattn_hf_rule *r = f->rules;
   int layer;
   for (; r->hf; r++) {
     const char *pfx = "";
     char *hf, *out;
     if (!r->native || !ruleMatch(r->native, native, &layer)) continue;
     /* the rule of this checkpoint's kind, when several give one tensor */
-    if (info->family == FAM_T5 &&
-        (strstr(r->hf, info->gated ? ".wi.weight" : ".wi_0.") ||
-         strcmp(r->hf, "encoder.embed_tokens.weight") == 0))
-      continue;
-    if (info->family == FAM_DEBERTA &&
-        strncmp(r->hf, info->lm_predictions ? "cls." : "lm_predictions.",
-                info->lm_predictions ? 4 : 15) == 0)
-      continue;
-    if (info->prefixed &&
-        (strncmp(r->hf, "embeddings.", 11) == 0 ||
-         strncmp(r->hf, "encoder.", 8) == 0 ||
-         (info->family == FAM_BERT && strncmp(r->hf, "pooler.", 7) == 0)))
-      pfx = info->family == FAM_BERT ? "bert." : "deberta.";
+    if (f->other_variant && f->other_variant(info, r->hf)) continue;
+    if (info->prefixed && f->prefix && inBase(f, r->hf)) pfx = f->prefix;
     hf = nativeName(r->hf, layer);
     out = hf ? sqlite3_mprintf("%s%s", pfx, hf) : NULL;
     sqlite3_free(hf);
@@ -1155,7 +1323,7 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
                    const uint8_t *data, const uint8_t *tok, size_t tok_n,
                    unsigned char *skip, uint8_t **own, char **hf_names,
                    relattn_hf_info *info, char **native, char **pzErr) {
-  hf_model m;
+  relattn_hf_model m;
   hf_tok k;
   relattn_jdoc j;
   char **orig = NULL;
@@ -1174,8 +1342,8 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
 
   /* each tensor: its native name, or left out (the names are looked at
   ** before any is renamed) */
-  has_pred_bias = hasTensor(t, n, &m, "cls.predictions.bias");
-  has_shared = hasTensor(t, n, &m, "shared.weight");
+  has_pred_bias = relattn_hf_has_tensor(t, n, &m, "cls.predictions.bias");
+  has_shared = relattn_hf_has_tensor(t, n, &m, "shared.weight");
   memset(info, 0, sizeof *info);
   info->family = m.family;
   info->gated = m.gated;
@@ -1195,7 +1363,7 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
     if (!lookupName(&m, t[i].name, &nat, &layer)) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' is not part of a %s "
                                "checkpoint that relattn knows (%s)",
-                               FN, e, family_name[m.family],
+                               FN, e, m.fam->name,
                                m.cls ? m.cls : "no architectures");
       rc = SQLITE_ERROR;
       goto done;
@@ -1203,14 +1371,14 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
     /* what HF's class leaves out, this import leaves out */
     if (nat && strncmp(nat, "pooler.", 7) == 0 && !m.pooler_act) nat = NULL;
     if (nat && (strncmp(nat, "mlm.", 4) == 0 || strcmp(nat, "lm_head") == 0) &&
-        m.head != HEAD_MLM)
+        m.head != RELATTN_HEAD_MLM)
       nat = NULL;
     if (nat && strcmp(nat, "lm_head") == 0 && m.tied) nat = NULL; /* a copy */
     if (nat && strcmp(s, "cls.predictions.decoder.bias") == 0 &&
         has_pred_bias)
       nat = NULL; /* the same parameter as cls.predictions.bias */
     if (nat && strncmp(nat, "classifier.", 11) == 0 &&
-        m.head != HEAD_CLASSIFIER)
+        m.head != RELATTN_HEAD_CLASSIFIER)
       nat = NULL;
     if (nat && strncmp(nat, "rel_emb_norm.", 13) == 0 && !m.rel_ln) nat = NULL;
     if (nat && strcmp(s, "encoder.embed_tokens.weight") == 0 && has_shared)
