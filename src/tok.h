@@ -38,17 +38,17 @@ struct relattn_tokenizer {
   uint8_t first[256]; /* 1: a special text starts with this byte */
 };
 
-/* The kinds' constructors: t is allocated and its common fields set by
-** relattn_tokenizer_new; they fill the rest from the file. */
-int relattn_wordpiece_init(relattn_tokenizer **t, const relattn_config *c,
-                           const uint8_t *file, size_t n, const char *what,
-                           char *err, size_t errlen);
+/* A kind's constructor (src/tokenizer.c's table of kinds): it allocates t
+** and fills it from the file; relattn_tokenizer_new then sets the common
+** fields (kind, bos, eos, pad) and checks n_ids. */
+typedef int relattn_tok_init(relattn_tokenizer **t, const relattn_config *c,
+                             const uint8_t *file, size_t n, const char *what,
+                             char *err, size_t errlen);
+relattn_tok_init relattn_wordpiece_init;
 /* 1: file is a protobuf ModelProto to its end, its top-level fields those
 ** of sentencepiece_model.proto (or extensions), each piece a SentencePiece
 ** message, and there is a piece. */
 int relattn_sentencepiece_is_model(const uint8_t *file, size_t n);
-int relattn_sentencepiece_init(relattn_tokenizer **t, const relattn_config *c,
-                               const uint8_t *file, size_t n, const char *what,
-                               char *err, size_t errlen);
+relattn_tok_init relattn_sentencepiece_init;
 
 #endif /* RELATTN_TOK_H */

@@ -248,11 +248,34 @@ static int splitDecode(const relattn_tokenizer *t, const int32_t *ids,
 
 /* ---- the interface ---------------------------------------------------------- */
 
-static const char *const kind_names[] = {"bytes", "wordpiece",
-                                         "sentencepiece"};
+static int bytesInit(relattn_tokenizer **t, const relattn_config *c,
+                     const uint8_t *file, size_t n, const char *what,
+                     char *err, size_t errlen) {
+  *t = calloc(1, sizeof **t);
+  if (!*t) return RELATTN_ERR_NOMEM;
+  (*t)->n_ids = 256;
+  (*t)->encode = bytesEncode;
+  (*t)->decode = bytesDecode;
+  (*t)->destroy = plainDestroy;
+  return RELATTN_OK;
+}
+
+/* The kinds, by tokenizer.type (RELATTN_TOK_*): the name the config and
+** the tokenizer's tensor use, and the constructor. The next kind is one
+** more entry here, its RELATTN_TOK_* and its tok_<kind>.c. */
+static const struct {
+  const char *name;
+  relattn_tok_init *init;
+} kinds[] = {
+    [RELATTN_TOK_BYTES] = {"bytes", bytesInit},
+    [RELATTN_TOK_WORDPIECE] = {"wordpiece", relattn_wordpiece_init},
+    [RELATTN_TOK_SENTENCEPIECE] = {"sentencepiece",
+                                   relattn_sentencepiece_init},
+};
+#define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
 const char *relattn_tokenizer_kind_name(int kind) {
-  return kind >= 0 && kind < 3 ? kind_names[kind] : "?";
+  return kind >= 0 && kind < N_KINDS ? kinds[kind].name : "?";
 }
 
 int relattn_tokenizer_new(relattn_tokenizer **out, const relattn_config *c,
@@ -261,26 +284,10 @@ int relattn_tokenizer_new(relattn_tokenizer **out, const relattn_config *c,
   relattn_tokenizer *t = NULL;
   int rc;
   *out = NULL;
-  switch (c->tok_type) {
-    case RELATTN_TOK_BYTES:
-      t = calloc(1, sizeof *t);
-      if (!t) return RELATTN_ERR_NOMEM;
-      t->n_ids = 256;
-      t->encode = bytesEncode;
-      t->decode = bytesDecode;
-      t->destroy = plainDestroy;
-      rc = RELATTN_OK;
-      break;
-    case RELATTN_TOK_WORDPIECE:
-      rc = relattn_wordpiece_init(&t, c, file, n, what, err, errlen);
-      break;
-    case RELATTN_TOK_SENTENCEPIECE:
-      rc = relattn_sentencepiece_init(&t, c, file, n, what, err, errlen);
-      break;
-    default:
-      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                            "%s: unknown tokenizer type", what);
-  }
+  if (c->tok_type < 0 || c->tok_type >= N_KINDS)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: unknown tokenizer type", what);
+  rc = kinds[c->tok_type].init(&t, c, file, n, what, err, errlen);
   if (rc != RELATTN_OK) {
     if (rc == RELATTN_ERR_NOMEM)
       relattn_errorf(err, errlen, rc, "%s: out of memory", what);
