@@ -3,7 +3,7 @@
 ** database: a safetensors file with its native config, or a Hugging Face
 ** checkpoint (config.json, the tokenizer's file and tokenizer_config.json).
 **
-**   SELECT relattn_import('tiny', readfile('tiny.safetensors'));   -- 54
+**   SELECT relattn_import('tiny', readfile('tiny.safetensors'));   -- 75
 **   SELECT relattn_import('tiny', readfile('w.safetensors'), readfile('c.json'));
 **   SELECT relattn_import('nli', readfile('model.safetensors'),
 **                         readfile('config.json'), readfile('spm.model'),
