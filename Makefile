@@ -86,6 +86,7 @@ deps:
 
 deps-bench:
 	@DEB_PKGS="$(DEB_PKGS) $(DEB_BENCH)" sh tests/deps.sh
+	@sh tests/node/deps.sh bench
 
 deps-model:
 	@DEB_PKGS="$(DEB_PKGS) $(DEB_MODEL)" sh tests/deps.sh
