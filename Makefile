@@ -254,7 +254,8 @@ bench: deps-bench
 	  bench-cluster bench-tokenize bench-deberta bench-qgemm
 
 # A DeBERTa-v3-style encoder over a table: relattn_scan (embedding; label, prob) vs the same
-# Hugging Face model in PyTorch, same threads, tuned batches (target: 2x).
+# Hugging Face model in PyTorch (float32 and int8) and, exported to ONNX, in ONNX Runtime
+# (onnxruntime-node, from make deps-bench), same threads, tuned batches (target: 2x).
 bench-deberta: all
 	$(PYTHON) tests/bench/bench_deberta.py $(abspath $(SO))
 

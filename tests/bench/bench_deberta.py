@@ -1,4 +1,5 @@
-"""A DeBERTa-v3-style encoder over a table: relattn_scan against the same model in PyTorch.
+"""A DeBERTa-v3-style encoder over a table: relattn_scan against the same model in PyTorch
+(float32 and int8) and in ONNX Runtime.
 
     /usr/bin/python3 tests/bench/bench_deberta.py [relattn.so]        (make bench-deberta)
 
@@ -12,24 +13,40 @@ both with DeBERTa-v3's attention (c2p + p2c, share_att_key, 256 log buckets, nor
 committed tokenizer (vocab 1001). Rows are 50-500 random tokens (uniform), [CLS] before and [SEP]
 after as Hugging Face's tokenizer puts them.
 
-Two jobs, each timed both ways:
-  embed     DebertaV2Model: SELECT id, embedding FROM temp.job   vs   PyTorch's mean of the final
-            hidden states over the sequence and [SEP] ([CLS] left out, as relattn_embed does)
+Two jobs, each timed on every side:
+  embed     DebertaV2Model: SELECT id, embedding FROM temp.job   vs   the mean of the final hidden
+            states over the sequence and [SEP] ([CLS] left out, as relattn_embed does)
   classify  DebertaV2ForSequenceClassification, six labels: SELECT id, label, prob FROM temp.job
-            vs   PyTorch's logits, softmax, argmax
-PyTorch is run as well as it runs: inference_mode, rows sorted by length and batched with padding
-and the attention mask (the padded batches built before the clock starts), and the fastest
-settings on a sample: the batch size (1, 4, 8, 16) and the split of the threads between torch's
-own pool (torch.set_num_threads) and OpenBLAS's (openblas_set_num_threads on the OpenBLAS builds
-torch links: Debian's torch calls OpenBLAS's pthreads build, whose pool torch.set_num_threads does
-not reach, so without this a "one-thread" torch keeps both cores busy in every product). Each round
-runs every variant (interleaved, rotated order); the table shows medians, the ratio PyTorch time /
-relattn time (target >= 2), and the largest difference between the two sides' results.
+            vs   the softmax of the logits (label and prob taken from it)
+The peers (BENCH_DEBERTA_PEERS, default "torch torch-int8 ort"), each run as well as it runs: rows
+sorted by length and batched with padding and the attention mask (the padded batches built, and
+for ort written to a file, before the clock starts), the batch size (1, 4, 8, 16) the fastest on
+a sample (every 4th row, so every length):
+  torch       the module in float32, inference_mode, with the split of the threads between
+              torch's own pool (torch.set_num_threads) and OpenBLAS's (openblas_set_num_threads on
+              the OpenBLAS builds torch links: Debian's torch calls OpenBLAS's pthreads build,
+              whose pool torch.set_num_threads does not reach, so without this a "one-thread" torch
+              keeps both cores busy in every product) also the fastest on the sample
+  torch-int8  the same after torch.quantization.quantize_dynamic of every nn.Linear to qint8
+              (weights int8, activations quantized on the fly), tuned the same way; on the fbgemm
+              engine where torch has it, else oneDNN (Debian's torch 1.13 is built without fbgemm;
+              its qnnpack took 1.8x oneDNN's time on a batch of the base shape)
+  ort         the module exported with torch.onnx.export (opset 17, batch and sequence axes
+              dynamic; torch 1.13 needs no onnx package for this) and run by onnxruntime-node
+              (tests/node's lockfile, installed by make deps-bench; skipped, saying why, without
+              Node >= 20) in tests/bench/ort_run.mjs: the CPU provider, every graph optimisation,
+              intra-op threads = the threads under test, inter-op 1. The node process times its
+              own runs (wall, and process.cpuUsage for the CPU of all its threads); its outputs
+              equal torch's to about 1e-7 (printed as "ort vs torch").
+Each round runs every variant (interleaved, rotated order); the table shows relattn's time and,
+per peer, the medians' ratios peer time / relattn time (target >= 2), wall and CPU, and the
+largest difference between each peer's results and relattn's.
 
 BENCH_DEBERTA_ROWS (default 40), BENCH_DEBERTA_ROUNDS (default 3), BENCH_DEBERTA_THREADS
 (default "1 2": the thread counts to run) change the size; BENCH_DEBERTA_JOBS (default
-"embed classify") the jobs, BENCH_DEBERTA_SHAPES (default "demo base") the models. 40 rows take
-about 15 minutes on a quiet 2-core machine, most of it torch's tuning.
+"embed classify") the jobs, BENCH_DEBERTA_SHAPES (default "demo base") the models,
+BENCH_DEBERTA_PEERS the peers. 40 rows took about 15 minutes on a quiet 2-core machine with torch
+alone, most of it torch's tuning; the int8 peer doubles that part.
 
 Measured here (40 rows, 3 rounds, OpenBLAS Cooperlake kernels, load average about 1.7; wall / CPU;
 torch's best settings batch/pool/OpenBLAS threads in brackets), with the layers' and the
@@ -64,9 +81,12 @@ import resource
 import shutil
 import sqlite3
 import statistics
+import struct
+import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -81,7 +101,11 @@ ROUNDS = int(os.environ.get("BENCH_DEBERTA_ROUNDS", "3"))
 JOBS = os.environ.get("BENCH_DEBERTA_JOBS", "embed classify").split()
 THREADS = [int(t) for t in os.environ.get("BENCH_DEBERTA_THREADS", "1 2").split()]
 SHAPE_NAMES = os.environ.get("BENCH_DEBERTA_SHAPES", "demo base").split()
+PEER_NAMES = ("torch", "torch-int8", "ort")
+PEERS = os.environ.get("BENCH_DEBERTA_PEERS", " ".join(PEER_NAMES)).split()
 TOKENIZER = ROOT / "models" / "deberta-licenses"
+NODE_DIR = ROOT / "tests" / "node"
+ORT_RUN = ROOT / "tests" / "bench" / "ort_run.mjs"
 LABELS = ["a", "b", "c", "d", "e", "f"]
 SHAPES = {"demo": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512),
           "base": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=6, intermediate_size=1536)}
@@ -111,6 +135,30 @@ def checkpoint(directory, shape, job, seed):
     return model
 
 
+class Job(torch.nn.Module):
+    """What every peer computes for a padded batch (ids, mask [b, n]): embed, the mean of the
+    final hidden states over the sequence and [SEP] ([CLS] left out, as relattn_embed does),
+    [b, d]; classify, the labels' probabilities [b, labels]. Quantized and exported as it is."""
+
+    def __init__(self, model, job):
+        super().__init__()
+        self.model, self.job = model, job
+        self.eval()   # or torch.onnx.export, restoring the wrapper's mode, turns dropout on
+
+    def forward(self, ids, mask):
+        if self.job == "embed":
+            h = self.model.deberta(ids, mask)
+            keep = mask.to(h.dtype) * (torch.arange(ids.shape[1]) > 0).to(h.dtype)
+            return (h * keep[..., None]).sum(1) / keep.sum(1, keepdim=True)
+        return torch.softmax(self.model(ids, mask), dim=-1)
+
+
+def columns(job, out):
+    """A peer's outputs, one a row, as relattn_run returns them (classify: label index, prob)."""
+    a = np.array(out, dtype=np.float64)
+    return a if job == "embed" else np.stack([a.argmax(1), a.max(1)], 1)
+
+
 def torch_batches(rows, size):
     """rows (lists of ids) sorted by length, in padded batches: [(order, ids, mask)]."""
     order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
@@ -127,18 +175,11 @@ def torch_batches(rows, size):
     return out
 
 
-def torch_run(model, job, batches, n_rows):
+def torch_run(fn, batches, n_rows):
     out = [None] * n_rows
     with torch.inference_mode():
         for idx, ids, mask in batches:
-            if job == "embed":
-                h = model.deberta(ids, mask)
-                keep = mask.clone()
-                keep[:, 0] = 0                     # [CLS] left out, [SEP] kept
-                res = (h * keep[..., None]).sum(1) / keep.sum(1, keepdim=True)
-            else:
-                p = torch.softmax(model(ids, mask), dim=-1)
-                res = torch.stack([p.argmax(-1).to(p.dtype), p.max(-1).values], 1)
+            res = fn(ids, mask)
             for r, i in enumerate(idx):
                 out[i] = res[r].numpy()
     return out
@@ -152,10 +193,11 @@ def relattn_run(db, job, labels):
     return np.array([[labels.index(lab), p] for _, lab, p in out])
 
 
-def tune(model, job, rows, threads):
-    """PyTorch's fastest settings on a sample of the rows (every 4th, so every length): the batch
-    size (1, 4, 8, 16) and how the threads are split between torch's own pool and OpenBLAS's (each
-    of 1 .. threads; both at threads oversubscribes the cores, which PyTorch does by default)."""
+def tune(fn, rows, threads):
+    """A PyTorch peer's fastest settings on a sample of the rows (every 4th, so every length):
+    the batch size (1, 4, 8, 16) and how the threads are split between torch's own pool and
+    OpenBLAS's (each of 1 .. threads; both at threads oversubscribes the cores, which PyTorch
+    does by default)."""
     sample = rows[::4]
     best = None
     for intra in range(1, threads + 1):
@@ -163,9 +205,9 @@ def tune(model, job, rows, threads):
             torch_threads(intra, blas)
             for size in (1, 4, 8, 16):
                 b = torch_batches(sample, size)
-                torch_run(model, job, b[:1], len(sample))   # warm-up
+                torch_run(fn, b[:1], len(sample))   # warm-up
                 t = time.perf_counter()
-                torch_run(model, job, b, len(sample))
+                torch_run(fn, b, len(sample))
                 t = time.perf_counter() - t
                 if best is None or t < best[1]:
                     best = ((size, intra, blas), t)
@@ -198,9 +240,109 @@ def torch_threads(intra, blas):
         lib.openblas_set_num_threads(blas)
 
 
+def int8_engine():
+    """The quantized engine for torch-int8: fbgemm where torch has it (Debian's torch 1.13 is
+    built without it), else oneDNN, x86's other int8 path (qnnpack, the ARM one, is slower here)."""
+    for engine in ("fbgemm", "x86", "onednn", "qnnpack"):
+        if engine in torch.backends.quantized.supported_engines:
+            return engine
+    return None
+
+
+def ort_missing():
+    """Why the ONNX Runtime peer cannot run here, or None."""
+    node = shutil.which("node")
+    if not node:
+        return "node not found (onnxruntime-node needs Node >= 20 and npm; Debian 12's nodejs is 18)"
+    v = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+    if int(v.lstrip("v").split(".")[0] or 0) < 20:
+        return f"node {v} is too old for onnxruntime-node (needs >= 20)"
+    if not (NODE_DIR / "node_modules" / "onnxruntime-node" / "package.json").exists():
+        if not shutil.which("npm"):
+            return "npm not found (onnxruntime-node is installed from tests/node's lockfile)"
+        return "onnxruntime-node is not installed in tests/node (make deps-bench installs it)"
+    return None
+
+
+def ort_export(fn, batches, path):
+    """fn as ONNX (opset 17, batch and sequence axes dynamic), traced on a small batch."""
+    idx, ids, mask = batches[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the log buckets' constant, the same for every length
+        torch.onnx.export(fn, (ids[:2], mask[:2]), str(path), opset_version=17,
+                          input_names=["ids", "mask"], output_names=["out"],
+                          dynamic_axes={"ids": {0: "batch", 1: "sequence"},
+                                        "mask": {0: "batch", 1: "sequence"}, "out": {0: "batch"}})
+
+
+class Ort:
+    """tests/bench/ort_run.mjs on one exported model, fed padded batches through files."""
+
+    def __init__(self, onnx, tmp):
+        self.proc = subprocess.Popen(["node", str(ORT_RUN), str(onnx)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        self.reply()
+        self.tmp, self.files = pathlib.Path(tmp), {}
+
+    def reply(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"ort_run.mjs exited with status {self.proc.wait()}")
+        r = json.loads(line)
+        if "error" in r:
+            raise RuntimeError(f"ort_run.mjs: {r['error']}")
+        return r
+
+    def run(self, threads, batches, n_rows):
+        """-> (wall, cpu, outputs one a row): the node process's own clocks over the batches."""
+        key = id(batches)
+        if key not in self.files:
+            path = self.tmp / f"ort-batches-{len(self.files)}.bin"
+            with open(path, "wb") as f:
+                f.write(struct.pack("<i", len(batches)))
+                for _, ids, mask in batches:
+                    f.write(struct.pack("<ii", *ids.shape))
+                    f.write(ids.numpy().astype("<i8").tobytes())
+                    f.write(mask.numpy().astype("<i8").tobytes())
+            self.files[key] = (path, batches)
+        path = self.files[key][0]
+        out_path = self.tmp / "ort-out.bin"
+        self.proc.stdin.write(json.dumps({"threads": threads, "batches": str(path), "out": str(out_path)}) + "\n")
+        self.proc.stdin.flush()
+        r = self.reply()
+        res = np.fromfile(out_path, "<f4").reshape(sum(len(b[0]) for b in batches), -1)
+        out = [None] * n_rows
+        for i, row in zip([i for b in batches for i in b[0]], res):
+            out[i] = row
+        return r["wall"], r["cpu"], out
+
+    def tune(self, rows, threads):
+        """The fastest batch size (1, 4, 8, 16) on the sample tune() takes, each run twice
+        and timed the second time (the first grows ONNX Runtime's buffers for the shapes)."""
+        sample = rows[::4]
+        best = None
+        for size in (1, 4, 8, 16):
+            b = torch_batches(sample, size)
+            self.run(threads, b, len(sample))
+            t = self.run(threads, b, len(sample))[0]
+            if best is None or t < best[1]:
+                best = ((size,), t)
+        return best[0]
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
 def cpu_seconds():
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
+
+
+def agreement(job, a, b):
+    if job == "embed":
+        return f"emb max rel {np.abs(a - b).max() / np.abs(b).max():.1e}"
+    return f"labels {int((a[:, 0] == b[:, 0]).sum())}/{len(a)}, prob {np.abs(a[:, 1] - b[:, 1]).max():.1e}"
 
 
 def bench(shape, job, tmp, rng):
@@ -220,11 +362,19 @@ def bench(shape, job, tmp, rng):
                    [(i + 1, np.asarray(r, dtype="<i4").tobytes()) for i, r in enumerate(rows)])
     db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', source='docs', tokens='body')")
     tokens = int(lengths.sum()) + 2 * ROWS
-    labels = LABELS
 
-    sizes = {t: tune(model, job, rows, t) for t in THREADS}
-    batches = {t: torch_batches(rows, sizes[t][0]) for t in THREADS}
-    variants = [(side, t) for t in THREADS for side in ("relattn", "torch")]
+    fn = {"torch": Job(model, job)}
+    if "torch-int8" in PEERS:
+        fn["torch-int8"] = torch.quantization.quantize_dynamic(Job(model, job), {torch.nn.Linear},
+                                                               dtype=torch.qint8)
+    ort = None
+    if "ort" in PEERS:
+        ort_export(fn["torch"], torch_batches(rows, 4), d / "model.onnx")
+        ort = Ort(d / "model.onnx", d)
+    settings = {(p, t): ort.tune(rows, t) if p == "ort" else tune(fn[p], rows, t)
+                for p in PEERS for t in THREADS}
+    batches = {v: torch_batches(rows, s[0]) for v, s in settings.items()}
+    variants = [(side, t) for t in THREADS for side in ["relattn"] + PEERS]
     times = {v: [] for v in variants}
     cpu = {v: [] for v in variants}
     result = {}
@@ -233,48 +383,83 @@ def bench(shape, job, tmp, rng):
     for r in range(ROUNDS):
         order = variants[r % len(variants):] + variants[:r % len(variants)]
         for side, t in order:
-            if side == "relattn":
-                db.execute(f"SELECT relattn_threads({t})")
+            if side == "ort":
+                wall, used, out = ort.run(t, batches[(side, t)], ROWS)
             else:
-                torch_threads(*sizes[t][1:])
-            c0, t0 = cpu_seconds(), time.perf_counter()
-            if side == "relattn":
-                out = relattn_run(db, job, labels)
-            else:
-                out = torch_run(model, job, batches[t], ROWS)
-            times[(side, t)].append(time.perf_counter() - t0)
-            cpu[(side, t)].append(cpu_seconds() - c0)
+                if side == "relattn":
+                    db.execute(f"SELECT relattn_threads({t})")
+                else:
+                    torch_threads(*settings[(side, t)][1:])
+                c0, t0 = cpu_seconds(), time.perf_counter()
+                if side == "relattn":
+                    out = relattn_run(db, job, LABELS)
+                else:
+                    out = torch_run(fn[side], batches[(side, t)], ROWS)
+                wall, used = time.perf_counter() - t0, cpu_seconds() - c0
+            times[(side, t)].append(wall)
+            cpu[(side, t)].append(used)
             result[side] = out
-    a, b = result["relattn"], np.array(result["torch"])
-    if job == "embed":
-        diff = f"emb max rel {np.abs(a - b).max() / np.abs(b).max():.1e}"
-    else:
-        diff = f"labels {int((a[:, 0] == b[:, 0]).sum())}/{ROWS}, prob {np.abs(a[:, 1] - b[:, 1]).max():.1e}"
+    if ort:
+        ort.close()
     db.close()
     lines = []
     for t in THREADS:
-        rt, tt = statistics.median(times[("relattn", t)]), statistics.median(times[("torch", t)])
-        rc, tc = statistics.median(cpu[("relattn", t)]), statistics.median(cpu[("torch", t)])
-        lines.append(f"{shape:5s} {job:9s} {t:7d} | {rt:7.2f} {rc:7.2f} {tokens / rt:7.0f} | "
-                     f"{tt:7.2f} {tc:7.2f} {tokens / tt:7.0f} {'%d/%d/%d' % sizes[t]:>9s} | {tt / rt:6.2f}x "
-                     f"{tc / rc:6.2f}x | {diff}")
+        rt, rc = statistics.median(times[("relattn", t)]), statistics.median(cpu[("relattn", t)])
+        line = f"{shape:5s} {job:9s} {t:7d} | {rt:7.2f} {rc:7.2f} {tokens / rt:6.0f}"
+        for p in PEERS:
+            pt, pc = statistics.median(times[(p, t)]), statistics.median(cpu[(p, t)])
+            line += f" | {pt / rt:5.2f}x {pc / rc:5.2f}x {'/'.join(map(str, settings[(p, t)])):>8s}"
+        lines.append(line)
+    a = result["relattn"]
+    said = [f"{p} {agreement(job, a, columns(job, result[p]))}" for p in PEERS]
+    if "ort" in PEERS and "torch" in PEERS:
+        o, f = np.array(result["ort"], dtype=np.float64), np.array(result["torch"], dtype=np.float64)
+        worst = np.abs(o - f).max()
+        said.append(f"ort vs torch (raw outputs) max abs {worst:.1e}"
+                    + (" (over 1e-4: the export is not the model)" if worst > 1e-4 else ""))
+    lines.append(f"#   {shape} {job} against relattn: " + "; ".join(said))
     return lines
 
 
 def main():
+    global PEERS
+    unknown = [p for p in PEERS if p not in PEER_NAMES]
+    if unknown:
+        sys.exit(f"BENCH_DEBERTA_PEERS: unknown peer {unknown[0]!r} (known: {' '.join(PEER_NAMES)})")
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
     db = sqlite3.connect(":memory:")
     db.enable_load_extension(True)
     db.load_extension(SO)
     info = db.execute("SELECT relattn_debug()").fetchone()[0]
     db.close()
-    print(f"# torch {torch.__version__}; relattn: "
-          + "; ".join(l for l in info.splitlines() if l.startswith(("blas", "simd"))))
+    print("# relattn: " + "; ".join(l for l in info.splitlines() if l.startswith(("blas", "simd"))))
+    print(f"# torch {torch.__version__}")
+    if "torch-int8" in PEERS:
+        engine = int8_engine()
+        if engine is None:
+            print("# torch-int8 skipped: this torch has no quantized engine")
+            PEERS = [p for p in PEERS if p != "torch-int8"]
+        else:
+            torch.backends.quantized.engine = engine
+            print(f"# torch-int8: quantize_dynamic of every Linear to qint8, engine {engine}"
+                  + ("" if engine == "fbgemm" else " (this torch has no fbgemm)"))
+    if "ort" in PEERS:
+        why = ort_missing()
+        if why:
+            print(f"# ort skipped: {why}")
+            PEERS = [p for p in PEERS if p != "ort"]
+        else:
+            v = json.loads((NODE_DIR / "node_modules" / "onnxruntime-node" / "package.json").read_text())
+            print(f"# ort: onnxruntime-node {v['version']} on node, the PyTorch model exported (opset 17), "
+                  "CPU provider, all graph optimisations, intra-op threads = threads, inter-op 1")
     print(f"# {ROWS} rows of 50-500 tokens; {ROUNDS} interleaved rounds, medians; "
-          "ratio = torch / relattn (target >= 2)")
-    print("# wall: seconds of wall time; cpu: CPU seconds of the process (what the run got of the cores)")
-    print(f"{'model':5s} {'job':9s} {'threads':>7s} | {'relattn':>7s} {'cpu':>7s} {'tok/s':>7s} | "
-          f"{'torch':>7s} {'cpu':>7s} {'tok/s':>7s} {'b/pt/blas':>9s} | {'wall':>7s} {'cpu':>7s} | agreement")
+          "ratio = peer time / relattn time (target >= 2)")
+    print("# relattn: seconds of wall time, CPU seconds of the process, tokens a second; each peer: "
+          "wall and CPU ratios, its best settings (batch/torch threads/OpenBLAS threads, or batch)")
+    head = f"{'model':5s} {'job':9s} {'threads':>7s} | {'relattn':>7s} {'cpu':>7s} {'tok/s':>6s}"
+    for p in PEERS:
+        head += f" | {p[:13]:>13s} {'':>8s}"
+    print(head)
     with tempfile.TemporaryDirectory() as tmp:
         for shape in SHAPE_NAMES:
             for job in JOBS:
