@@ -60,6 +60,22 @@ Before the own kernel (same bench, OpenBLAS for every product): base embed 1.44x
 classify 1.58x / 1.70x, demo embed 1.94x / 3.50x. The ratios move with the machine's load through
 torch's time, by about a tenth at one thread (torch's base time went 6.0-7.2 s across runs).
 
+With the peers (OpenBLAS Haswell kernels; the machine loaded by other work, load average 7-9 on
+2 cores, so relattn's runs got about half a core: ratios only, and torch's came out 1.6-2x those of
+the quiet runs above, which remain the ones to compare with). Base, 40 rows, 3 rounds, 1 thread,
+wall / CPU (best settings):
+  base  embed     torch 2.68x / 2.60x (1/1/1)  torch-int8 3.38x / 3.47x (4/1/1)  ort 1.34x / 1.33x (1)
+  base  classify  torch 3.92x / 2.98x (1/1/1)  torch-int8 3.22x / 2.85x (4/1/1)  ort 1.66x / 1.35x (1)
+Demo, 16 rows, 2 rounds, load about 8 (1 thread; 2 threads):
+  demo  embed     torch 2.02x / 2.85x; 2.08x / 2.36x   int8 1.52x / 2.24x; 4.03x / 4.90x
+                  ort 1.05x / 1.23x; 2.67x / 2.69x
+  demo  classify  torch 7.22x / 5.42x; 5.78x / 5.16x   int8 9.03x / 6.84x; 4.87x / 4.50x
+                  ort 3.79x / 3.16x; 7.75x / 7.13x
+ONNX Runtime is the closest peer, at batch 1 every time; its results equal torch's to 5e-7 and
+relattn's to 2e-6 (embedding, relative) and 1e-7 (prob). torch-int8 (oneDNN) is no faster
+than float32 torch on the base shape (slower on embed, the same CPU time on classify); it differs
+from relattn by 1.5e-2 (embedding, relative) and 9e-4 (prob), all labels the same.
+
 Why base stays under 2x at one thread (perf of the embed job, 12,268 tokens, 4.30 s): the linear
 layers are 21.2 MFLOP a token in both programs, 260 GFLOP here, which relattn's kernel runs at
 99 GFLOP/s (61% of the time) against a one-core FMA peak of about 105 on this CPU (AVX-512 on two
