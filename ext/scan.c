@@ -52,8 +52,11 @@
 ** interrupt itself between tasks, as the scalar functions do.
 **
 ** Progress (relattn_progress(1), or stderr is a terminal): rows done / total,
-** tokens/s and ETA on stderr, a line per second (redrawn in place on a tty;
-** there, a scan done within a second prints nothing).
+** the share of the tokens, tokens/s and ETA on stderr, a line per second
+** (redrawn in place on a tty; there, a scan done within a second prints
+** nothing). Lines come from xNext's wait, so a long row does not silence
+** them: the forward pass counts each row's layers passed (relattn_fwd's
+** layer_rows), and a row in flight counts for that share of its tokens.
 */
 #include "ext.h"
 #include "functions.h"
@@ -99,6 +102,9 @@ typedef struct scan_slot {
   float *logits;          /* (n_labels), into the cursor's logits block */
   int best;               /* classifier: the label of the largest logit */
   double prob;            /* its probability (none for regression) */
+  sqlite3_int64 bytes;    /* of its source value: the progress's measure */
+  atomic_llong layer_rows; /* n times the layers it has passed (workers add) */
+  int counted;            /* in rows_done, tok_done and bytes_done */
   char err[ERR_LEN];
 } scan_slot;
 
@@ -138,6 +144,7 @@ struct scan_cursor {
   int progress, tty;
   int asked;              /* relattn_progress(1): a last line even when quick */
   sqlite3_int64 total, rows_done, tok_done, tok_rows;
+  sqlite3_int64 total_bytes, bytes_done; /* the source's token values */
   double t0, t_shown;
 };
 
@@ -271,6 +278,7 @@ static void scanRun(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
                               s->embedding,
                               cur->model->cfg.bos >= 0 ? 1 : 0);
     if (cur->want & WANT_CLASS) f[count].logits = s->logits;
+    f[count].layer_rows = &s->layer_rows;
     total += s->n;
     count++;
   }
@@ -461,6 +469,9 @@ static int scanFill(scan_cursor *cur) {
     s->score = 0;
     s->id = sqlite3_column_int64(cur->src, 0);
     s->fatal = 0;
+    s->counted = 0;
+    s->bytes = cur->read_tokens ? sqlite3_column_bytes(cur->src, 1) : 0;
+    atomic_store(&s->layer_rows, 0);
     if (sqlite3_column_type(cur->src, 0) != SQLITE_INTEGER) {
       int type = sqlite3_column_type(cur->src, 0);
       char *msg = sqlite3_mprintf(
@@ -534,17 +545,53 @@ static int scanInterrupted(scan_cursor *cur) {
   return rc == SQLITE_INTERRUPT;
 }
 
+/* The work done so far, rows in flight included: each counts the fraction of
+** the model's layers it has passed (a row of 50 KB takes minutes; the line
+** must not wait for it). Tokens and source bytes move together, so the ETA
+** is the source's bytes left at the bytes-per-second rate so far. */
+static void scanWorkDone(scan_cursor *cur, double *tokens, double *bytes,
+                         double *rows) {
+  const int L = cur->model ? cur->model->cfg.n_layers : 0;
+  sqlite3_int64 i;
+  *tokens = (double)cur->tok_done;
+  *bytes = (double)cur->bytes_done;
+  *rows = (double)cur->rows_done;
+  for (i = cur->head; cur->ring && L > 0 && i < cur->tail; i++) {
+    scan_slot *s = &cur->ring[i % cur->cap];
+    double part;
+    if (s->counted || s->n == 0) continue;
+    part = (double)atomic_load(&s->layer_rows) / ((double)s->n * L);
+    if (part > 1) part = 1;
+    *tokens += part * s->n_tokens;
+    *bytes += part * (double)s->bytes;
+    *rows += part;
+  }
+}
+
 static void scanProgressLine(scan_cursor *cur, int final) {
-  double t = nowSeconds(), el = t - cur->t0, tps, rps;
-  char eta[32] = "";
+  double t = nowSeconds(), el = t - cur->t0, tps, rps, tokens, bytes, rows;
+  char eta[32] = "", pct[48] = "";
   if (el <= 0) el = 1e-9;
-  tps = (double)cur->tok_done / el;
+  scanWorkDone(cur, &tokens, &bytes, &rows);
+  tps = tokens / el;
   rps = (double)cur->rows_done / el;
-  if (!final && cur->total > 0 && rps > 0) {
-    double left = (double)(cur->total - cur->rows_done) / rps;
-    long s = left < 0 ? 0 : (long)(left + 0.5);
-    snprintf(eta, sizeof eta, ", ETA %ld:%02ld:%02ld", s / 3600, s / 60 % 60,
-             s % 60);
+  if (!final) {
+    double left = -1;
+    if (cur->total_bytes > 0 && bytes > 0)
+      left = ((double)cur->total_bytes - bytes) / (bytes / el);
+    else if (cur->total > 0 && rows > 0)
+      left = ((double)cur->total - rows) / (rows / el);
+    if (left >= 0) {
+      long s = (long)(left + 0.5);
+      snprintf(eta, sizeof eta, ", ETA %ld:%02ld:%02ld", s / 3600,
+               s / 60 % 60, s % 60);
+    }
+    if (cur->total_bytes > 0)
+      snprintf(pct, sizeof pct, " (%.1f%% of the tokens)",
+               100.0 * bytes / (double)cur->total_bytes);
+    else if (cur->total > 0)
+      snprintf(pct, sizeof pct, " (%.1f%%)",
+               100.0 * (double)cur->rows_done / (double)cur->total);
   }
   if (final)
     fprintf(stderr, "%srelattn_scan: %lld rows in %.1f s, %.0f rows/s, %.0f "
@@ -552,14 +599,17 @@ static void scanProgressLine(scan_cursor *cur, int final) {
             (long long)cur->rows_done, el, rps, tps,
             final == 2 ? " (stopped)" : "");
   else if (cur->total >= 0)
-    fprintf(stderr, "%srelattn_scan: %lld/%lld rows (%.1f%%), %.0f tokens/s%s%s",
+    fprintf(stderr, "%srelattn_scan: %lld/%lld rows%s, %.0f tokens/s%s%s",
             cur->tty ? "\r\033[K" : "", (long long)cur->rows_done,
-            (long long)cur->total,
-            cur->total ? 100.0 * (double)cur->rows_done / (double)cur->total
-                       : 100.0,
-            tps, eta, cur->tty ? "" : "\n");
+            (long long)cur->total, pct, tps, eta, cur->tty ? "" : "\n");
   fflush(stderr);
   cur->t_shown = t;
+}
+
+/* While a row is awaited: a line a second (4 a second on a terminal). */
+static void scanProgressTick(scan_cursor *cur) {
+  if (cur->progress && nowSeconds() - cur->t_shown >= (cur->tty ? 0.25 : 1.0))
+    scanProgressLine(cur, 0);
 }
 
 /* Makes the head slot the current row: reads ahead, waits for it (or runs it
@@ -581,14 +631,18 @@ static int scanAdvance(scan_cursor *cur) {
   if (relattn_batch_threads(cur->runner) == 0) {
     relattn_watch watch;
     relattn_watch_begin(&watch, cur->vt->conn, cur->workers[0].pool);
-    while (relattn_batch_wait(cur->runner, POLL_MS) == 0)
+    while (relattn_batch_wait(cur->runner, POLL_MS) == 0) {
       if (relattn_pool_cancelled(cur->workers[0].pool) || scanInterrupted(cur))
         break;
+      scanProgressTick(cur);
+    }
     relattn_watch_end(&watch);
   } else {
-    while (relattn_batch_wait(cur->runner, POLL_MS) == 0)
+    while (relattn_batch_wait(cur->runner, POLL_MS) == 0) {
       if (scanInterrupted(cur))
         return scanError(cur, SQLITE_INTERRUPT, "relattn_scan: interrupted");
+      scanProgressTick(cur);
+    }
   }
   if (s->status != RELATTN_OK && cur->keep_errors && !s->fatal &&
       (s->status == RELATTN_ERR_ARG || s->status == RELATTN_ERR_TOOBIG ||
@@ -597,6 +651,8 @@ static int scanAdvance(scan_cursor *cur) {
     ** with the error column read, it is a row like the others. Running out
     ** of memory or an interrupt still ends the statement. */
     cur->rows_done++;
+    cur->bytes_done += s->bytes;
+    s->counted = 1;
     return SQLITE_OK;
   }
   if (s->status != RELATTN_OK) {
@@ -609,10 +665,9 @@ static int scanAdvance(scan_cursor *cur) {
   }
   cur->rows_done++;
   cur->tok_done += s->n_tokens;
-  if (cur->progress) {
-    double t = nowSeconds();
-    if (t - cur->t_shown >= (cur->tty ? 0.25 : 1.0)) scanProgressLine(cur, 0);
-  }
+  cur->bytes_done += s->bytes;
+  s->counted = 1;
+  scanProgressTick(cur);
   return SQLITE_OK;
 }
 
@@ -693,7 +748,8 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   scanReset(cur);
   cur->eof = 0;
   cur->src_done = 0;
-  cur->rows_done = cur->tok_done = 0;
+  cur->rows_done = cur->tok_done = cur->bytes_done = 0;
+  cur->total_bytes = 0;
   cur->want = idxNum & (WANT_SCORE | WANT_EMB | WANT_CLASS);
   cur->keep_errors = (idxNum & WANT_ERRORS) != 0;
   cur->read_tokens = cur->want || (idxNum & (WANT_TOKENS | WANT_ERRORS));
@@ -834,7 +890,12 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   rc = sqlite3_prepare_v2(db, sql, -1, &cur->src, NULL);
   sqlite3_free(sql);
   if (rc == SQLITE_OK && (conn->progress || isatty(2))) {
-    sql = sqlite3_mprintf("SELECT count(*) FROM \"%w\".\"%w\"%s", schema,
+    /* the rows, and the bytes of their token values: the measure of the
+    ** work the progress line's ETA divides */
+    sql = sqlite3_mprintf("SELECT count(*), %s%w%s FROM \"%w\".\"%w\"%s",
+                          cur->read_tokens ? "sum(length(CAST(\"" : "0",
+                          cur->read_tokens ? vt->tokens : "",
+                          cur->read_tokens ? "\" AS BLOB)))" : "", schema,
                           vt->source, cond ? cond : "");
     if (sql) rc = sqlite3_prepare_v2(db, sql, -1, &count, NULL);
     sqlite3_free(sql);
@@ -859,11 +920,15 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   cur->tty = isatty(2);
   cur->total = -1;
   if (count) {
-    if (sqlite3_step(count) == SQLITE_ROW)
+    if (sqlite3_step(count) == SQLITE_ROW) {
       cur->total = sqlite3_column_int64(count, 0);
+      cur->total_bytes = sqlite3_column_int64(count, 1);
+    }
     sqlite3_finalize(count);
-    if (cur->total >= 0 && cur->to_read >= 0 && cur->to_read < cur->total)
+    if (cur->total >= 0 && cur->to_read >= 0 && cur->to_read < cur->total) {
       cur->total = cur->to_read;
+      cur->total_bytes = 0; /* a LIMIT: which rows is not known, ETA by rows */
+    }
   }
 
   /* The ring: a few rows per worker keeps them busy while rows of uneven

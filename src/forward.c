@@ -1007,6 +1007,8 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
       if (rc != RELATTN_OK) goto done;
     }
     if (whole) relattn_pool_run(pool, c.n_blocks, ffn_task, &c);
+    for (s = 0; s < count; s++)
+      if (f[s].layer_rows) atomic_fetch_add(f[s].layer_rows, f[s].n);
   }
   if (want_final && !c.failed && cfg->norm == RELATTN_NORM_PRE)
     relattn_pool_run(pool, c.n_blocks, final_norm_task, &c);

@@ -8,6 +8,7 @@
 #ifndef RELATTN_H
 #define RELATTN_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -697,6 +698,9 @@ typedef struct relattn_fwd {
   int fill_k;              /* best tokens per row, >= 1 when fill is set */
   int32_t *fill_token;     /* (n_fill, fill_k): best first */
   float *fill_logprob;     /* (n_fill, fill_k): their log-softmax */
+  /* progress, for a caller showing it while a long sequence runs: when set,
+  ** n is added after each layer the sequence passes (read from any thread) */
+  atomic_llong *layer_rows;
 } relattn_fwd;
 
 /* The activations live in pool's scratch (worker 0, slots 1-2) and stay for
