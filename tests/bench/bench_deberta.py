@@ -33,7 +33,7 @@ a sample (every 4th row, so every length):
               its qnnpack took 1.8x oneDNN's time on a batch of the base shape)
   ort         the module exported with torch.onnx.export (opset 17, batch and sequence axes
               dynamic; torch 1.13 needs no onnx package for this) and run by onnxruntime-node
-              (tests/node's lockfile, installed by make deps-bench; skipped, saying why, without
+              (tests/bench/node's lockfile, installed by make deps-bench; skipped, saying why, without
               Node >= 20) in tests/bench/ort_run.mjs: the CPU provider, every graph optimisation,
               intra-op threads = the threads under test, inter-op 1. The node process times its
               own runs (wall, and process.cpuUsage for the CPU of all its threads); its outputs
@@ -120,7 +120,7 @@ SHAPE_NAMES = os.environ.get("BENCH_DEBERTA_SHAPES", "demo base").split()
 PEER_NAMES = ("torch", "torch-int8", "ort")
 PEERS = os.environ.get("BENCH_DEBERTA_PEERS", " ".join(PEER_NAMES)).split()
 TOKENIZER = ROOT / "models" / "deberta-licenses"
-NODE_DIR = ROOT / "tests" / "node"
+NODE_DIR = ROOT / "tests" / "bench" / "node"
 ORT_RUN = ROOT / "tests" / "bench" / "ort_run.mjs"
 LABELS = ["a", "b", "c", "d", "e", "f"]
 SHAPES = {"demo": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512),
@@ -275,8 +275,8 @@ def ort_missing():
         return f"node {v} is too old for onnxruntime-node (needs >= 20)"
     if not (NODE_DIR / "node_modules" / "onnxruntime-node" / "package.json").exists():
         if not shutil.which("npm"):
-            return "npm not found (onnxruntime-node is installed from tests/node's lockfile)"
-        return "onnxruntime-node is not installed in tests/node (make deps-bench installs it)"
+            return "npm not found (onnxruntime-node is installed from tests/bench/node's lockfile)"
+        return "onnxruntime-node is not installed in tests/bench/node (make deps-bench installs it)"
     return None
 
 

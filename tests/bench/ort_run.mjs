@@ -3,7 +3,7 @@
 //
 //   node tests/bench/ort_run.mjs model.onnx        (started by bench_deberta.py)
 //
-// onnxruntime-node comes from tests/node's lockfile (make deps-bench). Prints its version, then
+// onnxruntime-node comes from tests/bench/node's lockfile (make deps-bench). Prints its version, then
 // reads one JSON command a line on stdin, {"threads": t, "batches": path, "out": path}, and
 // answers each with one line, {"wall": seconds, "cpu": seconds}: the wall time of running every batch and the CPU time of
 // this process over it (process.cpuUsage, every thread of ONNX Runtime's pools). A batches file
@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import readline from 'node:readline';
 import { createRequire } from 'node:module';
 
-const require = createRequire(new URL('../node/package.json', import.meta.url));
+const require = createRequire(new URL('./node/package.json', import.meta.url));
 const ort = require('onnxruntime-node');
 
 const model = process.argv[2];
