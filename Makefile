@@ -7,6 +7,7 @@
 #   make asan       the same tests under -fsanitize=address,undefined
 #   make demo       the bundled model on the bundled corpus, in the sqlite3 shell
 #   make hf-demo    a Hugging Face classifier (models/deberta-licenses) over a table, in SQL
+#   make embed-model  retrain models/embed-manuals (vector search) and measure it in SQL
 #   make bench      ratios: relative vs plain attention, SQL overhead, scaling
 #   make experiments  the position sweep (experiments/sweep.py, docs/experiments.md)
 #   make fuzz       libFuzzer targets, bounded time each
@@ -49,7 +50,7 @@ DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
 DEB_MODEL ?= python3-torch bible-kjv bible-kjv-text sqlite3-doc
 
-.PHONY: help install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo hf-demo model hf-model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster bench-deberta bench-qgemm fuzz fuzz-build clean
+.PHONY: help install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo hf-demo model hf-model embed-model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster bench-deberta bench-qgemm fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -116,6 +117,15 @@ model: deps-model
 # on one thread). Not part of `make test`.
 hf-model: deps
 	$(PYTHON) models/train_deberta.py
+
+# Retrains models/embed-manuals, the sentence encoder of the vector search recipe (PyTorch on two
+# threads; the package descriptions and manual pages of this machine; minutes), then measures its
+# retrieval through SQL, relattn_embed + sqlite-vec against FTS5's bm25() (models/embed_eval.py,
+# vec0 from tests/node, which make deps installs). Not part of `make test`.
+embed-model: deps
+	$(MAKE) all
+	$(PYTHON) models/train_embedder.py
+	$(PYTHON) models/embed_eval.py --so $(abspath $(SO))
 
 # The position sweep: small models trained on the bundled corpus, scored in SQL,
 # rows in experiments/results.db, pictures in docs/img/experiments (docs/experiments.md).

@@ -116,9 +116,9 @@ def dataset(seed, max_chars, heldout=0.2):
     return train, held
 
 
-def train_tokenizer(texts, vocab):
+def train_tokenizer(texts, vocab, normalization="nmt_nfkc"):
     """A SentencePiece unigram model (bytes of spm.model) trained on texts, with DeBERTa-v3's
-    special pieces at ids 0-3."""
+    special pieces at ids 0-3; normalization is SentencePiece's rule (nmt_nfkc_cf also folds case)."""
     import io
     import sentencepiece as spm
     f = io.BytesIO()
@@ -126,7 +126,7 @@ def train_tokenizer(texts, vocab):
         sentence_iterator=iter(texts), model_writer=f, vocab_size=vocab, model_type="unigram",
         pad_id=PAD, pad_piece=SPECIAL[PAD], bos_id=CLS, bos_piece=SPECIAL[CLS],
         eos_id=SEP, eos_piece=SPECIAL[SEP], unk_id=UNK, unk_piece=SPECIAL[UNK],
-        character_coverage=1.0, num_threads=1, minloglevel=2)
+        character_coverage=1.0, num_threads=1, minloglevel=2, normalization_rule_name=normalization)
     return f.getvalue()
 
 
