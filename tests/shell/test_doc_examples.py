@@ -1,6 +1,6 @@
 """Every SQL and Python example in the documentation, run as a reader runs it.
 
-Files: README.md, models/README.md and docs/*.md. Each file's ```sql blocks
+Files: README.md, models/README.md, models/*/README.md and docs/*.md. Each file's ```sql blocks
 run in order in the sqlite3 shell on one database, in a fresh directory where
 models/, sql/ and experiments/ are the repository's (so `readfile('models/tiny.safetensors')`
 works and files the examples write land in the fresh directory); a block with
@@ -30,7 +30,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SO = os.environ.get("RELATTN_SO", str(ROOT / "relattn.so"))
 SO_NOEXT = SO[:-3] if SO.endswith(".so") else SO
-FILES = [ROOT / "README.md", ROOT / "models" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FILES = [ROOT / "README.md", ROOT / "models" / "README.md", *sorted((ROOT / "models").glob("*/README.md")),
+         *sorted((ROOT / "docs").glob("*.md"))]
 
 BLOCK = re.compile(r"(<!--\s*run by ([\w./-]+\.py)[^>]*-->\s*\n)?```(sql|python)\n(.*?)```", re.S)
 
