@@ -138,6 +138,9 @@ static const struct config_key {
      F(strip_accents), 0, 0},
     {"$.tokenizer.tokenize_chinese_chars", "tokenizer.tokenize_chinese_chars",
      K_OPTBOOL, 0, 0, F(chinese_chars), 0, 0},
+    /* absent: transformers (RELATTN_RULES_*) */
+    {"$.tokenizer.rules", "tokenizer.rules", K_ENUM, "transformers|tokenizers",
+     0, F(tok_rules), 0, 0},
     /* the head (absent: lm) and its keys */
     {"$.head", "head", K_ENUM, "lm|mlm|classifier|none", 0, F(head), 0, 0},
     {"$.head_activation", "head_activation", K_ENUM, "gelu|gelu_tanh|relu|tanh",

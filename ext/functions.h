@@ -109,9 +109,10 @@ typedef struct relattn_hf_info {
 } relattn_hf_info;
 int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
                    relattn_st_tensor *t, int n, const char *const *raw,
-                   const uint8_t *data, const uint8_t *tok, size_t tok_n,
-                   unsigned char *skip, uint8_t **own, char **hf_names,
-                   relattn_hf_info *info, char **native, char **pzErr);
+                   const uint8_t *data, const uint8_t **tok, size_t *tok_n,
+                   uint8_t **tok_own, unsigned char *skip, uint8_t **own,
+                   char **hf_names, relattn_hf_info *info, char **native,
+                   char **pzErr);
 /* ext/hf.c: the Hugging Face name a native tensor of such a checkpoint
 ** has (sqlite3_malloc'd), or NULL: for messages about a missing tensor. */
 char *relattn_hf_name_of(const relattn_hf_info *info, const char *native);

@@ -348,6 +348,10 @@ typedef struct hf_tok {
   int lower, strip, chinese;       /* wordpiece options, -1: null */
   char *added;                     /* sentencepiece: tokenizer.added_tokens
                                    ** (a JSON object), or NULL */
+  uint8_t *file;                   /* the file stored in place of the
+                                   ** tokenizer_blob (a tokenizer.json's
+                                   ** vocab.txt), or NULL */
+  size_t file_n;
 } hf_tok;
 
 /* tokenizer.added_tokens for the special ids: their entries of
@@ -441,8 +445,10 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
   relattn_tokenizer *t = NULL;
   char err[256];
   relattn_jdoc j;
+  relattn_hf_tokjson tj;
   memset(text, 0, sizeof text);
   memset(out, 0, sizeof *out);
+  memset(&tj, 0, sizeof tj);
   if (!tok) {
     *pzErr = sqlite3_mprintf("%s: a %s checkpoint needs its tokenizer's file "
                              "(%s) as tokenizer_blob", FN,
@@ -457,34 +463,70 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
     case RELATTN_TOKFILE_SPM: out->kind = RELATTN_TOK_SENTENCEPIECE; break;
     case RELATTN_TOKFILE_VOCAB: out->kind = RELATTN_TOK_WORDPIECE; break;
     case RELATTN_TOKFILE_JSON:
-      *pzErr = sqlite3_mprintf("%s: tokenizer_blob is %s; pass the "
-                               "tokenizer's own file (vocab.txt or a "
-                               "SentencePiece .model)", FN,
-                               relattn_tokenizer_file_name(
-                                   RELATTN_TOKFILE_JSON));
-      return SQLITE_ERROR;
+      /* the fast tokenizer's file: mapped onto the WordPiece kind, whose
+      ** vocab.txt the model stores (ext/hf_tokjson.c) */
+      if ((rc = relattn_hf_tokjson_read(db, tok, tok_n, &tj, pzErr)) !=
+          SQLITE_OK)
+        return rc;
+      out->kind = RELATTN_TOK_WORDPIECE;
+      out->file = tj.vocab, out->file_n = tj.vocab_n;
+      tj.vocab = NULL;
+      tok = out->file, tok_n = out->file_n;
+      break;
     default:
       out->kind = m->fam->tok_kind;
   }
   out->lower = out->kind == RELATTN_TOK_WORDPIECE ? 1 : 0;
   out->strip = -1;
   out->chinese = 1;
+  if (out->file) {
+    out->lower = tj.lower, out->strip = tj.strip, out->chinese = tj.chinese;
+    text[R_CLS] = tj.cls, text[R_SEP] = tj.sep, text[R_UNK] = tj.unk;
+    tj.cls = tj.sep = tj.unk = NULL;
+  }
   if (tok_config) {
-    if (relattn_jdoc_open(&j, db, tok_config, "tokenizer_config_json", pzErr))
-      return SQLITE_ERROR;
+    if (relattn_jdoc_open(&j, db, tok_config, "tokenizer_config_json", pzErr)) {
+      rc = SQLITE_ERROR;
+      goto done;
+    }
     {
       const char *type = relattn_jdoc_step(&j, "$");
       if (type && strcmp(type, "object") != 0) {
         *pzErr = sqlite3_mprintf("%s: tokenizer_config_json is not a JSON "
                                  "object", FN);
         relattn_jdoc_close(&j);
-        return SQLITE_ERROR;
+        rc = SQLITE_ERROR;
+        goto done;
       }
     }
-    out->lower = relattn_jdoc_bool(&j, "do_lower_case", out->lower);
-    out->strip = relattn_jdoc_bool(&j, "strip_accents", -1);
-    out->chinese = relattn_jdoc_bool(&j, "tokenize_chinese_chars", 1);
-    if (out->kind == RELATTN_TOK_WORDPIECE &&
+    if (out->file) {
+      /* BertTokenizerFast rebuilds the normalizer from these when they
+      ** differ from tokenizer.json's: one of the two would be wrong */
+      static const char *const opt[] = {"do_lower_case", "strip_accents",
+                                        "tokenize_chinese_chars"};
+      static const char *const norm[] = {"lowercase", "strip_accents",
+                                         "handle_chinese_chars"};
+      const int have[] = {out->lower, out->strip, out->chinese};
+      for (i = 0; i < 3 && j.rc == SQLITE_OK; i++) {
+        int v = relattn_jdoc_bool(&j, opt[i], -2);
+        if (v == -2 || v == have[i] || j.rc != SQLITE_OK) continue;
+        *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: %s %s differs "
+                                 "from the tokenizer.json's normalizer "
+                                 "(%s %s)", FN, opt[i],
+                                 v < 0 ? "null" : v ? "true" : "false",
+                                 norm[i],
+                                 have[i] < 0 ? "null" : have[i] ? "true"
+                                                                : "false");
+        relattn_jdoc_close(&j);
+        rc = SQLITE_ERROR;
+        goto done;
+      }
+    } else {
+      out->lower = relattn_jdoc_bool(&j, "do_lower_case", out->lower);
+      out->strip = relattn_jdoc_bool(&j, "strip_accents", -1);
+      out->chinese = relattn_jdoc_bool(&j, "tokenize_chinese_chars", 1);
+    }
+    if (out->kind == RELATTN_TOK_WORDPIECE && !out->file &&
         relattn_jdoc_bool(&j, "do_basic_tokenize", 1) == 0 &&
         j.rc == SQLITE_OK) {
       /* BertTokenizer then splits on whitespace only: not what the
@@ -492,7 +534,8 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
       *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: do_basic_tokenize "
                                "false is not supported", FN);
       relattn_jdoc_close(&j);
-      return SQLITE_ERROR;
+      rc = SQLITE_ERROR;
+      goto done;
     }
     if (out->kind == RELATTN_TOK_SENTENCEPIECE &&
         relattn_jdoc_bool(&j, "split_by_punct", 0) == 1 && j.rc == SQLITE_OK) {
@@ -501,10 +544,12 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
       *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: split_by_punct "
                                "true is not supported", FN);
       relattn_jdoc_close(&j);
-      return SQLITE_ERROR;
+      rc = SQLITE_ERROR;
+      goto done;
     }
     for (i = 0; i < N_ROLES && j.rc == SQLITE_OK; i++)
-      text[i] = relattn_jdoc_str(&j, keys[i], 1);
+      if (!text[i]) /* a tokenizer.json's own come first */
+        text[i] = relattn_jdoc_str(&j, keys[i], 1);
     rc = j.rc;
     relattn_jdoc_close(&j);
     if (rc != SQLITE_OK) goto done;
@@ -568,6 +613,7 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
   }
 done:
   relattn_tokenizer_free(t);
+  relattn_hf_tokjson_free(&tj);
   for (i = 0; i < N_ROLES; i++) sqlite3_free(text[i]);
   return rc;
 }
@@ -643,6 +689,8 @@ static char *nativeConfig(sqlite3 *db, const relattn_hf_model *m,
                           k->strip ? "true" : "false");
     sqlite3_str_appendf(o, ", \"tokenize_chinese_chars\": %s",
                         k->chinese ? "true" : "false");
+    if (k->file) /* a tokenizer.json: as the Rust library runs it */
+      sqlite3_str_appendf(o, ", \"rules\": \"tokenizers\"");
   }
   sqlite3_str_appendf(o, "}, \"source\": {\"family\": \"%s\", \"class\": ",
                       m->fam->name);
@@ -719,9 +767,10 @@ char *relattn_hf_name_of(const relattn_hf_info *info, const char *native) {
 
 int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
                    relattn_st_tensor *t, int n, const char *const *raw_dtype,
-                   const uint8_t *data, const uint8_t *tok, size_t tok_n,
-                   unsigned char *skip, uint8_t **own, char **hf_names,
-                   relattn_hf_info *info, char **native, char **pzErr) {
+                   const uint8_t *data, const uint8_t **tok, size_t *tok_n,
+                   uint8_t **tok_own, unsigned char *skip, uint8_t **own,
+                   char **hf_names, relattn_hf_info *info, char **native,
+                   char **pzErr) {
   relattn_hf_model m;
   hf_tok k;
   relattn_jdoc j;
@@ -736,7 +785,7 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
   rc = readConfig(&j, &m, t, n, pzErr);
   relattn_jdoc_close(&j);
   if (rc == SQLITE_OK && !*pzErr && j.rc == SQLITE_OK)
-    rc = readTokenizer(db, &m, tok_config, tok, tok_n, &k, pzErr);
+    rc = readTokenizer(db, &m, tok_config, *tok, *tok_n, &k, pzErr);
   if (rc != SQLITE_OK || *pzErr) goto done;
 
   /* each tensor: its native name, or left out (the names are looked at
@@ -821,6 +870,10 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
       }
   *native = nativeConfig(db, &m, &k);
   if (!*native) goto nomem;
+  if (k.file) { /* stored in place of the blob */
+    *tok = *tok_own = k.file, *tok_n = k.file_n;
+    k.file = NULL;
+  }
   rc = SQLITE_OK;
   goto done;
 nomem:
@@ -833,6 +886,7 @@ done:
     for (i = 0; i < n; i++) hf_names[i] = orig[i];
   sqlite3_free(orig);
   sqlite3_free(k.added);
+  sqlite3_free(k.file);
   modelFree(&m);
   if (*pzErr && rc == SQLITE_OK) rc = SQLITE_ERROR;
   return rc;

@@ -101,4 +101,17 @@ int relattn_hf_has_tensor(const relattn_st_tensor *t, int n,
 int relattn_hf_read_bert_keys(relattn_jdoc *j, relattn_hf_model *m, int vocab,
                               double eps, int types, char **pzErr);
 
+/* ext/hf_tokjson.c: a tokenizer.json read and mapped onto the WordPiece
+** kind: its vocab.txt, options and special tokens' texts (all
+** sqlite3_malloc'd). */
+typedef struct relattn_hf_tokjson {
+  uint8_t *vocab;          /* model.vocab as a vocab.txt */
+  size_t vocab_n;
+  int lower, strip, chinese; /* BertNormalizer's; strip -1: null */
+  char *cls, *sep, *unk;   /* the post-processor's and the model's */
+} relattn_hf_tokjson;
+int relattn_hf_tokjson_read(sqlite3 *db, const uint8_t *file, size_t n,
+                            relattn_hf_tokjson *out, char **pzErr);
+void relattn_hf_tokjson_free(relattn_hf_tokjson *t);
+
 #endif /* RELATTN_HF_H */

@@ -39,6 +39,8 @@ typedef struct import_state {
   unsigned char *skip;   /* (n) 1: not part of the model */
   uint8_t **own;         /* (n) the data, rewritten (transposed), or NULL */
   char **hf_name;        /* (n) the file's name of a renamed tensor */
+  uint8_t *tok_own;      /* the tokenizer file stored in place of
+                         ** tokenizer_blob (a tokenizer.json's vocab.txt) */
   relattn_hf_info hf;
 } import_state;
 
@@ -56,6 +58,7 @@ static void importFree(import_state *s) {
   sqlite3_free(s->raw);
   sqlite3_free(s->skip);
   sqlite3_free(s->own);
+  sqlite3_free(s->tok_own);
 }
 
 /* Tensor i's name as the file has it (for messages). */
@@ -460,8 +463,8 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     memset(s.own, 0, sizeof *s.own * ((size_t)s.n + 1));
     memset(s.hf_name, 0, sizeof *s.hf_name * ((size_t)s.n + 1));
     if ((rc = relattn_hf_map(db, s.config, tok_config, s.t, s.n, s.raw, data,
-                             tok, tok_n, s.skip, s.own, s.hf_name, &s.hf,
-                             &native, &zErr)) !=
+                             &tok, &tok_n, &s.tok_own, s.skip, s.own,
+                             s.hf_name, &s.hf, &native, &zErr)) !=
         SQLITE_OK) {
       fail_code = rc;
       goto fail;

@@ -426,6 +426,8 @@ typedef struct relattn_config {
   ** d_model / n_heads (relattn_config_d_head); last, so configs written
   ** field by field stay as they were */
   int d_head;
+  int tok_rules;          /* wordpiece: tokenizer.rules, RELATTN_RULES_*;
+                          ** after d_head for the same reason */
 } relattn_config;
 
 typedef struct relattn_tokenizer relattn_tokenizer; /* src/tokenizer.c */
@@ -610,6 +612,10 @@ void relattn_model_free(relattn_model *m);          /* frees m->mem */
 ** is named "tokenizer." + its name (dtype U8, shape [bytes]). */
 enum { RELATTN_TOK_BYTES = 0, RELATTN_TOK_WORDPIECE = 1,
        RELATTN_TOK_SENTENCEPIECE = 2 };
+/* tokenizer.rules of a wordpiece tokenizer: whose text rules it follows where
+** the two differ (src/tok_wordpiece.c): transformers' BertTokenizer (Python),
+** or Hugging Face's Rust tokenizers library running a tokenizer.json. */
+enum { RELATTN_RULES_TRANSFORMERS = 0, RELATTN_RULES_TOKENIZERS = 1 };
 const char *relattn_tokenizer_kind_name(int kind);
 /* Parses the tokenizer of config c from its file (n bytes; none for bytes).
 ** The file is untrusted: every length is checked. Messages start with what. */

@@ -26,6 +26,15 @@
 **      word when some part matches nothing
 ** Decoding joins the tokens with spaces, removes " ##" and strips the ends
 ** (convert_tokens_to_string).
+**
+** tokenizer.rules "tokenizers": as Hugging Face's Rust library runs a
+** tokenizer.json's BertNormalizer and BertPreTokenizer instead, where it
+** differs from the Python: its categories are Unicode 8.0's (the
+** unicode_categories crate), so in 1, 4 and 5 a code point assigned later
+** (or unassigned) is neither control, nor Mn, nor punctuation: kept, and
+** a word holding one is [UNK] unless the vocabulary has it; its whitespace
+** in 1 is Rust's (White_Space); in 4, lowercasing is per character, Σ
+** always σ (no final sigma rule). relattn_uflags8_of gives those flags.
 */
 #include "tok.h"
 #include "unicode.h"
@@ -50,6 +59,7 @@ typedef struct wordpiece {
   int unk;
   int32_t special[5];     /* ids of specials[] (below), -1: not in the vocab */
   int lower, strip, chinese;
+  int rules;              /* RELATTN_RULES_* */
 } wordpiece;
 
 static uint32_t hashBytes(const uint8_t *p, size_t n) {
@@ -123,6 +133,12 @@ static int isChinese(uint32_t cp) {
          (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
 }
 
+/* The Unicode flags of c under the tokenizer's rules. */
+static int wpFlags(const wordpiece *w, uint32_t c) {
+  return w->rules == RELATTN_RULES_TOKENIZERS ? relattn_uflags8_of(c)
+                                               : relattn_uflags_of(c);
+}
+
 /* One word (after punctuation splitting) to ids. */
 static int wordIds(const wordpiece *w, const uint32_t *cp, size_t n,
                    relattn_idbuf *out, uint8_t *buf /* 2 + 4 * MAX_WORD_CHARS */) {
@@ -171,7 +187,7 @@ static int pieceIds(const wordpiece *w, const uint32_t *cp, size_t n,
     const uint32_t *low = NULL;
     int nl = 1;
     if (w->lower) {
-      if (c == 0x3A3) {
+      if (c == 0x3A3 && w->rules == RELATTN_RULES_TRANSFORMERS) {
         /* str.lower()'s final sigma: cased letter before, none after,
         ** case-ignorable characters skipped on both sides */
         size_t j = i;
@@ -204,7 +220,7 @@ static int pieceIds(const wordpiece *w, const uint32_t *cp, size_t n,
         }
         for (m = 0; m < nd; m++) {
           uint32_t e = dec ? dec[m] : d;
-          if (relattn_uflags_of(e) & RELATTN_U_MN) continue;
+          if (wpFlags(w, e) & RELATTN_U_MN) continue;
           if ((rc = cpPush(tmp, e)) != RELATTN_OK) return rc;
         }
       } else if ((rc = cpPush(tmp, d)) != RELATTN_OK) {
@@ -213,7 +229,7 @@ static int pieceIds(const wordpiece *w, const uint32_t *cp, size_t n,
     }
   }
   for (i = start = 0; i <= tmp->n; i++) {
-    if (i < tmp->n && !(relattn_uflags_of(tmp->p[i]) & RELATTN_U_PUNCT)) continue;
+    if (i < tmp->n && !(wpFlags(w, tmp->p[i]) & RELATTN_U_PUNCT)) continue;
     if (i > start && (rc = wordIds(w, tmp->p + start, i - start, out, buf)))
       return rc;
     if (i < tmp->n && (rc = wordIds(w, tmp->p + i, 1, out, buf))) return rc;
@@ -229,7 +245,7 @@ static int wpWords(const wordpiece *w, const uint32_t *cp, size_t n,
   size_t i, start;
   int rc = RELATTN_OK;
   for (i = start = 0; i <= n && rc == RELATTN_OK; i++) {
-    if (i < n && !(relattn_uflags_of(cp[i]) & RELATTN_U_SPACE)) continue;
+    if (i < n && !(wpFlags(w, cp[i]) & RELATTN_U_SPACE)) continue;
     if (i > start) rc = pieceIds(w, cp + start, i - start, tmp, out, buf);
     start = i + 1;
   }
@@ -253,7 +269,7 @@ static int wpText(const wordpiece *w, const uint8_t *text, size_t n,
       continue;
     }
     i += (size_t)len;
-    f = relattn_uflags_of(c);
+    f = wpFlags(w, c);
     if (c == 0 || c == 0xFFFD || (f & RELATTN_U_CONTROL)) continue;
     if (f & RELATTN_U_BERT_WS) c = ' ';
     if (w->chinese && isChinese(c)) {
@@ -264,7 +280,7 @@ static int wpText(const wordpiece *w, const uint8_t *text, size_t n,
       rc = cpPush(&cps, c);
     }
     if (rc == RELATTN_OK &&
-        (relattn_uflags_of(cps.p[cps.n - 1]) & RELATTN_U_SPACE)) {
+        (wpFlags(w, cps.p[cps.n - 1]) & RELATTN_U_SPACE)) {
       rc = wpWords(w, cps.p, cps.n, &tmp, out, buf);
       cps.n = 0;
     }
@@ -442,6 +458,7 @@ int relattn_wordpiece_init(relattn_tokenizer **out, const relattn_config *c,
   w->lower = c->do_lower_case;
   w->strip = c->strip_accents < 0 ? c->do_lower_case : c->strip_accents;
   w->chinese = c->chinese_chars;
+  w->rules = c->tok_rules;
   if (w->unk < 0) {
     wpDestroy(&w->base);
     return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,

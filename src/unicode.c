@@ -4,15 +4,23 @@
 */
 #include "unicode.h"
 
-int relattn_uflags_of(uint32_t cp) {
-  int lo = 0, hi = relattn_n_uflags - 1;
+static int flagsIn(const relattn_uflag_range *r, int n, uint32_t cp) {
+  int lo = 0, hi = n - 1;
   if (cp >= 0x110000) return RELATTN_U_CONTROL; /* never decoded; be safe */
   while (lo < hi) { /* the last range starting at or before cp */
     int mid = (lo + hi + 1) / 2;
-    if (relattn_uflags[mid].start <= cp) lo = mid;
+    if (r[mid].start <= cp) lo = mid;
     else hi = mid - 1;
   }
-  return relattn_uflags[lo].flags;
+  return r[lo].flags;
+}
+
+int relattn_uflags_of(uint32_t cp) {
+  return flagsIn(relattn_uflags, relattn_n_uflags, cp);
+}
+
+int relattn_uflags8_of(uint32_t cp) {
+  return flagsIn(relattn_uflags8, relattn_n_uflags8, cp);
 }
 
 static const uint32_t *lookup(const relattn_umap *map, int n,

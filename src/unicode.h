@@ -25,12 +25,18 @@ typedef struct relattn_umap { uint32_t cp; uint16_t off, len; } relattn_umap;
 extern const char relattn_unicode_version[];
 extern const relattn_uflag_range relattn_uflags[]; /* sorted by start */
 extern const int relattn_n_uflags;
+extern const relattn_uflag_range relattn_uflags8[]; /* sorted by start */
+extern const int relattn_n_uflags8;
 extern const relattn_umap relattn_lower[], relattn_nfd[]; /* sorted by cp */
 extern const int relattn_n_lower, relattn_n_nfd;
 extern const uint32_t relattn_lower_pool[], relattn_nfd_pool[];
 
 /* The flags of code point cp. */
 int relattn_uflags_of(uint32_t cp);
+/* Its flags as Hugging Face's Rust tokenizers library sees them: Unicode
+** 8.0's categories (later code points are none of control, punctuation,
+** Mn), BERT_WS for Rust's char::is_whitespace. */
+int relattn_uflags8_of(uint32_t cp);
 /* str.lower() / NFD of one code point: *n code points at the returned
 ** pointer, or NULL when it maps to itself. */
 const uint32_t *relattn_ulower(uint32_t cp, int *n);

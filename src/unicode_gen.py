@@ -8,6 +8,11 @@ reference tokenizers see on this machine). Run: /usr/bin/python3 src/unicode_gen
           (what str.split splits on), BERT's punctuation (P* and the ASCII
           symbols), Mn (dropped by strip_accents), and cased / case-ignorable
           (str.lower()'s final sigma rule)
+  flags8  the same flags as Hugging Face's Rust tokenizers library sees
+          them: its categories (the unicode_categories crate) are those of
+          Unicode 8.0, so a code point assigned later is none of control,
+          punctuation or Mn there (perl's Unicode::UCD gives each code
+          point's age), and a few changed category since
   lower   str.lower() of each code point that changes (one to three)
   nfd     unicodedata.normalize('NFD') of each code point that changes,
           Hangul syllables included
@@ -18,9 +23,25 @@ import unicodedata
 MAX = 0x110000
 
 
-def flags(cp):
+# Unicode 8.0's categories where a later version changed them, among the
+# code points whose flags differ (found by comparing the library's answers
+# on every P*, Mn and C* code point: tests/sql/test_tokenizer_json.py)
+CATEGORY_8 = {0x1885: "Lo", 0x1886: "Lo", 0xA9BD: "Mc", 0x111C9: "Po"}
+
+
+def assigned_in_8():
+    """The code points assigned in Unicode 8.0 or before, as a sorted
+    inversion list (perl's Unicode::UCD: Python's unicodedata has no age)."""
+    import subprocess
+    out = subprocess.run(["perl", "-MUnicode::UCD=prop_invlist", "-e",
+                          'print join(",", prop_invlist("In=8.0"))'],
+                         capture_output=True, text=True, check=True).stdout
+    return [int(x) for x in out.split(",")]
+
+
+def flags(cp, cat=None):
     ch = chr(cp)
-    cat = unicodedata.category(ch)
+    cat = cat or unicodedata.category(ch)
     f = 0
     if cat.startswith("C") and ch not in "\t\n\r":
         f |= 1
@@ -46,10 +67,30 @@ def flags(cp):
     return f
 
 
-def ranges():
-    out, start, cur = [], 0, flags(0)
+def flags8(cp, in8):
+    """flags() with the Unicode 8.0 category: Cn when assigned later. The
+    library's control (is_other) leaves Cn out; its whitespace is Rust's
+    char::is_whitespace (\\t \\n \\r and White_Space, which str.isspace
+    gives here), before the pre-tokenizer's split on it."""
+    import bisect
+    ch = chr(cp)
+    if cp in CATEGORY_8:
+        cat = CATEGORY_8[cp]
+    elif bisect.bisect_right(in8, cp) % 2:
+        cat = unicodedata.category(ch)
+    else:
+        cat = "Cn"
+    f = flags(cp, "Zz" if cat == "Cn" else cat)  # Cn: not control there
+    f &= ~2
+    if ch in " \t\n\r" or ch.isspace():
+        f |= 2
+    return f
+
+
+def ranges(fn=flags):
+    out, start, cur = [], 0, fn(0)
     for cp in range(1, MAX):
-        f = flags(cp)
+        f = fn(cp)
         if f != cur:
             out.append((start, cur))
             start, cur = cp, f
@@ -92,6 +133,13 @@ def main(path):
     for start, f in r:
         w.append("    {0x%X, %d},\n" % (start, f))
     w.append("};\nconst int relattn_n_uflags = %d;\n\n" % len(r))
+    in8 = assigned_in_8()
+    r8 = ranges(lambda cp: flags8(cp, in8))
+    w.append("/* as Hugging Face's tokenizers library sees them (Unicode 8.0) */\n")
+    w.append("const relattn_uflag_range relattn_uflags8[] = {\n")
+    for start, f in r8:
+        w.append("    {0x%X, %d},\n" % (start, f))
+    w.append("};\nconst int relattn_n_uflags8 = %d;\n\n" % len(r8))
     for name, rows, pool in (("lower", lo, lo_pool), ("nfd", nfd, nfd_pool)):
         w.append("const relattn_umap relattn_%s[] = {\n" % name)
         for cp, off, n in rows:

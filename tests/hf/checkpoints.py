@@ -106,6 +106,51 @@ def wordpiece_vocab():
     return ("\n".join(out) + "\n").encode("utf-8")
 
 
+def bert_tokenizer_json(vocab_bytes, lower=True, strip=None, chinese=True,
+                        cls="[CLS]", sep="[SEP]", unk="[UNK]"):
+    """The tokenizer.json transformers' BertConverter (convert_slow_tokenizer.py)
+    writes for a BertTokenizer of this vocab.txt and these options, as the
+    Rust library serializes it: BertNormalizer, BertPreTokenizer, WordPiece,
+    TemplateProcessing "[CLS]:0 $A:0 [SEP]:0" / "... $B:1 [SEP]:1", the
+    WordPiece decoder, and the special tokens among added_tokens. Returns
+    the document (a dict)."""
+    lines = vocab_bytes.decode("utf-8").split("\n")[:-1]
+    vocab = {}
+    for i, t in enumerate(lines):       # load_vocab: a later line wins
+        vocab[t.rstrip("\r")] = i
+    added = [{"id": vocab[t], "content": t, "single_word": False,
+              "lstrip": False, "rstrip": False, "normalized": False,
+              "special": True}
+             for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] if t in vocab]
+    added.sort(key=lambda a: a["id"])
+
+    def special(t, type_id):
+        return {"SpecialToken": {"id": t, "type_id": type_id}}
+
+    def seq(a, type_id):
+        return {"Sequence": {"id": a, "type_id": type_id}}
+
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": added,
+        "normalizer": {"type": "BertNormalizer", "clean_text": True,
+                       "handle_chinese_chars": chinese, "strip_accents": strip,
+                       "lowercase": lower},
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [special(cls, 0), seq("A", 0), special(sep, 0)],
+            "pair": [special(cls, 0), seq("A", 0), special(sep, 0), seq("B", 1),
+                     special(sep, 1)],
+            "special_tokens": {t: {"id": t, "ids": [vocab[t]], "tokens": [t]}
+                               for t in (cls, sep)}},
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "model": {"type": "WordPiece", "unk_token": unk,
+                  "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 100, "vocab": vocab},
+    }
+
+
 _SPM = {}
 
 
@@ -306,15 +351,16 @@ def bert(root, rng, cls, position="relative_key", prefix=None, n_labels=3,
          problem_type="single_label_classification", hidden_act="gelu",
          tied_copy=False, position_ids=False, extra_heads=False, d=32,
          heads=4, layers=2, ff=48, max_pos=64, type_vocab=2,
-         do_lower_case=True, dtype="F32"):
+         do_lower_case=True, dtype="F32", vocab=None):
     """modeling_bert.py: BertModel (prefix none, pooler), BertForMaskedLM
     ('bert.' prefix, no pooler, cls.predictions.*), BertForSequenceClassification
     ('bert.' prefix, pooler, classifier). prefix overrides the class's own
     (a BertModel saved from a bigger class keeps 'bert.'). tied_copy writes
     cls.predictions.decoder.weight / .bias (the tied copies older files
     keep); position_ids the persistent int64 buffer older files keep;
-    extra_heads the pre-training cls.seq_relationship head."""
-    vocab = wordpiece_vocab()
+    extra_heads the pre-training cls.seq_relationship head. vocab: the
+    vocab.txt's bytes (wordpiece_vocab() by default)."""
+    vocab = wordpiece_vocab() if vocab is None else vocab
     toks = vocab.decode().split("\n")[:-1]
     V = len(toks)
     W = Weights(rng)

@@ -264,7 +264,8 @@ def test_tokenizer_file_kind(db, bert, deberta):
     """The tokenizer_blob's kind comes from its structure: a vocab.txt
     whose first line is empty is a vocab.txt (BertTokenizer's load_vocab
     reads that line as the token '' at id 0), not a SentencePiece model
-    for its first byte 0x0a; a tokenizer.json is refused, naming it; bytes
+    for its first byte 0x0a; a tokenizer.json is read as one (its model
+    named when relattn has none like it: tests/sql/test_tokenizer_json.py); bytes
     of no kind are read as the family's own file, whose parser says where
     they break."""
     sys.path.insert(0, str(HERE.parent / "tok"))
@@ -281,12 +282,12 @@ def test_tokenizer_file_kind(db, bert, deberta):
                          (text,)).fetchone()[0]
         assert json.loads(got) == ref.encode(text), text
     db = connect()  # the refusals: nothing stored
-    tj = json.dumps({"version": "1.0", "model": {"type": "WordPiece"}},
-                    indent=2).encode()
+    tj = json.dumps({"version": "1.0", "truncation": None, "padding": None,
+                     "model": {"type": "BPE"}}, indent=2).encode()
     for ck in (bert, deberta):
-        refused(db, ck, "relattn_import: tokenizer_blob is a tokenizer.json "
-                "(a JSON object); pass the tokenizer's own file (vocab.txt or "
-                "a SentencePiece .model)", tok=b"\xef\xbb\xbf" + tj + b"\n")
+        refused(db, ck, "relattn_import: tokenizer.json: model 'BPE' is not "
+                "supported (supported: WordPiece)",
+                tok=b"\xef\xbb\xbf" + tj + b"\n")
     refused(db, bert, "relattn_import: tokenizer.wordpiece is not valid "
             "UTF-8 at byte 1", tok=b"\n\xff")
     refused(db, deberta, "relattn_import: tokenizer.sentencepiece is not a "
