@@ -40,11 +40,12 @@ HEADERS  := $(wildcard src/*.h ext/*.h)
 # chromium and a font: the SVG pictures rendered in a real browser;
 # python3-distributed: Dask, for cluster/; python3-sentencepiece: the reference
 # the sentencepiece tokenizer is tested and benchmarked against; dpkg-dev and
-# tcl: SQLite built with SQLITE_DEBUG from its Debian source, tests/sqlite_debug.sh).
+# tcl: SQLite built with SQLITE_DEBUG from its Debian source, tests/sqlite_debug.sh;
+# perl (its Unicode::UCD): the Unicode ages src/unicode_gen.py and its test read).
 DEB_PKGS ?= gcc make libc6-dev libsqlite3-dev sqlite3 libopenblas-dev \
             python3 python3-numpy python3-pytest g++ python3-torch chromium \
             fonts-dejavu-core python3-distributed python3-sentencepiece \
-            dpkg-dev tcl
+            dpkg-dev tcl perl
 DEB_BENCH ?= python3-torch
 DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
