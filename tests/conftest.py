@@ -5,6 +5,8 @@ RELATTN_SO names the shared library under test (make test sets it; default
 import os
 import pathlib
 import sqlite3
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -68,3 +70,31 @@ def rel_err(out, ref):
     out = np.asarray(out, dtype=np.float64)
     ref = np.asarray(ref, dtype=np.float64)
     return np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-300)
+
+
+def interrupted(db, sql, args=(), after=0.3):
+    """Runs sql, calling db.interrupt() from another thread `after` seconds on
+    and again every 0.1 s until the statement ends: an interrupt that comes
+    before the statement has started (a busy machine, a large argument to
+    bind) is lost, SQLite clears it then. Returns (seconds from the first
+    interrupt to the end, message, error name); the statement must fail."""
+    fired, done = [], threading.Event()
+
+    def fire():
+        wait = after
+        while not done.wait(wait):
+            fired.append(time.perf_counter())
+            db.interrupt()
+            wait = 0.1
+
+    thread = threading.Thread(target=fire)
+    thread.start()
+    try:
+        with pytest.raises(Exception) as e:
+            db.execute(sql, args).fetchall()
+        end = time.perf_counter()
+    finally:
+        done.set()
+        thread.join()   # no interrupt is left to reach the next statement
+    assert fired, "the statement ended before the interrupt"
+    return end - fired[0], str(e.value), getattr(e.value, "sqlite_errorname", None)

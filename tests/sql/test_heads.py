@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import reference_model as ref  # noqa: E402
-from conftest import SO, connect, from_f32, rel_err  # noqa: E402
+from conftest import SO, connect, from_f32, interrupted, rel_err  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -651,8 +651,6 @@ def tiny_with_heads():
 def test_heads_stop_on_interrupt(fn, sql):
     # 20000 tokens: 10-25 s a call here uninterrupted; the bound is generous
     # (test_interrupt.py says why)
-    import threading
-    import time
     db = connect(check_same_thread=False)
     for name, (cfg, weights) in tiny_with_heads().items():
         db.execute("SELECT relattn_import(?, ?, ?)",
@@ -663,15 +661,8 @@ def test_heads_stop_on_interrupt(fn, sql):
         ids = np.frombuffer(arg.encode(), np.uint8).astype("<i4")
         ids[::100] = 258   # [MASK]
         arg = ids.tobytes()
-    fired = []
-    timer = threading.Timer(0.3, lambda: (fired.append(time.perf_counter()), db.interrupt()))
-    timer.start()
-    with pytest.raises(Exception) as e:
-        db.execute(sql, (arg,)).fetchall()
-    took = time.perf_counter() - fired[0]
-    timer.join()
-    assert (str(e.value), getattr(e.value, "sqlite_errorname", None)) == (
-        f"{fn}: interrupted", "SQLITE_INTERRUPT")
+    took, msg, name = interrupted(db, sql, (arg,))
+    assert (msg, name) == (f"{fn}: interrupted", "SQLITE_INTERRUPT")
     assert took < 5.0
     # and the connection goes on working
     assert db.execute("SELECT relattn_classify('clf', 'ab') IN ('a', 'b')").fetchone() == (1,)

@@ -8,13 +8,11 @@ statement; the target, 1 s, is measured by `make bench`): before the forward
 pass and the kernel polled for it, each of these calls ran to its end, 10 to
 25 s here after the interrupt."""
 import pathlib
-import threading
-import time
 
 import numpy as np
 import pytest
 
-from conftest import connect
+from conftest import connect, interrupted
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BOUND = 5.0
@@ -28,25 +26,6 @@ def tiny_blob():
 def text(n, seed):
     rng = np.random.default_rng(seed)
     return bytes(rng.integers(97, 123, n, dtype=np.uint8)).decode()
-
-
-def interrupted(db, sql, args=(), after=0.3):
-    """Runs sql, interrupting it after `after` seconds from another thread;
-    returns (seconds from the interrupt to the end, message, error name)."""
-    fired = []
-
-    def fire():
-        fired.append(time.perf_counter())
-        db.interrupt()
-
-    timer = threading.Timer(after, fire)
-    timer.start()
-    with pytest.raises(Exception) as e:
-        db.execute(sql, args).fetchall()
-    end = time.perf_counter()
-    timer.join()
-    assert fired, "the statement ended before the interrupt"
-    return end - fired[0], str(e.value), getattr(e.value, "sqlite_errorname", None)
 
 
 @pytest.fixture
@@ -148,3 +127,24 @@ def test_interrupt_while_reading_arguments(tiny, tiny_blob):
     # nothing was imported, and the connection works
     assert db.execute("SELECT count(*) FROM relattn_model WHERE name = 't2'").fetchone() == (0,)
     assert db.execute("SELECT relattn_score('tiny', 'ab') < 0").fetchone() == (1,)
+
+
+def test_an_interrupt_that_comes_before_the_statement_is_repeated(db):
+    """The helper above, on a machine so busy that the statement starts only
+    after the first interrupt (which SQLite then clears): it interrupts again,
+    and the statement (SQLite's own, some seconds uninterrupted) stops."""
+    import time
+
+    class SlowToStart:
+        def interrupt(self):
+            db.interrupt()
+
+        def execute(self, *args):
+            time.sleep(0.5)
+            return db.execute(*args)
+
+    took, msg, name = interrupted(
+        SlowToStart(), "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
+        "WHERE x < 30000000) SELECT count(*) FROM c", after=0.1)
+    assert (msg, name) == ("interrupted", "SQLITE_INTERRUPT")
+    assert 0.4 < took < BOUND
