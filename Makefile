@@ -41,11 +41,12 @@ HEADERS  := $(wildcard src/*.h ext/*.h)
 # python3-distributed: Dask, for cluster/; python3-sentencepiece: the reference
 # the sentencepiece tokenizer is tested and benchmarked against; dpkg-dev and
 # tcl: SQLite built with SQLITE_DEBUG from its Debian source, tests/sqlite_debug.sh;
-# perl (its Unicode::UCD): the Unicode ages src/unicode_gen.py and its test read).
+# perl (its Unicode::UCD): the Unicode ages src/unicode_gen.py and its test read;
+# python3-pytest-xdist: make test spreads the tests over the cores).
 DEB_PKGS ?= gcc make libc6-dev libsqlite3-dev sqlite3 libopenblas-dev \
             python3 python3-numpy python3-pytest g++ python3-torch chromium \
             fonts-dejavu-core python3-distributed python3-sentencepiece \
-            dpkg-dev tcl perl
+            dpkg-dev tcl perl python3-pytest-xdist
 DEB_BENCH ?= python3-torch
 DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
@@ -140,8 +141,9 @@ experiments: deps-model
 # of the sanitized run (cluster/'s Dask tests run in the normal pass only: the
 # workers are other processes); when the normal run fails, the sanitized one is
 # skipped and its summary is the last line. The status reflects both.
-# The sanitized pass runs one process per test file, TEST_JOBS at a time
-# (tests/run_sanitized.py), each file's leak check at its own exit.
+# The normal pass and the kernel-set reruns spread over TEST_JOBS processes
+# (pytest-xdist); the sanitized pass runs one process per test file, TEST_JOBS
+# at a time (tests/run_sanitized.py), each file's leak check at its own exit.
 # The sanitizer environment goes to the test processes only (through env), not
 # to the runner's interpreter, whose own exit-time leaks LeakSanitizer would
 # report.
@@ -150,11 +152,11 @@ test: deps
 	$(MAKE) asan-build
 	@sh tests/sqlite_debug.sh $(BUILD)/sqlite-debug
 	@echo "== tests (normal build)"
-	@$(TEST_ENV) $(PYTHON) -m pytest -q tests cluster || exit 1; \
-	 $(TEST_ENV) sh tests/coretypes.sh $(PYTHON) $(NUMERIC_TESTS) || exit 1; \
+	@$(TEST_ENV) $(PYTHON) -m pytest -q -n $(TEST_JOBS) tests cluster || exit 1; \
+	 $(TEST_ENV) sh tests/coretypes.sh $(PYTHON) -n $(TEST_JOBS) $(NUMERIC_TESTS) || exit 1; \
 	 if [ -f $(SQLITE_DEBUG) ]; then \
 	   echo "== tests on SQLite built with SQLITE_DEBUG"; \
-	   LD_LIBRARY_PATH=$(dir $(SQLITE_DEBUG)) $(TEST_ENV) $(PYTHON) -m pytest -q $(DEBUG_TESTS) || exit 1; \
+	   LD_LIBRARY_PATH=$(dir $(SQLITE_DEBUG)) $(TEST_ENV) $(PYTHON) -m pytest -q -n $(TEST_JOBS) $(DEBUG_TESTS) || exit 1; \
 	 fi; \
 	 echo "== tests under ASan + UBSan + LeakSanitizer"; \
 	 $(SANITIZED_RUN)
@@ -170,7 +172,8 @@ SANITIZED_RUN = $(PYTHON) tests/run_sanitized.py -j $(TEST_JOBS) $(SANITIZED_FIR
 	env $(ASAN_ENV) $(PYTHON) -m pytest -q
 
 # The numerical tests, rerun by make test under each OpenBLAS kernel set the
-# CPU can run (tests/coretypes.sh): about half a minute a set here.
+# CPU can run but the one OpenBLAS picked, which the whole suite ran under
+# (tests/coretypes.sh): under 20 s a set here.
 NUMERIC_TESTS := tests/sql/test_attention.py tests/sql/test_model_fn.py \
                  tests/sql/test_determinism.py tests/sql/test_bundled_model.py \
                  tests/sql/test_schemes.py tests/sql/test_model_schemes.py \
