@@ -357,14 +357,18 @@ typedef struct hf_tok {
 /* tokenizer.added_tokens for the special ids: their entries of
 ** added_tokens_decoder (content, lstrip, rstrip), which give the text of an
 ** id past the file's pieces (DeBERTa-v3's [MASK]) and how the token takes
-** the whitespace around it. NULL with *rc SQLITE_OK: none. */
+** the whitespace around it; then the n_new tokens the tokenizer adds
+** itself (newTokens), which take no whitespace. NULL with *rc SQLITE_OK:
+** none. */
 static char *addedTokens(sqlite3 *db, const char *tok_config, const int *ids,
-                         int n_ids, int *rc, char **pzErr) {
+                         int n_ids, const int *new_ids,
+                         const char *const *new_text, int n_new, int *rc,
+                         char **pzErr) {
   sqlite3_stmt *st = NULL;
   sqlite3_str *o;
   int any = 0, k;
   *rc = SQLITE_OK;
-  if (!tok_config) return NULL;
+  if (!tok_config && !n_new) return NULL;
   if ((*rc = sqlite3_prepare_v2(
            db,
            "SELECT key, json_extract(value, '$.content'), "
@@ -400,6 +404,13 @@ static char *addedTokens(sqlite3 *db, const char *tok_config, const int *ids,
                         sqlite3_column_int(st, 3) ? "true" : "false");
     any = 1;
   }
+  for (k = 0; k < n_new; k++) {
+    sqlite3_str_appendf(o, "%s\"%d\": {\"content\": ", any ? ", " : "",
+                        new_ids[k]);
+    relattn_json_string(o, new_text[k]);
+    sqlite3_str_appendf(o, ", \"lstrip\": false, \"rstrip\": false}");
+    any = 1;
+  }
   sqlite3_str_appendchar(o, 1, '}');
   *rc = sqlite3_finalize(st);
   if (*rc != SQLITE_OK || !any) {
@@ -431,6 +442,29 @@ static int tokenId(sqlite3 *db, const relattn_tokenizer *t,
   return id;
 }
 
+/* The id after the tokenizer's own: past its file's ids and the ids of
+** tokenizer_config's added_tokens_decoder, as len(get_vocab()) is for
+** Hugging Face's tokenizer when the added ids follow the file's. */
+static int nextId(sqlite3 *db, const relattn_tokenizer *t,
+                  const char *tok_config) {
+  sqlite3_stmt *st = NULL;
+  int next = relattn_tokenizer_n_ids(t);
+  if (!tok_config) return next;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT max(CAST(key AS INTEGER)) FROM json_each(?1, "
+                         "'$.added_tokens_decoder') WHERE key NOT GLOB "
+                         "'*[^0-9]*' AND length(key) BETWEEN 1 AND 9",
+                         -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, tok_config, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW &&
+        sqlite3_column_type(st, 0) != SQLITE_NULL &&
+        sqlite3_column_int(st, 0) >= next)
+      next = sqlite3_column_int(st, 0) + 1;
+  }
+  sqlite3_finalize(st);
+  return next;
+}
+
 /* The special tokens' ids: each role's text (HF's default for the family,
 ** or tokenizer_config.json's cls_token, sep_token, ...) looked up. */
 static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
@@ -440,7 +474,8 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
                                      "pad_token", "unk_token", "eos_token"};
   enum { R_CLS, R_SEP, R_MASK, R_PAD, R_UNK, R_EOS, N_ROLES };
   char *text[N_ROLES];
-  int id[N_ROLES], i, rc = SQLITE_OK;
+  const char *new_text[N_ROLES];   /* the tokens the tokenizer adds */
+  int id[N_ROLES], new_ids[N_ROLES], n_new = 0, i, rc = SQLITE_OK;
   relattn_config c;
   relattn_tokenizer *t = NULL;
   char err[256];
@@ -576,6 +611,43 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
   for (i = 0; i < N_ROLES; i++) {
     const char *want = text[i] ? text[i] : m->fam->roles[i];
     id[i] = want ? tokenId(db, t, tok_config, want) : -1;
+  }
+  if (out->kind == RELATTN_TOK_SENTENCEPIECE && !m->fam->eos_only) {
+    /* DebertaV2Tokenizer (a PreTrainedTokenizer) adds the special tokens
+    ** its files lack after their ids, in SPECIAL_TOKENS_ATTRIBUTES order:
+    ** bos ([CLS] by default), eos ([SEP]), unk, sep, pad, cls, mask. So
+    ** deberta-v3's spm.model without [MASK] gets it at the number of its
+    ** pieces, 128000. */
+    static const int order[] = {R_CLS, R_SEP, R_UNK, R_PAD, R_MASK};
+    int next = nextId(db, t, tok_config), k, r;
+    for (k = 0; k < (int)(sizeof order / sizeof order[0]); k++) {
+      const char *want;
+      i = order[k];
+      want = text[i] ? text[i] : m->fam->roles[i];
+      if (!want || id[i] >= 0) continue;
+      for (r = 0; r < N_ROLES; r++) {
+        const char *other = text[r] ? text[r] : m->fam->roles[r];
+        if (r != i && id[r] >= 0 && other && strcmp(other, want) == 0) break;
+      }
+      if (r < N_ROLES) {
+        id[i] = id[r];
+        continue;
+      }
+      if (next >= m->vocab) {
+        char e[RELATTN_ECHO_BUF];
+        *pzErr = sqlite3_mprintf("%s: the tokenizer adds '%s' (%s) at id %d, "
+                                 "past the model's vocab_size %d", FN,
+                                 relattn_echo(e, want, -1), keys[i], next,
+                                 m->vocab);
+        rc = SQLITE_ERROR;
+        goto done;
+      }
+      id[i] = next++;
+      new_ids[n_new] = id[i], new_text[n_new++] = want;
+    }
+  }
+  for (i = 0; i < N_ROLES; i++) {
+    const char *want = text[i] ? text[i] : m->fam->roles[i];
     if (id[i] < 0 && want &&
         ((!m->fam->eos_only && (i == R_CLS || i == R_SEP)) ||
          (m->fam->eos_only && i == R_EOS) ||
@@ -605,7 +677,8 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
     roles[0] = out->bos, roles[1] = out->eos, roles[2] = out->pad;
     roles[3] = out->append, roles[4] = out->sep, roles[5] = out->mask;
     roles[6] = out->unk;
-    out->added = addedTokens(db, tok_config, roles, 7, &rc, pzErr);
+    out->added = addedTokens(db, tok_config, roles, 7, new_ids, new_text,
+                             n_new, &rc, pzErr);
     if (rc != SQLITE_OK) {
       if (!*pzErr) *pzErr = relattn_sql_errmsg(db, FN, rc);
       goto done;

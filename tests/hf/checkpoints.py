@@ -205,6 +205,29 @@ def hf_tokenize(encode, added, text):
     return out
 
 
+def hf_special_tokens(vocab, added, specials):
+    """transformers' PreTrainedTokenizer.__init__ (tokenization_utils.py,
+    4.34 on), step 4: "If some of the special tokens are not part of the
+    vocab, we add them, at the end", in SPECIAL_TOKENS_ATTRIBUTES order
+    (bos, eos, unk, sep, pad, cls, mask), through _add_tokens: new_idx =
+    len(get_vocab()) once, a token already in the vocab keeps its id, the
+    others take new_idx, new_idx + 1, ...; a str becomes AddedToken(lstrip=
+    False, rstrip=False). vocab: the file's {piece: id}; added: the
+    added_tokens_decoder's {text: id}. Returns {text: (id, lstrip, rstrip)}."""
+    current = dict(vocab)
+    current.update(added)
+    new_idx = len(current)
+    out = {}
+    for t in specials:
+        if t in out:
+            continue
+        if t not in current:
+            current[t] = new_idx
+            new_idx += 1
+        out[t] = (current[t], False, False)
+    return out
+
+
 # ---- random weights --------------------------------------------------------
 
 class Weights:
@@ -239,7 +262,7 @@ class Checkpoint:
 
     def __init__(self, root, family, cls, config, params, tok_file, tok_bytes,
                  tok_config, special, buffers=None, added_tokens=None,
-                 dtype="F32"):
+                 dtype="F32", hf_added=None):
         self.dir = pathlib.Path(root)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.family, self.cls = family, cls
@@ -249,6 +272,7 @@ class Checkpoint:
         self.tok_name = tok_file
         self.tok_bytes = tok_bytes
         self.tok_config = tok_config
+        self.hf_added = hf_added            # {text: (id, lstrip, rstrip)}
         self._sp = None
         self._wp = None
         self.n_pieces = (len(tok_bytes.decode("utf-8").split("\n")) - 1
@@ -297,8 +321,9 @@ class Checkpoint:
         # DebertaV2Tokenizer / T5Tokenizer: PreTrainedTokenizer.tokenize
         # splits the added tokens out first ([CLS], [SEP], [MASK] past the
         # model's pieces, T5's sentinels), with their lstrip / rstrip
-        added = {v["content"]: (int(k), bool(v.get("lstrip")), bool(v.get("rstrip")))
-                 for k, v in self.tok_config.get("added_tokens_decoder", {}).items()}
+        added = self.hf_added or {
+            v["content"]: (int(k), bool(v.get("lstrip")), bool(v.get("rstrip")))
+            for k, v in self.tok_config.get("added_tokens_decoder", {}).items()}
         return hf_tokenize(self._spm().encode, added, text)
 
     def _spm(self):
@@ -431,7 +456,7 @@ def bert(root, rng, cls, position="relative_key", prefix=None, n_labels=3,
 def deberta(root, rng, cls, style="v3", prefix=None, n_labels=3,
             problem_type="single_label_classification", legacy=True,
             tied_copy=False, share_att_key=True, d=32, heads=4, layers=2,
-            ff=48, dtype="F32", **over):
+            ff=48, dtype="F32", tok_config_kind="saved", **over):
     """modeling_deberta_v2.py: DebertaV2Model (no prefix), DebertaV2ForMaskedLM
     ('deberta.' prefix; legacy (HF's default): cls.predictions.transform.*,
     cls.predictions.bias; legacy false (and Microsoft's own files):
@@ -442,7 +467,11 @@ def deberta(root, rng, cls, style="v3", prefix=None, n_labels=3,
     norm_rel_ebd layer_norm, pos_att_type a list, no token types, the
     spm.model with [MASK] an added token past its pieces); 'v2': no buckets,
     an explicit max_relative_positions, no rel LayerNorm, pos_att_type
-    'p2c|c2p' as a string, two token types. over: config keys to override."""
+    'p2c|c2p' as a string, two token types. tok_config_kind 'saved': the
+    tokenizer_config.json save_pretrained writes today (added_tokens_decoder
+    with [MASK] past the pieces); 'shipped': deberta-v3-base's own,
+    {"do_lower_case": false, "vocab_type": "spm"}, where the tokenizer adds
+    [MASK] itself (hf_special_tokens). over: config keys to override."""
     sp_bytes = spm_model("deberta")
     import sentencepiece as spm
     sp = spm.SentencePieceProcessor(model_proto=sp_bytes)
@@ -528,9 +557,19 @@ def deberta(root, rng, cls, style="v3", prefix=None, n_labels=3,
         "split_by_punct": False, "tokenizer_class": "DebertaV2Tokenizer",
         "unk_token": "[UNK]", "vocab_type": "spm",
     }
+    hf_added = None
+    if tok_config_kind == "shipped":
+        tok_config = {"do_lower_case": False, "vocab_type": "spm"}
+        # DebertaV2Tokenizer's defaults, in SPECIAL_TOKENS_ATTRIBUTES order
+        hf_added = hf_special_tokens(
+            {sp.id_to_piece(i): i for i in range(n_pieces)}, {},
+            ["[CLS]", "[SEP]", "[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]"])
+        assert {t: v[0] for t, v in hf_added.items()} == {
+            "[PAD]": 0, "[CLS]": 1, "[SEP]": 2, "[UNK]": 3, "[MASK]": mask_id}
     return Checkpoint(root, "deberta-v2", cls, cfg, p, "spm.model", sp_bytes,
-                      tok_config, special, added_tokens={"[MASK]": mask_id},
-                      dtype=dtype)
+                      tok_config, special,
+                      added_tokens=None if hf_added else {"[MASK]": mask_id},
+                      dtype=dtype, hf_added=hf_added)
 
 
 # ---- T5 --------------------------------------------------------------------

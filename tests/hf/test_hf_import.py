@@ -8,7 +8,9 @@ class's own forward (tests/hf/ports.py) on fresh random weights and inputs:
   pooler (BertPooler / ContextPooler);
 - relattn_labels / relattn_classify (softmax, sigmoid or the regression
   value, labels from id2label in id order);
-- relattn_logprobs at [MASK] positions (the best fill and its log-prob);
+- relattn_logprobs at [MASK] positions (the best fill and its log-prob),
+  also with deberta-v3-base's tokenizer_config.json as shipped ([MASK]
+  added by the tokenizer);
 - text through the checkpoint's own tokenizer and template ([CLS] ... [SEP],
   ... </s>), and token types after the first [SEP] of a pair;
 - export -> reimport gives the same tensors and the same outputs.
@@ -63,6 +65,9 @@ CASES = {
     "deberta-v3-mlm-lm_predictions": ("deberta", "DebertaV2ForMaskedLM",
                                       dict(style="v3", legacy=False)),
     "deberta-v2-mlm": ("deberta", "DebertaV2ForMaskedLM", dict(style="v2")),
+    # deberta-v3-base's tokenizer_config.json: no [MASK] anywhere in the files
+    "deberta-v3-mlm-shipped-tokenizer-config": ("deberta", "DebertaV2ForMaskedLM",
+                                                dict(style="v3", tok_config_kind="shipped")),
     "deberta-v3-mlm-tied-copy": ("deberta", "DebertaV2ForMaskedLM",
                                  dict(style="v3", tied_copy=True)),
     "deberta-v3-cls": ("deberta", "DebertaV2ForSequenceClassification", dict(style="v3")),
@@ -340,7 +345,8 @@ def test_t5_d_kv_is_the_native_d_head(db, rng, tmp_path, case):
           mean_pooled(ck, port(ck, tokens)["hidden"]))
 
 
-@pytest.mark.parametrize("case", ["bert-mlm-rk", "deberta-v3-mlm-legacy", "deberta-v2-mlm"])
+@pytest.mark.parametrize("case", ["bert-mlm-rk", "deberta-v3-mlm-legacy", "deberta-v2-mlm",
+                                  "deberta-v3-mlm-shipped-tokenizer-config"])
 def test_mask_in_text(db, rng, tmp_path, case):
     """'[MASK]' written in a text is the mask token, as HF's tokenizers
     split their special tokens out first (BertTokenizer's never_split;

@@ -205,6 +205,16 @@ def test_tokenizer_refusals(db, bert, deberta):
             "tokenizer", tok_config=json.dumps(tc))
     refused(db, deberta, "relattn_import: tokenizer_config_json is not a "
             "JSON object", tok_config="[1]")
+    # the shipped deberta-v3 tokenizer_config: the tokenizer adds [MASK]
+    # after the spm.model's pieces, a row the embeddings must have
+    n = deberta.n_pieces
+    p = dict(deberta.params)
+    p["deberta.embeddings.word_embeddings.weight"] = \
+        p["deberta.embeddings.word_embeddings.weight"][:n]
+    refused(db, deberta, "relattn_import: the tokenizer adds '[MASK]' "
+            f"(mask_token) at id {n}, past the model's vocab_size {n}",
+            config=with_keys(deberta, vocab_size=n), params=p,
+            tok_config='{"do_lower_case": false, "vocab_type": "spm"}')
     tc = dict(deberta.tok_config, split_by_punct=True)
     refused(db, deberta, "relattn_import: tokenizer_config_json: "
             "split_by_punct true is not supported", tok_config=json.dumps(tc))
