@@ -102,6 +102,13 @@ fail:
   return SQLITE_ERROR;
 }
 
+static int isPreTraining(const relattn_hf_model *m) {
+  static const char suffix[] = "ForPreTraining";
+  size_t n = m->cls ? strlen(m->cls) : 0;
+  return n >= sizeof suffix - 1 &&
+         strcmp(m->cls + n - (sizeof suffix - 1), suffix) == 0;
+}
+
 /* BertConfig's keys: relative positions only. */
 static int readBert(relattn_jdoc *j, relattn_hf_model *m,
                     const relattn_st_tensor *t, int n, char **pzErr) {
@@ -125,9 +132,11 @@ static int readBert(relattn_jdoc *j, relattn_hf_model *m,
   }
   m->pos_type = strcmp(s, "relative_key") == 0 ? "rel_key" : "rel_key_query";
   m->max_pos = relattn_jdoc_int(j, "max_position_embeddings", 512);
-  /* BertModel's pooler when it has one; the classifier's always */
+  /* BertModel's pooler when it has one (BertForPreTraining's too, beside
+  ** its masked-LM head; BertForMaskedLM is built without); the
+  ** classifier's always */
   if (m->head == RELATTN_HEAD_CLASSIFIER ||
-      (m->head == RELATTN_HEAD_NONE &&
+      ((m->head == RELATTN_HEAD_NONE || isPreTraining(m)) &&
        relattn_hf_has_tensor(t, n, m, "pooler.dense.weight")))
     m->pooler_act = "tanh";
 out:

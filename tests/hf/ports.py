@@ -164,8 +164,10 @@ def bert_forward(cfg, params, ids, types):
     if cls == "BertForSequenceClassification":
         # BertForSequenceClassification: classifier(dropout(pooled_output))
         out["logits"] = P.linear(out["pooled"], "classifier", head=True)
-    if cls == "BertForMaskedLM":
-        # BertOnlyMLMHead -> BertLMPredictionHead: transform (dense,
+    if cls in ("BertForMaskedLM", "BertForPreTraining"):
+        # BertOnlyMLMHead (BertForPreTraining: BertPreTrainingHeads, whose
+        # .predictions is the same; its seq_relationship is not ported)
+        # -> BertLMPredictionHead: transform (dense,
         # hidden_act, LayerNorm), decoder tied to the word embeddings, + bias
         t = P.linear(x, "cls.predictions.transform.dense", head=True)
         t = ACT2FN[cfg["hidden_act"]](t)

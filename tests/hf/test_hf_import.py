@@ -44,6 +44,9 @@ CASES = {
                                                                tied_copy=True)),
     "bert-mlm-rk-gelu-new": ("bert", "BertForMaskedLM", dict(position="relative_key",
                                                              hidden_act="gelu_new")),
+    # BertModel's pooler kept beside the masked-LM head
+    "bert-pretraining-rk": ("bert", "BertForPreTraining", dict(position="relative_key",
+                                                              extra_heads=True)),
     "bert-cls-rk": ("bert", "BertForSequenceClassification", dict(position="relative_key")),
     "bert-cls-rk-cased": ("bert", "BertForSequenceClassification",
                           dict(position="relative_key", do_lower_case=False)),
@@ -228,7 +231,8 @@ def test_labels_and_classify(db, rng, tmp_path, case):
         assert best == names[int(np.argmax(logits))]
 
 
-@pytest.mark.parametrize("case", by_kind(lambda w, c: c.endswith("ForMaskedLM")))
+@pytest.mark.parametrize("case", by_kind(lambda w, c: c.endswith(("ForMaskedLM",
+                                                                   "ForPreTraining"))))
 def test_masked_lm(db, rng, tmp_path, case):
     ck = make(case, tmp_path, rng)
     import_checkpoint(db, ck)
