@@ -162,7 +162,7 @@ int relattn_pooling_parse(const char *name);
 char *relattn_pooling_check(const relattn_model *m, const char *fn,
                             const char *name, int pooling);
 void relattn_pooling_request(relattn_fwd *f, const relattn_model *m,
-                             int pooling, float *out, int bos);
+                             int pooling, float *out);
 
 /* ext/model_fn.c: one model call, as every function that runs a model on
 ** a token argument makes it: the held model and its input. */

@@ -19,7 +19,9 @@
 ** id when the tokenizer has it (relattn_model_input). With bos every token
 ** is scored; without, tokens 1..n-1 are, and the appended token last
 ** (docs/reference.md). The embedding is the mean of the final hidden states
-** over the sequence's own tokens and the appended one (BOS left out). A NULL tokens argument gives NULL (no rows).
+** over every input row, bos and the appended one included, as
+** sentence-transformers' mean over the attention mask. A NULL tokens
+** argument gives NULL (no rows).
 ** Encoder models embed and show attention maps; they cannot score. A model
 ** answers what its head has (docs/reference.md, Heads): lm scores, mlm fills
 ** [MASK], classifier classifies; any other call says it has no such head.
@@ -252,13 +254,16 @@ char *relattn_pooling_check(const relattn_model *m, const char *fn,
                          fn, relattn_echo(e, name, -1));
 }
 
+/* mean: every row the model sees, as sentence-transformers' Pooling
+** (pooling_mode_mean_tokens) averages over the attention mask, [CLS] and
+** [SEP] included. */
 void relattn_pooling_request(relattn_fwd *f, const relattn_model *m,
-                             int pooling, float *out, int bos) {
+                             int pooling, float *out) {
   if (pooling == RELATTN_POOL_CLS) f->cls = out;
   else if (pooling == RELATTN_POOL_POOLER) f->pooled = out;
   else {
     f->embedding = out;
-    f->mean_from = bos;
+    f->mean_from = 0;
   }
   (void)m;
 }
@@ -319,7 +324,7 @@ void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     return;
   }
   memset(&f, 0, sizeof f);
-  relattn_pooling_request(&f, mc.m, pooling, emb, mc.bos);
+  relattn_pooling_request(&f, mc.m, pooling, emb);
   rc = relattn_call_run(&mc, fn, &f, &zErr);
   relattn_call_clear(&mc);
   if (rc != SQLITE_OK) {

@@ -275,8 +275,7 @@ static void scanRun(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
     f[count].n = s->n;
     if (cur->want & WANT_EMB)
       relattn_pooling_request(&f[count], cur->model, cur->vt->pooling,
-                              s->embedding,
-                              cur->model->cfg.bos >= 0 ? 1 : 0);
+                              s->embedding);
     if (cur->want & WANT_CLASS) f[count].logits = s->logits;
     f[count].layer_rows = &s->layer_rows;
     total += s->n;

@@ -15,7 +15,7 @@ after as Hugging Face's tokenizer puts them.
 
 Two jobs, each timed on every side:
   embed     DebertaV2Model: SELECT id, embedding FROM temp.job   vs   the mean of the final hidden
-            states over the sequence and [SEP] ([CLS] left out, as relattn_embed does)
+            states over [CLS], the sequence and [SEP] (the attention mask, as relattn_embed does)
   classify  DebertaV2ForSequenceClassification, six labels: SELECT id, label, prob FROM temp.job
             vs   the softmax of the logits (label and prob taken from it)
 The peers (BENCH_DEBERTA_PEERS, default "torch torch-int8 ort"), each run as well as it runs: rows
@@ -153,7 +153,8 @@ def checkpoint(directory, shape, job, seed):
 
 class Job(torch.nn.Module):
     """What every peer computes for a padded batch (ids, mask [b, n]): embed, the mean of the
-    final hidden states over the sequence and [SEP] ([CLS] left out, as relattn_embed does),
+    final hidden states over [CLS], the sequence and [SEP] (the attention mask, as relattn_embed
+    does, and sentence-transformers' mean pooling),
     [b, d]; classify, the labels' probabilities [b, labels]. Quantized and exported as it is."""
 
     def __init__(self, model, job):
@@ -164,7 +165,7 @@ class Job(torch.nn.Module):
     def forward(self, ids, mask):
         if self.job == "embed":
             h = self.model.deberta(ids, mask)
-            keep = mask.to(h.dtype) * (torch.arange(ids.shape[1]) > 0).to(h.dtype)
+            keep = mask.to(h.dtype)
             return (h * keep[..., None]).sum(1) / keep.sum(1, keepdim=True)
         return torch.softmax(self.model(ids, mask), dim=-1)
 

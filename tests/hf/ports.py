@@ -422,6 +422,18 @@ def t5_encoder_forward(cfg, params, ids):
 
 # ---- dispatch ----------------------------------------------------------------
 
+def mean_pooling(hidden, attention_mask=None):
+    """sentence-transformers' Pooling.forward with pooling_mode_mean_tokens
+    (sentence_transformers/models/Pooling.py): sum(token_embeddings *
+    input_mask_expanded, 1) / clamp(input_mask_expanded.sum(1), min=1e-9).
+    The tokenizer's attention_mask is 1 on every token of an unpadded
+    input, [CLS] and [SEP] (T5's </s>) included."""
+    hidden = np.asarray(hidden, np.float64)
+    mask = (np.ones(hidden.shape[0]) if attention_mask is None
+            else np.asarray(attention_mask, np.float64))
+    return (hidden * mask[:, None]).sum(0) / max(mask.sum(), 1e-9)
+
+
 def forward(cfg, params, ids, types=None):
     ids = np.asarray(ids, np.int64)
     if types is None:

@@ -3,8 +3,9 @@ writes it (tests/hf/checkpoints.py), imported with relattn_import from its
 three files, then run in SQL and compared with the float64 port of the
 class's own forward (tests/hf/ports.py) on fresh random weights and inputs:
 
-- relattn_embed(model, tokens, pooling): mean (the sequence's own tokens
-  and the appended [SEP] / </s>; [CLS] left out), cls (final row 0),
+- relattn_embed(model, tokens, pooling): mean (sentence-transformers' mean
+  over the attention mask: [CLS], the tokens and [SEP] / </s>), cls (final
+  row 0),
   pooler (BertPooler / ContextPooler);
 - relattn_labels / relattn_classify (softmax, sigmoid or the regression
   value, labels from id2label in id order);
@@ -152,10 +153,10 @@ def port(ck, tokens):
 
 
 def mean_pooled(ck, hidden):
-    """relattn_embed's mean (docs/reference.md, relattn_embed): the
-    sequence's own tokens and the appended [SEP] / </s>, [CLS] (bos) left
-    out."""
-    return hidden.mean(0) if ck.family == "t5" else hidden[1:].mean(0)
+    """relattn_embed's mean (docs/reference.md, relattn_embed):
+    sentence-transformers' mean over the attention mask, every input row
+    ([CLS], the tokens, [SEP] / </s>)."""
+    return ports.mean_pooling(hidden)
 
 
 def random_tokens(rng, ck, n):

@@ -472,6 +472,7 @@ def score(cfg, params, tokens):
 
 
 def embedding(cfg, params, tokens):
+    """relattn_embed's mean: every input row, bos and the appended token
+    too (sentence-transformers' mean over the attention mask)."""
     ids = model_input(cfg, tokens)
-    off = 1 if cfg["tokenizer"].get("bos") is not None else 0
-    return forward(cfg, params, ids)["hidden"][off:].mean(0)
+    return forward(cfg, params, ids)["hidden"].mean(0)

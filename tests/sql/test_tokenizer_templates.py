@@ -70,17 +70,17 @@ def test_decoder_scores_the_appended_token(db, rng, bos):
 
 @pytest.mark.parametrize("arch", ["encoder", "decoder"])
 def test_embedding_keeps_the_appended_token(db, rng, arch):
-    """The mean is over the rows of the tokens and the appended one, bos
-    left out (as sentence-transformers' mean over the attention mask keeps
-    [SEP] and </s>)."""
+    """The mean is over every input row, bos and the appended one too (as
+    sentence-transformers' mean over the attention mask keeps [CLS], [SEP]
+    and </s>)."""
     cfg, params = model(rng, db, arch, norm="post")
     tokens = random_tokens(rng, 6, cfg)
     got = from_f32(db.execute("SELECT relattn_embed('m', ?)",
                               (toks(tokens),)).fetchone()[0])
     hidden = ref.forward(cfg, params, ref.model_input(cfg, tokens))["hidden"]
     assert hidden.shape[0] == 8
-    assert rel_err(got, hidden[1:].mean(0)) < 1e-5
-    assert rel_err(got, hidden[1:-1].mean(0)) > 1e-3
+    assert rel_err(got, hidden.mean(0)) < 1e-5
+    assert rel_err(got, hidden[:-1].mean(0)) > 1e-3
     # the appended token is in the attention maps too: 8 positions
     n, last = db.execute("SELECT count(DISTINCT qpos), max(kpos) FROM "
                          "relattn_attention_weights('m', ?) WHERE layer = 0 "
