@@ -109,7 +109,9 @@ typedef struct relattn_hf_info {
 } relattn_hf_info;
 int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
                    relattn_st_tensor *t, int n, const char *const *raw,
-                   const uint8_t *data, const uint8_t **tok, size_t *tok_n,
+                   const uint8_t *const *data /* (n): each tensor's file's
+                                               ** data section */,
+                   const uint8_t **tok, size_t *tok_n,
                    uint8_t **tok_own, unsigned char *skip, uint8_t **own,
                    char **hf_names, relattn_hf_info *info, char **native,
                    char **pzErr);

@@ -840,10 +840,10 @@ char *relattn_hf_name_of(const relattn_hf_info *info, const char *native) {
 
 int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
                    relattn_st_tensor *t, int n, const char *const *raw_dtype,
-                   const uint8_t *data, const uint8_t **tok, size_t *tok_n,
-                   uint8_t **tok_own, unsigned char *skip, uint8_t **own,
-                   char **hf_names, relattn_hf_info *info, char **native,
-                   char **pzErr) {
+                   const uint8_t *const *data, const uint8_t **tok,
+                   size_t *tok_n, uint8_t **tok_own, unsigned char *skip,
+                   uint8_t **own, char **hf_names, relattn_hf_info *info,
+                   char **native, char **pzErr) {
   relattn_hf_model m;
   hf_tok k;
   relattn_jdoc j;
@@ -917,7 +917,7 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
     if (strcmp(nat, "rel_bias") == 0 && t[i].ndim == 2) {
       /* HF: [num_buckets, heads]; relattn: [heads, num_buckets] */
       int64_t r = t[i].shape[0], c = t[i].shape[1];
-      own[i] = transposed(data + t[i].begin, r, c,
+      own[i] = transposed(data[i] + t[i].begin, r, c,
                           relattn_dtype_size(t[i].dtype));
       if (!own[i]) goto nomem;
       t[i].shape[0] = c, t[i].shape[1] = r;

@@ -8,12 +8,18 @@
 **   SELECT relattn_import('nli', readfile('model.safetensors'),
 **                         readfile('config.json'), readfile('spm.model'),
 **                         readfile('tokenizer_config.json'));
+**   SELECT relattn_import('big', readfile('model.safetensors.index.json'),
+**                         readfile('config.json'), readfile('vocab.txt'), NULL,
+**                         readfile('model-00001-of-00002.safetensors'),
+**                         readfile('model-00002-of-00002.safetensors'));
 **
 ** HOW IT WORKS
 ** One direction, and nothing written until everything is checked. The
 ** readers turn the files into a plan: the safetensors header (its JSON
 ** decoded with SQLite's json_each/json_extract, never a parser of our
-** own; offsets and sizes: src/safetensors.c); a Hugging Face checkpoint
+** own; offsets and sizes: src/safetensors.c), or each shard's header and
+** the index's weight_map that says which tensors they hold together; a
+** Hugging Face checkpoint
 ** mapped onto native names and a native config (ext/hf.c); the config
 ** decoded (ext/config.c) and checked (src/model.c); the set of tensors
 ** and their shapes, no weight NaN or Inf; the tokenizer's file parsed
@@ -42,6 +48,8 @@ typedef struct import_state {
   uint8_t *tok_own;      /* the tokenizer file stored in place of
                          ** tokenizer_blob (a tokenizer.json's vocab.txt) */
   relattn_hf_info hf;
+  const uint8_t **base;  /* (n) the data section of the tensor's file */
+  int *shard;            /* (n) its shard, from 1; NULL: one file */
 } import_state;
 
 static void importFree(import_state *s) {
@@ -59,6 +67,8 @@ static void importFree(import_state *s) {
   sqlite3_free(s->skip);
   sqlite3_free(s->own);
   sqlite3_free(s->tok_own);
+  sqlite3_free(s->base);
+  sqlite3_free(s->shard);
 }
 
 /* Tensor i's name as the file has it (for messages). */
@@ -85,9 +95,8 @@ static char *missingMsg(const import_state *s, const relattn_config *cfg,
 }
 
 /* Tensor i's data: in the file, or rewritten by the mapping. */
-static const uint8_t *tensorData(const import_state *s, const uint8_t *data,
-                                 int i) {
-  return s->own && s->own[i] ? s->own[i] : data + s->t[i].begin;
+static const uint8_t *tensorData(const import_state *s, int i) {
+  return s->own && s->own[i] ? s->own[i] : s->base[i] + s->t[i].begin;
 }
 
 /* The dtypes a Hugging Face file may hold besides the float ones (integer
@@ -339,6 +348,184 @@ done:
   return code;
 }
 
+/* One safetensors file read into s: its header's tensors appended, checked
+** against its data section. shard: its number from 1 among a sharded
+** checkpoint's files, 0 for the only file; what starts the messages about
+** its length, what_t those about its tensors. */
+static int readFile(sqlite3 *db, import_state *s, const uint8_t *file,
+                    size_t size, int shard, const char *what,
+                    const char *what_t, int lenient, char **pzErr) {
+  char err[512];
+  size_t hlen;
+  int n0 = s->n, i, rc;
+  const uint8_t **base;
+  if (relattn_st_header(file, size, what, &hlen, err, sizeof err)) {
+    *pzErr = sqlite3_mprintf("%s", err);
+    return SQLITE_ERROR;
+  }
+  if ((rc = importHeader(db, (const char *)file + 8, hlen, s, lenient,
+                         pzErr)) != SQLITE_OK)
+    return rc;
+  if (relattn_st_check(s->t + n0, s->n - n0, size - 8 - hlen, what_t, err,
+                       sizeof err)) {
+    *pzErr = sqlite3_mprintf("%s", err);
+    return SQLITE_ERROR;
+  }
+  base = sqlite3_realloc64(s->base, sizeof *base * ((sqlite3_uint64)s->n + 1));
+  if (!base) return SQLITE_NOMEM;
+  s->base = base;
+  if (shard) {
+    int *sh = sqlite3_realloc64(s->shard,
+                                sizeof *sh * ((sqlite3_uint64)s->n + 1));
+    if (!sh) return SQLITE_NOMEM;
+    s->shard = sh;
+  }
+  for (i = n0; i < s->n; i++) {
+    s->base[i] = file + 8 + hlen;
+    if (shard) s->shard[i] = shard;
+  }
+  return SQLITE_OK;
+}
+
+/* Whether a weights argument is a safetensors index (Hugging Face's
+** model.safetensors.index.json) rather than a safetensors file: JSON text
+** starting with '{'. A safetensors file starts with its header's length,
+** 8 bytes of which the high ones are 0, which no JSON text holds. */
+static int isIndex(sqlite3_value *v) {
+  const unsigned char *p = sqlite3_value_type(v) == SQLITE_BLOB
+                               ? sqlite3_value_blob(v)
+                               : sqlite3_value_text(v);
+  int n = sqlite3_value_bytes(v), i;
+  if (!p || n == 0 || memchr(p, 0, (size_t)(n < 8 ? n : 8))) return 0;
+  for (i = 0; i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' ||
+                        p[i] == '\r');
+       i++) {
+  }
+  return i < n && p[i] == '{';
+}
+
+/* The shards against the index: each tensor of its weight_map in exactly
+** one shard, and no shard's tensor outside it. A missing shard is named by
+** the file the index gives for its tensors. */
+static int checkIndex(sqlite3 *db, const char *index, const import_state *s,
+                      char **pzErr) {
+  static const char fn[] = "relattn_import";
+  sqlite3_stmt *st = NULL;
+  unsigned char *found = NULL;
+  char *miss = NULL, *miss_file = NULL, e[RELATTN_ECHO_BUF],
+       f[RELATTN_ECHO_BUF];
+  int rc, i, code = SQLITE_ERROR;
+  st = relattn_prepare(db,
+                       "SELECT json_valid(?1), CASE WHEN json_valid(?1) THEN "
+                       "json_type(?1, '$.weight_map') END",
+                       fn, pzErr);
+  if (!st) return relattn_sql_code(db);
+  sqlite3_bind_text(st, 1, index, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) != SQLITE_ROW) goto sqlerr;
+  if (!sqlite3_column_int(st, 0)) {
+    *pzErr = sqlite3_mprintf("%s: the safetensors index is not valid JSON", fn);
+    goto done;
+  }
+  if (sqlite3_column_type(st, 1) == SQLITE_NULL ||
+      strcmp((const char *)sqlite3_column_text(st, 1), "object") != 0) {
+    *pzErr = sqlite3_mprintf("%s: the safetensors index has no weight_map "
+                             "object", fn);
+    goto done;
+  }
+  sqlite3_finalize(st);
+  found = sqlite3_malloc64((sqlite3_uint64)s->n + 1);
+  if (!found) goto nomem;
+  memset(found, 0, (size_t)s->n + 1);
+  st = relattn_prepare(db,
+                       "SELECT key, value, type FROM json_each(?1, "
+                       "'$.weight_map')",
+                       fn, pzErr);
+  if (!st) return sqlite3_free(found), relattn_sql_code(db);
+  sqlite3_bind_text(st, 1, index, -1, SQLITE_STATIC);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *key = (const char *)sqlite3_column_text(st, 0);
+    const char *file = (const char *)sqlite3_column_text(st, 1);
+    int at = -1;
+    if (!key) key = "";
+    if (strcmp((const char *)sqlite3_column_text(st, 2), "text") != 0) {
+      *pzErr = sqlite3_mprintf("%s: the safetensors index's weight_map gives "
+                               "tensor '%s' no file name", fn,
+                               relattn_echo(e, key, -1));
+      goto done;
+    }
+    for (i = 0; i < s->n; i++) {
+      if (strcmp(s->t[i].name, key) != 0) continue;
+      if (at >= 0) {
+        *pzErr = sqlite3_mprintf("%s: tensor '%s' is in shards %d and %d",
+                                 fn, relattn_echo(e, key, -1),
+                                 s->shard[at], s->shard[i]);
+        goto done;
+      }
+      at = i;
+    }
+    if (at >= 0) {
+      found[at] = 1;
+    } else if (!miss) {
+      miss = sqlite3_mprintf("%s", key);
+      miss_file = sqlite3_mprintf("%s", file);
+      if (!miss || !miss_file) goto nomem;
+    }
+  }
+  if (rc != SQLITE_DONE) goto sqlerr;
+  if (miss) {
+    /* the whole shard, or one tensor of a shard that is there */
+    int any = 0;
+    sqlite3_finalize(st);
+    st = relattn_prepare(db,
+                         "SELECT key FROM json_each(?1, '$.weight_map') "
+                         "WHERE value = ?2",
+                         fn, pzErr);
+    if (!st) goto sqlcode;
+    sqlite3_bind_text(st, 1, index, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, miss_file, -1, SQLITE_STATIC);
+    while (!any && (rc = sqlite3_step(st)) == SQLITE_ROW)
+      for (i = 0; i < s->n && !any; i++)
+        any = found[i] &&
+              strcmp(s->t[i].name, (const char *)sqlite3_column_text(st, 0)) ==
+                  0;
+    if (!any && rc != SQLITE_DONE) goto sqlerr;
+    relattn_echo(e, miss, -1);
+    relattn_echo(f, miss_file, -1);
+    *pzErr = any ? sqlite3_mprintf("%s: tensor '%s' is missing: the index "
+                                   "puts it in '%s', whose shard lacks it",
+                                   fn, e, f)
+                 : sqlite3_mprintf("%s: shard '%s' of the index is missing "
+                                   "(it holds tensor '%s')", fn, f, e);
+    goto done;
+  }
+  for (i = 0; i < s->n; i++)
+    if (!found[i]) {
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' of shard %d is not in the "
+                               "index's weight_map", fn,
+                               relattn_echo(e, s->t[i].name, -1), s->shard[i]);
+      goto done;
+    }
+  code = SQLITE_OK;
+  goto done;
+nomem:
+  code = SQLITE_NOMEM;
+  goto done;
+sqlerr:
+  rc = relattn_sql_code(db);
+  sqlite3_free(*pzErr);
+  *pzErr = relattn_sql_errmsg(db, fn, rc);
+  code = rc;
+  goto done;
+sqlcode:
+  code = relattn_sql_code(db);
+done:
+  sqlite3_finalize(st);
+  sqlite3_free(found);
+  sqlite3_free(miss);
+  sqlite3_free(miss_file);
+  return code;
+}
+
 /* A TEXT or BLOB argument as a NUL-terminated string (sqlite3_malloc'd). */
 static char *textOf(sqlite3_value *v) {
   int n = sqlite3_value_bytes(v);
@@ -359,9 +546,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   import_state s;
   relattn_config cfg;
   const char *model;
-  const uint8_t *file, *data;
-  size_t size, hlen;
-  char err[512], *zErr = NULL;
+  char err[512], *zErr = NULL, *index = NULL;
   int *order = NULL, n_need, i, rc, fail_code = SQLITE_ERROR;
   relattn_plan plan;
   const uint8_t *tok = NULL; /* the tokenizer's file, when there is one */
@@ -373,6 +558,13 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
 
   memset(&s, 0, sizeof s);
   memset(&plan, 0, sizeof plan);
+  if (argc < 2) {
+    relattn_result_errorf(ctx, "%s: takes model, safetensors_blob, then "
+                          "optionally config_json, tokenizer_blob, "
+                          "tokenizer_config_json and a safetensors index's "
+                          "shards", fn);
+    return;
+  }
   if (sqlite3_value_type(argv[0]) != SQLITE_TEXT ||
       sqlite3_value_bytes(argv[0]) == 0) {
     relattn_result_errorf(ctx, "%s: model must be a non-empty name (TEXT)", fn);
@@ -385,8 +577,25 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
                           "found?)", fn);
     return;
   }
-  if (sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
+  if (isIndex(argv[1])) {
+    /* model.safetensors.index.json: its shards follow */
+    if (argc < 6) {
+      relattn_result_errorf(ctx, "%s: safetensors_blob is a safetensors "
+                            "index; pass its shards' files after "
+                            "tokenizer_config_json", fn);
+      return;
+    }
+    index = textOf(argv[1]);
+    if (!index) {
+      sqlite3_result_error_nomem(ctx);
+      return;
+    }
+  } else if (sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
     relattn_result_errorf(ctx, "%s: safetensors_blob must be a BLOB", fn);
+    return;
+  } else if (argc > 5) {
+    relattn_result_errorf(ctx, "%s: shards (argument 6 and on) go with a "
+                          "safetensors index as safetensors_blob", fn);
     return;
   }
   if (argc > 2 && sqlite3_value_type(argv[2]) != SQLITE_NULL) {
@@ -430,21 +639,31 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     tok_config = s.tok_config = textOf(argv[4]);
     if (!tok_config) goto nomem;
   }
-  file = sqlite3_value_blob(argv[1]);
-  size = (size_t)sqlite3_value_bytes(argv[1]);
-  if (relattn_st_header(file, size, "relattn_import: safetensors_blob", &hlen,
-                        err, sizeof err)) {
-    zErr = sqlite3_mprintf("%s", err);
-    goto fail;
+  if (!index) {
+    rc = readFile(db, &s, sqlite3_value_blob(argv[1]),
+                  (size_t)sqlite3_value_bytes(argv[1]), 0,
+                  "relattn_import: safetensors_blob", fn, hf, &zErr);
+  } else {
+    rc = SQLITE_OK;
+    for (i = 5; i < argc && rc == SQLITE_OK; i++) {
+      char what[64];
+      sqlite3_snprintf(sizeof what, what, "%s: shard %d", fn, i - 4);
+      if (sqlite3_value_type(argv[i]) != SQLITE_BLOB) {
+        zErr = sqlite3_mprintf("%s (argument %d) %s", what, i + 1,
+                               sqlite3_value_type(argv[i]) == SQLITE_NULL
+                                   ? "is NULL (file not found?)"
+                                   : "must be a BLOB");
+        goto fail;
+      }
+      rc = readFile(db, &s, sqlite3_value_blob(argv[i]),
+                    (size_t)sqlite3_value_bytes(argv[i]), i - 4, what, what,
+                    hf, &zErr);
+    }
+    if (rc == SQLITE_OK) rc = checkIndex(db, index, &s, &zErr);
   }
-  if ((rc = importHeader(db, (const char *)file + 8, hlen, &s, hf, &zErr)) !=
-      SQLITE_OK) {
+  if (rc == SQLITE_NOMEM && !zErr) goto nomem;
+  if (rc != SQLITE_OK) {
     fail_code = rc;
-    goto fail;
-  }
-  data = file + 8 + hlen;
-  if (relattn_st_check(s.t, s.n, size - 8 - hlen, fn, err, sizeof err)) {
-    zErr = sqlite3_mprintf("%s", err);
     goto fail;
   }
   if (!s.config) {
@@ -462,7 +681,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     memset(s.skip, 0, (size_t)s.n + 1);
     memset(s.own, 0, sizeof *s.own * ((size_t)s.n + 1));
     memset(s.hf_name, 0, sizeof *s.hf_name * ((size_t)s.n + 1));
-    if ((rc = relattn_hf_map(db, s.config, tok_config, s.t, s.n, s.raw, data,
+    if ((rc = relattn_hf_map(db, s.config, tok_config, s.t, s.n, s.raw, s.base,
                              &tok, &tok_n, &s.tok_own, s.skip, s.own,
                              s.hf_name, &s.hf, &native, &zErr)) !=
         SQLITE_OK) {
@@ -552,7 +771,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
                              "%s", fn, ename, have, want);
       goto fail;
     }
-    bad = relattn_find_nonfinite(tensorData(&s, data, i), t->dtype, t->numel);
+    bad = relattn_find_nonfinite(tensorData(&s, i), t->dtype, t->numel);
     if (bad < t->numel) {
       zErr = sqlite3_mprintf("%s: tensor '%s' has NaN or Inf at element %llu",
                              fn, ename, (sqlite3_uint64)bad);
@@ -567,7 +786,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     }
   /* the tokenizer's file: the kind the config names, parsed to check it */
   if (tok_i >= 0) {
-    tok = data + s.t[tok_i].begin;
+    tok = s.base[tok_i] + s.t[tok_i].begin;
     tok_n = (size_t)(s.t[tok_i].end - s.t[tok_i].begin);
   }
   if (tok || cfg.tok_type != RELATTN_TOK_BYTES || cfg.split_special) {
@@ -604,7 +823,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   for (i = 0; i < n_need; i++) {
     const relattn_st_tensor *t = &s.t[order[i]];
     plan.t[i].dtype = t->dtype;
-    plan.t[i].data = tensorData(&s, data, order[i]); /* in the argument */
+    plan.t[i].data = tensorData(&s, order[i]); /* in the argument */
     plan.t[i].bytes = (sqlite3_uint64)(t->end - t->begin);
   }
   plan.config = s.config;
@@ -618,12 +837,14 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   sqlite3_result_int(ctx, n_need + (tok != NULL));
   sqlite3_free(order);
   sqlite3_free(plan.t);
+  sqlite3_free(index);
   importFree(&s);
   return;
 
 nomem:
   sqlite3_free(order);
   sqlite3_free(plan.t);
+  sqlite3_free(index);
   importFree(&s);
   sqlite3_free(zErr);
   sqlite3_result_error_nomem(ctx);
@@ -640,5 +861,6 @@ fail:
   relattn_result_error(ctx, fail_code, zErr); /* NULL: out of memory */
   sqlite3_free(order);
   sqlite3_free(plan.t);
+  sqlite3_free(index);
   importFree(&s);
 }

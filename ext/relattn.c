@@ -212,6 +212,8 @@ static const struct {
     {"relattn_import", 3, WRITES, relattn_import_func, 0, 0},
     {"relattn_import", 4, WRITES, relattn_import_func, 0, 0},
     {"relattn_import", 5, WRITES, relattn_import_func, 0, 0},
+    /* a safetensors index, then its shards */
+    {"relattn_import", -1, WRITES, relattn_import_func, 0, 0},
     {"relattn_export", 1, READS, relattn_export_func, 0, 0},
     {"relattn_weights", 2, READS, relattn_weights_func, 0, 0},
 

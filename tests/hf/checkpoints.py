@@ -228,6 +228,33 @@ def hf_special_tokens(vocab, added, specials):
     return out
 
 
+def shards(blob, n):
+    """A safetensors file split as transformers' save_pretrained splits a
+    state dict (modeling_utils.py, with huggingface_hub's
+    split_torch_state_dict_into_shards): the tensors in file order, in n
+    consecutive runs of about equal bytes (max_shard_size does the same
+    greedily), each model-0000K-of-0000N.safetensors with metadata
+    {"format": "pt"}; and model.safetensors.index.json, {"metadata":
+    {"total_size": bytes}, "weight_map": {tensor: file}}, written with
+    sort_keys=True as save_pretrained writes it. Returns (index text,
+    [shard BLOBs], {tensor: shard number from 1})."""
+    tensors, _ = safetensors_py.read(blob)
+    total = sum(len(raw) for _, _, raw in tensors.values())
+    parts = [{} for _ in range(n)]
+    done = 0
+    for name, t in tensors.items():
+        parts[min(n - 1, done * n // max(total, 1))][name] = t
+        done += len(t[2])
+    assert all(parts), "a shard would be empty"
+    files = [f"model-{k + 1:05d}-of-{n:05d}.safetensors" for k in range(n)]
+    where = {name: k + 1 for k, part in enumerate(parts) for name in part}
+    index = {"metadata": {"total_size": total},
+             "weight_map": {name: files[k - 1] for name, k in where.items()}}
+    return (json.dumps(index, indent=2, sort_keys=True),
+            [safetensors_py.write(part, metadata={"format": "pt"}) for part in parts],
+            where)
+
+
 # ---- random weights --------------------------------------------------------
 
 class Weights:
