@@ -130,8 +130,8 @@ static const struct config_key {
      F(split_special), 0, 0},
     {"$.tokenizer.added_tokens", "tokenizer.added_tokens", K_OBJ, 0, 0,
      NO_FIELD, 0, 0},
-    /* absent or null: do_lower_case and chinese chars true, strip_accents
-    ** -1 (as do_lower_case) */
+    /* absent or null: do_lower_case, chinese chars and clean-up true,
+    ** strip_accents -1 (as do_lower_case) */
     {"$.tokenizer.do_lower_case", "tokenizer.do_lower_case", K_OPTBOOL, 0, 0,
      F(do_lower_case), 0, 0},
     {"$.tokenizer.strip_accents", "tokenizer.strip_accents", K_OPTBOOL, 0, 0,
@@ -141,6 +141,9 @@ static const struct config_key {
     /* absent: transformers (RELATTN_RULES_*) */
     {"$.tokenizer.rules", "tokenizer.rules", K_ENUM, "transformers|tokenizers",
      0, F(tok_rules), 0, 0},
+    {"$.tokenizer.clean_up_tokenization_spaces",
+     "tokenizer.clean_up_tokenization_spaces", K_OPTBOOL, 0, 0,
+     F(clean_up_spaces), 0, 0},
     /* the head (absent: lm) and its keys */
     {"$.head", "head", K_ENUM, "lm|mlm|classifier|none", 0, F(head), 0, 0},
     {"$.head_activation", "head_activation", K_ENUM, "gelu|gelu_tanh|relu|tanh",
@@ -253,7 +256,7 @@ int relattn_config_decode(sqlite3 *db, const char *json, relattn_config *cfg,
   cfg->bos = cfg->eos = cfg->pad = -1;
   cfg->append = cfg->sep = cfg->mask = cfg->unk = -1;
   cfg->pooler_activation = RELATTN_TANH; /* BERT's pooler */
-  cfg->do_lower_case = cfg->chinese_chars = 1;
+  cfg->do_lower_case = cfg->chinese_chars = cfg->clean_up_spaces = 1;
   cfg->strip_accents = -1;
   relattn_position_defaults(&cfg->pos, RELATTN_POS_SHAW);
   st =
@@ -419,7 +422,8 @@ int relattn_config_decode(sqlite3 *db, const char *json, relattn_config *cfg,
         int v = (int)iv;
         if (k->kind == K_OPTBOOL && iv == -1 &&
             k->field != offsetof(relattn_config, strip_accents))
-          v = 1; /* do_lower_case, tokenize_chinese_chars: default true */
+          v = 1; /* do_lower_case, tokenize_chinese_chars,
+                 ** clean_up_tokenization_spaces: default true */
         memcpy(field, &v, sizeof v);
       }
     }

@@ -346,6 +346,7 @@ typedef struct hf_tok {
   int kind;                        /* RELATTN_TOK_* */
   int bos, eos, pad, append, sep, mask, unk;
   int lower, strip, chinese;       /* wordpiece options, -1: null */
+  int clean;                       /* wordpiece: clean_up_tokenization_spaces */
   char *added;                     /* sentencepiece: tokenizer.added_tokens
                                    ** (a JSON object), or NULL */
   uint8_t *file;                   /* the file stored in place of the
@@ -519,6 +520,7 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
     text[R_CLS] = tj.cls, text[R_SEP] = tj.sep, text[R_UNK] = tj.unk;
     tj.cls = tj.sep = tj.unk = NULL;
   }
+  out->clean = 1;
   if (tok_config) {
     if (relattn_jdoc_open(&j, db, tok_config, "tokenizer_config_json", pzErr)) {
       rc = SQLITE_ERROR;
@@ -561,6 +563,8 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
       out->strip = relattn_jdoc_bool(&j, "strip_accents", -1);
       out->chinese = relattn_jdoc_bool(&j, "tokenize_chinese_chars", 1);
     }
+    /* BertTokenizer's default: true */
+    out->clean = relattn_jdoc_bool(&j, "clean_up_tokenization_spaces", 1);
     if (out->kind == RELATTN_TOK_WORDPIECE && !out->file &&
         relattn_jdoc_bool(&j, "do_basic_tokenize", 1) == 0 &&
         j.rc == SQLITE_OK) {
@@ -762,6 +766,8 @@ static char *nativeConfig(sqlite3 *db, const relattn_hf_model *m,
                           k->strip ? "true" : "false");
     sqlite3_str_appendf(o, ", \"tokenize_chinese_chars\": %s",
                         k->chinese ? "true" : "false");
+    sqlite3_str_appendf(o, ", \"clean_up_tokenization_spaces\": %s",
+                        k->clean ? "true" : "false");
     if (k->file) /* a tokenizer.json: as the Rust library runs it */
       sqlite3_str_appendf(o, ", \"rules\": \"tokenizers\"");
   }

@@ -428,6 +428,9 @@ typedef struct relattn_config {
   int d_head;
   int tok_rules;          /* wordpiece: tokenizer.rules, RELATTN_RULES_*;
                           ** after d_head for the same reason */
+  /* wordpiece: tokenizer.clean_up_tokenization_spaces (decode's " ," ->
+  ** ","; default 1 from the config, 0 here when unset) */
+  int clean_up_spaces;
 } relattn_config;
 
 typedef struct relattn_tokenizer relattn_tokenizer; /* src/tokenizer.c */

@@ -24,9 +24,6 @@
 **   6. each word: [UNK] past 100 characters, else greedy longest match from
 **      the left, continuation pieces with "##" in front; [UNK] for the whole
 **      word when some part matches nothing
-** Decoding joins the tokens with spaces, removes " ##" and strips the ends
-** (convert_tokens_to_string).
-**
 ** tokenizer.rules "tokenizers": as Hugging Face's Rust library runs a
 ** tokenizer.json's BertNormalizer and BertPreTokenizer instead, where it
 ** differs from the Python: its categories are Unicode 8.0's (the
@@ -35,6 +32,12 @@
 ** a word holding one is [UNK] unless the vocabulary has it; its whitespace
 ** in 1 is Rust's (White_Space); in 4, lowercasing is per character, Σ
 ** always σ (no final sigma rule). relattn_uflags8_of gives those flags.
+**
+** Decoding leaves out the config's bos, eos and pad ([CLS], [SEP], [PAD]),
+** joins the other tokens with spaces, removes " ##" and strips the ends
+** (convert_tokens_to_string), then, with clean_up_tokenization_spaces,
+** removes the space before . ? ! , and English contractions
+** (clean_up_tokenization), as PreTrainedTokenizer.decode does.
 */
 #include "tok.h"
 #include "unicode.h"
@@ -60,6 +63,7 @@ typedef struct wordpiece {
   int32_t special[5];     /* ids of specials[] (below), -1: not in the vocab */
   int lower, strip, chinese;
   int rules;              /* RELATTN_RULES_* */
+  int clean;              /* clean_up_tokenization_spaces */
 } wordpiece;
 
 static uint32_t hashBytes(const uint8_t *p, size_t n) {
@@ -334,7 +338,7 @@ static int wpDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
                     char *err, size_t errlen) {
   const wordpiece *w = (const wordpiece *)t;
   relattn_bytebuf joined = {0};
-  size_t i, a, b, len;
+  size_t i, a, b, len, kept = 0;
   int rc = RELATTN_OK;
   for (i = 0; i < n && rc == RELATTN_OK; i++) {
     int32_t id = ids[i];
@@ -345,8 +349,10 @@ static int wpDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
                             "tokenizer's vocabulary (%d tokens)",
                             what, (int)id, at + i, t->n_ids);
     }
+    /* the template's markers are no text (decode's skip_special_tokens) */
+    if (id == t->bos || id == t->eos || id == t->pad) continue;
     if (w->final[id] != id) id = w->unk; /* as ids_to_tokens gives it */
-    if (i) rc = relattn_bytebuf_add(&joined, " ", 1);
+    if (kept++) rc = relattn_bytebuf_add(&joined, " ", 1);
     if (rc == RELATTN_OK)
       rc = relattn_bytebuf_add(&joined, w->pool + w->off[id], w->len[id]);
   }
@@ -371,6 +377,30 @@ static int wpDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
     while (k > a && (joined.p[k] & 0xC0) == 0x80) k--;
     if (!isPySpace(joined.p + k, b - k, &len) || k + len != b) break;
     b = k;
+  }
+  if (w->clean) {
+    /* PreTrainedTokenizerBase.clean_up_tokenization (transformers'
+    ** tokenization_utils_base.py): each str.replace over the whole text in
+    ** turn, left to right without overlaps; never longer, so in place */
+    static const char *const from[] = {" .", " ?", " !", " ,", " ' ",
+                                       " n't", " 'm", " 's", " 've", " 're"};
+    static const char *const to[] = {".", "?", "!", ",", "'",
+                                     "n't", "'m", "'s", "'ve", "'re"};
+    size_t r, e = b, lf, lt;
+    for (r = 0; r < sizeof from / sizeof from[0]; r++) {
+      size_t x = a, y = a;
+      lf = strlen(from[r]), lt = strlen(to[r]);
+      while (x < e) {
+        if (e - x >= lf && memcmp(joined.p + x, from[r], lf) == 0) {
+          memmove(joined.p + y, to[r], lt);
+          x += lf, y += lt;
+        } else {
+          joined.p[y++] = joined.p[x++];
+        }
+      }
+      e = y;
+    }
+    b = e;
   }
   rc = relattn_bytebuf_add(out, joined.p + a, b - a);
   free(joined.p);
@@ -459,6 +489,7 @@ int relattn_wordpiece_init(relattn_tokenizer **out, const relattn_config *c,
   w->strip = c->strip_accents < 0 ? c->do_lower_case : c->strip_accents;
   w->chinese = c->chinese_chars;
   w->rules = c->tok_rules;
+  w->clean = c->clean_up_spaces;
   if (w->unk < 0) {
     wpDestroy(&w->base);
     return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,

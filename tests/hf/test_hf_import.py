@@ -621,3 +621,22 @@ def test_config_without_architectures(db, rng, tmp_path, case):
                           (toks(tokens),)).fetchall()
         assert [r[0] for r in rows] == [5]
         check(case, "mlm (no architectures)", [rows[0][1]], [lp[6].max()])
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_bert_detokenize_follows_clean_up_tokenization_spaces(db, rng, tmp_path, clean):
+    """relattn_detokenize on a BERT checkpoint gives BertTokenizer.decode's
+    text (tests/tok/bert_ref.py, a port of _decode and
+    clean_up_tokenization) with [CLS], [SEP] and [PAD] skipped, and
+    tokenizer_config.json's clean_up_tokenization_spaces followed."""
+    ck = make("bert-model-rk", tmp_path, rng)
+    ck.tok_config["clean_up_tokenization_spaces"] = clean
+    ck.path("tokenizer_config").write_text(json.dumps(ck.tok_config))
+    import_checkpoint(db, ck)
+    text = "Hello, worlds! " + checkpoints.sample_text(rng, 9) + " ?"
+    ids = model_input(ck, ck.encode(text)) + [ck.special["pad"]]
+    got = db.execute("SELECT relattn_detokenize('m', ?)", (toks(ids),)).fetchone()[0]
+    skip = {ck.special[k] for k in ("cls", "sep", "pad")}
+    want = ck._wp.decode(ids, skip=skip, clean_up_tokenization_spaces=clean)
+    assert got == want
+    assert (" ," in got) == (not clean)

@@ -97,6 +97,7 @@ OPTIONS = [
     ("lower_keep_accents", {"do_lower_case": True, "strip_accents": False}),
     ("cased_strip_accents", {"do_lower_case": False, "strip_accents": True}),
     ("no_cjk_split", {"tokenize_chinese_chars": False}),
+    ("no_clean_up", {"clean_up_tokenization_spaces": False}),
 ]
 
 
@@ -119,10 +120,20 @@ def test_wordpiece_exact_on_corpus(label, opts, lines, vocab, rng):
     all_ids = [x for _, g in got for x in ids_of(g)]
     assert ref.vocab["[UNK]"] in all_ids
     assert any(ref.inv[x].startswith("##") for x in set(all_ids))
-    # decode, as convert_tokens_to_string
+    # decode, as BertTokenizer.decode: convert_tokens_to_string, then
+    # clean_up_tokenization unless the config turns it off; with [CLS] and
+    # [SEP] around the text, which it leaves out (the config's bos, eos, pad)
+    clean = opts.get("clean_up_tokenization_spaces", True)
+    markers = {2, 3, 0}
+    changed = 0
     for (i, g), t in list(zip(got, texts(lines)))[::5]:
-        d = db.execute("SELECT relattn_detokenize('w', ?)", (g,)).fetchone()[0]
-        assert d == ref.decode(ids_of(g)), i
+        ids = [2] + ids_of(g) + [3, 0]
+        d = db.execute("SELECT relattn_detokenize('w', ?)",
+                       (np.asarray(ids, "<i4").tobytes(),)).fetchone()[0]
+        want = ref.decode(ids, skip=markers, clean_up_tokenization_spaces=clean)
+        assert d == want, i
+        changed += want != ref.decode(ids, skip=markers, clean_up_tokenization_spaces=False)
+    assert (changed > 0) == clean
     db.close()
 
 
@@ -150,7 +161,13 @@ def test_wordpiece_hand_checked(db, rng):
     assert tok("w", "[CLS] hello[SEP]worlds [MASK]") == [2, 4, 3, 5, 6, 1, 1, 1]
     assert tok("w", "[cls]") == [1, 1, 1]
     assert db.execute("SELECT relattn_detokenize('w', relattn_tokens("
-                      "'[4,7,13,14,15]'))").fetchone()[0] == "hello , unaffable"
+                      "'[4,7,13,14,15]'))").fetchone()[0] == "hello, unaffable"
+    # [CLS] [SEP] [PAD] (the config's bos, eos, pad) are left out, [UNK] is not
+    assert db.execute("SELECT relattn_detokenize('w', relattn_tokens("
+                      "'[2,4,7,1,8,3,0,0]'))").fetchone()[0] == "hello, [UNK]!"
+    import_wp(db, "k", vocab, rng, clean_up_tokenization_spaces=False)
+    assert db.execute("SELECT relattn_detokenize('k', relattn_tokens("
+                      "'[2,4,7,1,8,3]'))").fetchone()[0] == "hello , [UNK] !"
 
 
 def test_tokenizer_file_round_trip(db, rng, vocab):

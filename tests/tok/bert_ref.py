@@ -140,6 +140,23 @@ class Bert:
         return [self.vocab.get(t, self.vocab.get(self.unk))
                 for t in self.tokenize(text)]
 
-    def decode(self, ids):
-        toks = [self.inv.get(i, self.unk) for i in ids]
-        return " ".join(toks).replace(" ##", "").strip()
+    def decode(self, ids, skip=(), clean_up_tokenization_spaces=True):
+        """PreTrainedTokenizer._decode (tokenization_utils.py) for
+        BertTokenizer, whose special tokens are vocabulary tokens: the ids
+        in skip left out (skip_special_tokens, for those ids), the tokens
+        through convert_tokens_to_string, then clean_up_tokenization
+        (tokenization_utils_base.py) when clean_up_tokenization_spaces
+        (BertTokenizer's default, True)."""
+        toks = [self.inv.get(i, self.unk) for i in ids if i not in skip]
+        text = " ".join(toks).replace(" ##", "").strip()
+        if clean_up_tokenization_spaces:
+            text = clean_up_tokenization(text)
+        return text
+
+
+def clean_up_tokenization(out_string):
+    """transformers' PreTrainedTokenizerBase.clean_up_tokenization."""
+    return (out_string.replace(" .", ".").replace(" ?", "?").replace(" !", "!")
+            .replace(" ,", ",").replace(" ' ", "'").replace(" n't", "n't")
+            .replace(" 'm", "'m").replace(" 's", "'s").replace(" 've", "'ve")
+            .replace(" 're", "'re"))

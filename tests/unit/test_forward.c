@@ -440,7 +440,8 @@ static void check_errors(relattn_pool *pool) {
                         {RELATTN_POS_SHAW, 32, 128, 256, 512, 1, 0, 10000.0}, 0, 0,
                         -1, -1, -1, -1, 0, 0, 0, 0, 0, RELATTN_HEAD_LM, 0, 0, 0,
                         0, 0, 0, 0 /* d_head: d_model / n_heads */,
-                        RELATTN_RULES_TRANSFORMERS};
+                        RELATTN_RULES_TRANSFORMERS,
+                        1 /* clean_up_spaces */};
   int32_t tok[3] = {1, 11, 2};
   float lp[3], emb[8];
   relattn_fwd f;
