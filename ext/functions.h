@@ -71,7 +71,7 @@ int relattn_tokens_limited(relattn_conn *conn, const relattn_model *m,
 ** its native config (the text and as decoded) and, in the config's order,
 ** each tensor it needs, then the tokenizer's file (NULL: none). */
 typedef struct relattn_plan_tensor {
-  int dtype;            /* RELATTN_F32, RELATTN_F16, RELATTN_BF16 */
+  int dtype;            /* RELATTN_F32, RELATTN_F16, RELATTN_BF16, RELATTN_I8 */
   const void *data;     /* (bytes), never NULL */
   sqlite3_uint64 bytes;
 } relattn_plan_tensor;
@@ -81,16 +81,20 @@ typedef struct relattn_plan {
   relattn_plan_tensor *t;   /* (relattn_model_n_tensors(cfg)) */
   const uint8_t *tok;       /* (tok_n) */
   size_t tok_n;
+  const char *fn;           /* the function messages name; NULL: relattn_import */
 } relattn_plan;
 /* ext/store.c: writes plan p as model `model`, all or nothing: the tables
 ** on first use, the model row (a new rowid, the next version), its tensor
 ** rows and the sha256 of their data. Returns an SQLite code, with *pzErr
-** set (starting "relattn_import: ") on failure, the database unchanged. */
+** set (starting with p->fn) on failure, the database unchanged. */
 int relattn_store_write(sqlite3 *db, const char *model, const relattn_plan *p,
                         char **pzErr);
 /* ext/import.c: relattn_import(model, safetensors_blob [, config_json [,
 ** tokenizer_blob [, tokenizer_config_json]]]). */
 void relattn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* ext/quantize.c: relattn_quantize(model, new_model, mode). */
+void relattn_quantize_func(sqlite3_context *ctx, int argc,
+                           sqlite3_value **argv);
 /* ext/export.c: relattn_export(model). */
 void relattn_export_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* ext/hf.c: is config (JSON text) Hugging Face's config.json (it has

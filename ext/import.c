@@ -259,7 +259,8 @@ static int importHeader(sqlite3 *db, const char *hdr, size_t len,
     }
     t->dtype = relattn_dtype_parse((const char *)sqlite3_column_text(fields, 1));
     raw_size = 0;
-    if (lenient && (t->dtype < 0 || t->dtype == RELATTN_U8) &&
+    if (lenient &&
+        (t->dtype < 0 || t->dtype == RELATTN_U8 || t->dtype == RELATTN_I8) &&
         (raw_size = rawDtypeSize(
              (const char *)sqlite3_column_text(fields, 1),
              &s->raw[s->n - 1])) != 0)
@@ -726,7 +727,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     const relattn_st_tensor *t = &s.t[i];
     relattn_tensor_spec spec;
     char have[96], want[96];
-    int k = relattn_model_index(&cfg, t->name), d, same;
+    int k = relattn_model_index(&cfg, t->name), d, same, kind;
     char ename[RELATTN_ECHO_BUF]; /* input bytes, for messages */
     size_t bad;
     if (s.skip && s.skip[i]) continue; /* left out by the HF mapping */
@@ -751,9 +752,11 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
                              "config)", fn, ename);
       goto fail;
     }
-    if (t->dtype == RELATTN_U8) {
-      zErr = sqlite3_mprintf("%s: tensor '%s' has dtype 'U8'; expected F32, "
-                             "F16 or BF16", fn, ename);
+    kind = relattn_model_slot_kind(&cfg, k);
+    if (!relattn_slot_dtype_ok(kind, t->dtype)) {
+      zErr = sqlite3_mprintf("%s: tensor '%s' has dtype '%s'; expected %s", fn,
+                             ename, relattn_dtype_name(t->dtype),
+                             relattn_slot_dtypes(kind));
       goto fail;
     }
     if (order[k] >= 0) {
@@ -773,8 +776,10 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     }
     bad = relattn_find_nonfinite(tensorData(&s, i), t->dtype, t->numel);
     if (bad < t->numel) {
-      zErr = sqlite3_mprintf("%s: tensor '%s' has NaN or Inf at element %llu",
-                             fn, ename, (sqlite3_uint64)bad);
+      zErr = sqlite3_mprintf("%s: tensor '%s' has %s at element %llu", fn,
+                             ename,
+                             t->dtype == RELATTN_I8 ? "-128" : "NaN or Inf",
+                             (sqlite3_uint64)bad);
       goto fail;
     }
     order[k] = i;

@@ -207,7 +207,7 @@ static const struct {
     {"relattn_attention", 7, PURE, relattn_attention_func, 0, 0},
     {"relattn_attention", 8, PURE, relattn_attention_func, 0, 0},
 
-    /* ext/import.c, ext/export.c, ext/store.c */
+    /* ext/import.c, ext/export.c, ext/quantize.c, ext/store.c */
     {"relattn_import", 2, WRITES, relattn_import_func, 0, 0},
     {"relattn_import", 3, WRITES, relattn_import_func, 0, 0},
     {"relattn_import", 4, WRITES, relattn_import_func, 0, 0},
@@ -215,6 +215,7 @@ static const struct {
     /* a safetensors index, then its shards */
     {"relattn_import", -1, WRITES, relattn_import_func, 0, 0},
     {"relattn_export", 1, READS, relattn_export_func, 0, 0},
+    {"relattn_quantize", 3, WRITES, relattn_quantize_func, 0, 0},
     {"relattn_weights", 2, READS, relattn_weights_func, 0, 0},
 
     /* ext/tokens.c */

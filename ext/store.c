@@ -233,7 +233,7 @@ static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
                        char **pzErr) {
   relattn_model *m = &e->model;
   const relattn_config *c = &m->cfg;
-  int n = relattn_model_n_tensors(c), i, rc = SQLITE_OK, seen_count = 0;
+  int n = relattn_model_n_tensors(c), i, rc = SQLITE_OK, seen_count = 0, kind;
   unsigned char *seen;
   sqlite3_stmt *st;
   relattn_tensor_spec spec;
@@ -278,10 +278,11 @@ static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
     }
     relattn_model_spec(c, i, &spec);
     relattn_shape_json(spec.shape, spec.ndim, want, sizeof want);
-    if (dtype < 0 || dtype == RELATTN_U8) {
+    kind = relattn_model_slot_kind(c, i);
+    if (!relattn_slot_dtype_ok(kind, dtype)) {
       *pzErr = sqlite3_mprintf("%s: tensor '%s' has dtype '%s'; expected "
-                               "F32, F16 or BF16", what, ename,
-                               edtype);
+                               "%s", what, ename, edtype,
+                               relattn_slot_dtypes(kind));
       goto fail;
     }
     if (!shape || strcmp(shape, want) != 0) {
@@ -299,14 +300,17 @@ static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
       goto fail;
     }
     if ((bad = relattn_find_nonfinite(data, dtype, spec.numel)) < spec.numel) {
-      *pzErr = sqlite3_mprintf("%s: tensor '%s' has NaN or Inf at element "
-                               "%llu", what, ename, (sqlite3_uint64)bad);
+      *pzErr = sqlite3_mprintf("%s: tensor '%s' has %s at element %llu", what,
+                               ename, dtype == RELATTN_I8 ? "-128" : "NaN or Inf",
+                               (sqlite3_uint64)bad);
       goto fail;
     }
     if (!seen[i]) seen_count++;
     seen[i] = 1;
-    if (spec.numel) relattn_to_f32(relattn_model_slot(m, i), data, dtype,
-                                   spec.numel);
+    if (kind == RELATTN_SLOT_Q8) /* as stored: packed once all are read */
+      memcpy(relattn_model_slot(m, i), data, spec.numel);
+    else if (spec.numel)
+      relattn_to_f32(relattn_model_slot(m, i), data, dtype, spec.numel);
   }
   if (rc != SQLITE_DONE) {
     *pzErr = sqlite3_mprintf("%s: %s", what, sqlite3_errmsg(db));
@@ -564,7 +568,7 @@ void relattn_store_adopt(relattn_conn *conn, relattn_conn *from,
 /* Writes plan p inside the savepoint the caller holds. */
 static int writeRows(sqlite3 *db, const char *model, const relattn_plan *p,
                      const char *sha256, char **pzErr) {
-  static const char fn[] = "relattn_import";
+  const char *fn = p->fn ? p->fn : "relattn_import";
   const relattn_config *cfg = p->cfg;
   sqlite3_stmt *st = NULL;
   sqlite3_int64 old_version = 0;
@@ -685,8 +689,8 @@ typedef struct import_undo {
   sqlite3_stmt *guard; /* the schema's first CREATE TABLE IF NOT EXISTS */
 } import_undo;
 
-static int undoPrepare(sqlite3 *db, import_undo *u, char **pzErr) {
-  static const char fn[] = "relattn_import";
+static int undoPrepare(sqlite3 *db, import_undo *u, const char *fn,
+                       char **pzErr) {
   int rc;
   u->rollback = relattn_prepare(db, "ROLLBACK TO relattn_import", fn, pzErr);
   if (u->rollback)
@@ -728,7 +732,7 @@ static void undoFree(import_undo *u) {
 
 int relattn_store_write(sqlite3 *db, const char *model, const relattn_plan *p,
                         char **pzErr) {
-  static const char fn[] = "relattn_import";
+  const char *fn = p->fn ? p->fn : "relattn_import";
   int i, rc, n = relattn_model_n_tensors(p->cfg);
   relattn_sha256 h;
   char sha[65];
@@ -748,7 +752,7 @@ int relattn_store_write(sqlite3 *db, const char *model, const relattn_plan *p,
 
   /* write, all or nothing */
   memset(&undo, 0, sizeof undo);
-  if ((rc = undoPrepare(db, &undo, pzErr)) != SQLITE_OK) goto done;
+  if ((rc = undoPrepare(db, &undo, fn, pzErr)) != SQLITE_OK) goto done;
   if ((rc = sqlite3_exec(db, "SAVEPOINT relattn_import", 0, 0, 0)) !=
       SQLITE_OK) {
     *pzErr = relattn_sql_errmsg(db, fn, rc);
@@ -803,7 +807,18 @@ void relattn_weights_func(sqlite3_context *ctx, int argc,
     relattn_model_spec(&m->cfg, i, &spec);
     /* the cache is ours (const for its readers) */
     rows = relattn_model_slot((relattn_model *)m, i);
-    if (!relattn_model_slot_packed(m, i, &out, &in)) {
+    if (relattn_model_slot_kind(&m->cfg, i) == RELATTN_SLOT_Q8) {
+      /* an int8 weight: q s, the floats its products stand for */
+      const relattn_q8w *qw = relattn_model_slot_q8(m, i);
+      float *f = sqlite3_malloc64((sqlite3_uint64)spec.numel * 4 + 1);
+      if (!f) {
+        sqlite3_result_error_nomem(ctx);
+      } else {
+        relattn_q8w_dequantize(f, qw);
+        sqlite3_result_blob64(ctx, f, (sqlite3_uint64)spec.numel * 4,
+                              sqlite3_free);
+      }
+    } else if (!relattn_model_slot_packed(m, i, &out, &in)) {
       sqlite3_result_blob64(ctx, rows, (sqlite3_uint64)spec.numel * 4,
                             SQLITE_TRANSIENT);
     } else {

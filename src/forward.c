@@ -100,6 +100,7 @@
 #define ROWS_SPLIT 2
 #define SLOT_ACTS 1            /* worker 0: x, h, qkv */
 #define SLOT_ROWS 2            /* every worker: one block's hidden/logits */
+#define SLOT_Q8 4              /* every worker: an int8 product's quantized rows */
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
@@ -233,6 +234,14 @@ size_t relattn_forward_memory(const relattn_model *m, int n, int count,
         !relattn_add_ok(total, relattn_attention_shared_bytes(&a), &total))
       return 0;
   }
+  if (c->quant == RELATTN_QUANT_INT8) {
+    /* an int8 product's rows, quantized (src/qgemm.c): at most a block's
+    ** rows of the widest input */
+    int in = c->d_model > c->d_ff ? c->d_model : c->d_ff;
+    if (relattn_config_inner(c) > in) in = relattn_config_inner(c);
+    if (!relattn_add_ok(per, relattn_q8_scratch(ROWS_MAX, in), &per))
+      return 0;
+  }
   if (!relattn_add_ok(per, relattn_attention_scratch_bytes(&a), &per) ||
       !relattn_mul_ok(per, (size_t)workers, &per) ||
       !relattn_add_ok(total, per, &total))
@@ -264,14 +273,27 @@ static void linear(float *y /* (rows, ldy) */, int ldy, const float *x,
 }
 
 /* linear() for a layer's weight: the model's weights in panel order go to
-** src/gemm.c's kernel (its own fixed order of arithmetic), else sgemm. */
-static void layer_linear(const relattn_model *m, float *y, int ldy,
-                         const float *x, int ldx, int rows, int in, int out,
-                         const float *w, const float *b, float beta) {
+** src/gemm.c's kernel (its own fixed order of arithmetic), int8 ones
+** (quantization int8: w is a relattn_q8w) to src/qgemm.c's, each row of x
+** quantized on the way, else sgemm. 0, or 1 when the worker's scratch
+** could not be had. */
+static int layer_linear(const relattn_model *m, relattn_pool *pool,
+                        int worker, float *y, int ldy, const float *x,
+                        int ldx, int rows, int in, int out, const float *w,
+                        const float *b, float beta) {
+  if (m->cfg.quant == RELATTN_QUANT_INT8) {
+    void *scratch = relattn_pool_scratch_slot(pool, worker, SLOT_Q8,
+                                              relattn_q8_scratch(rows, in));
+    if (!scratch) return 1;
+    relattn_q8_gemm(y, ldy, x, ldx, rows, (const relattn_q8w *)(const void *)w,
+                    b, beta != 0.0f, scratch);
+    return 0;
+  }
   if (m->packed)
     relattn_gemm(y, ldy, x, ldx, rows, in, out, w, b, beta != 0.0f);
   else
     linear(y, ldy, x, ldx, rows, in, out, w, b, beta);
+  return 0;
 }
 
 /* GELU, the exact form: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), with erf
@@ -465,13 +487,12 @@ static void qkv_task(void *ctxp, int task, int worker) {
   int r0, rows = block_rows(c, task, &r0), d = c->d, w = c->in;
   const float *in = c->x + (size_t)r0 * d;
   float *qkv = c->qkv + (size_t)r0 * 3 * w;
-  (void)worker;
   if (c->m->cfg.norm == RELATTN_NORM_PRE) {
     float *h = c->h + (size_t)r0 * c->hw; /* rows of d in the block's rows */
     model_norm(c->m, h, in, rows, L->ln1_w, L->ln1_b);
     in = h;
   }
-  if (!c->m->packed && L->wk == L->wq + (size_t)w * d &&
+  if (!c->m->packed && !c->m->cfg.quant && L->wk == L->wq + (size_t)w * d &&
       L->wv == L->wk + (size_t)w * d &&
       (L->bq ? L->bk == L->bq + w && L->bv == L->bk + w : !L->bk && !L->bv)) {
     /* the store lays wq, wk, wv (and bq, bk, bv) out back to back: one
@@ -479,10 +500,13 @@ static void qkv_task(void *ctxp, int task, int worker) {
     linear(qkv, 3 * w, in, d, rows, d, 3 * w, L->wq, L->bq, 0.0f);
     return;
   }
-  layer_linear(c->m, qkv, 3 * w, in, d, rows, d, w, L->wq, L->bq, 0.0f);
-  layer_linear(c->m, qkv + w, 3 * w, in, d, rows, d, w, L->wk, L->bk, 0.0f);
-  layer_linear(c->m, qkv + 2 * w, 3 * w, in, d, rows, d, w, L->wv, L->bv,
-               0.0f);
+  if (layer_linear(c->m, c->pool, worker, qkv, 3 * w, in, d, rows, d, w,
+                   L->wq, L->bq, 0.0f) ||
+      layer_linear(c->m, c->pool, worker, qkv + w, 3 * w, in, d, rows, d, w,
+                   L->wk, L->bk, 0.0f) ||
+      layer_linear(c->m, c->pool, worker, qkv + 2 * w, 3 * w, in, d, rows, d,
+                   w, L->wv, L->bv, 0.0f))
+    c->failed = 1;
 }
 
 /* The rest of a layer for one block: output projection and residual, the
@@ -502,7 +526,11 @@ static void ffn_task(void *ctxp, int task, int worker) {
   pre = cfg->norm == RELATTN_NORM_PRE;
   /* the attention output's rows (hw apart), then the block's rows of h
   ** hold its normed rows (d apart) */
-  layer_linear(c->m, x, d, h, c->hw, rows, c->in, d, L->wo, L->bo, 1.0f);
+  if (layer_linear(c->m, c->pool, worker, x, d, h, c->hw, rows, c->in, d,
+                   L->wo, L->bo, 1.0f)) {
+    c->failed = 1;
+    return;
+  }
   if (pre) {
     model_norm(c->m, h, x, rows, L->ln2_w, L->ln2_b);
     in = h;
@@ -510,19 +538,28 @@ static void ffn_task(void *ctxp, int task, int worker) {
     model_norm(c->m, x, x, rows, L->ln1_w, L->ln1_b);
     in = x;
   }
-  layer_linear(c->m, hid, cfg->d_ff, in, d, rows, d, cfg->d_ff, L->w1, L->b1,
-               0.0f);
+  if (layer_linear(c->m, c->pool, worker, hid, cfg->d_ff, in, d, rows, d,
+                   cfg->d_ff, L->w1, L->b1, 0.0f)) {
+    c->failed = 1;
+    return;
+  }
   activate(hid, (size_t)rows * cfg->d_ff, cfg->activation);
   if (cfg->ffn_gated) {
     /* the gate's rows after the hidden rows (rows_floats has room) */
     float *gate = hid + (size_t)rows * cfg->d_ff;
     size_t i, count = (size_t)rows * cfg->d_ff;
-    layer_linear(c->m, gate, cfg->d_ff, in, d, rows, d, cfg->d_ff, L->w3,
-                 L->b3, 0.0f);
+    if (layer_linear(c->m, c->pool, worker, gate, cfg->d_ff, in, d, rows, d,
+                     cfg->d_ff, L->w3, L->b3, 0.0f)) {
+      c->failed = 1;
+      return;
+    }
     for (i = 0; i < count; i++) hid[i] *= gate[i];
   }
-  layer_linear(c->m, x, d, hid, cfg->d_ff, rows, cfg->d_ff, d, L->w2, L->b2,
-               1.0f);
+  if (layer_linear(c->m, c->pool, worker, x, d, hid, cfg->d_ff, rows,
+                   cfg->d_ff, d, L->w2, L->b2, 1.0f)) {
+    c->failed = 1;
+    return;
+  }
   if (!pre) model_norm(c->m, x, x, rows, L->ln2_w, L->ln2_b);
 }
 

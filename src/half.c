@@ -1,7 +1,8 @@
 /*
 ** half.c: the safetensors dtypes (F32, F16, BF16) and their conversion to
 ** float32, which is what the model computes in. U8 is only for the bytes
-** of a tokenizer file, never a weight.
+** of a tokenizer file, never a weight; I8 only for the int8 linear weights
+** of a quantized model (src/qgemm.c runs them as they are).
 **
 ** F16 is IEEE 754 binary16 (1 sign, 5 exponent, 10 fraction bits); BF16 is
 ** the top half of a float32. Both convert to float32 exactly.
@@ -22,6 +23,7 @@ int relattn_dtype_parse(const char *name) {
   if (strcmp(name, "F16") == 0) return RELATTN_F16;
   if (strcmp(name, "BF16") == 0) return RELATTN_BF16;
   if (strcmp(name, "U8") == 0) return RELATTN_U8;
+  if (strcmp(name, "I8") == 0) return RELATTN_I8;
   return -1;
 }
 
@@ -31,6 +33,7 @@ const char *relattn_dtype_name(int dtype) {
     case RELATTN_F16: return "F16";
     case RELATTN_BF16: return "BF16";
     case RELATTN_U8: return "U8";
+    case RELATTN_I8: return "I8";
     default: return "?";
   }
 }
@@ -40,7 +43,8 @@ size_t relattn_dtype_size(int dtype) {
     case RELATTN_F32: return 4;
     case RELATTN_F16:
     case RELATTN_BF16: return 2;
-    case RELATTN_U8: return 1;
+    case RELATTN_U8:
+    case RELATTN_I8: return 1;
     default: return 0;
   }
 }
@@ -119,6 +123,9 @@ void relattn_to_f32(float *out, const void *in, int dtype, size_t n) {
         memcpy(out + i, &u, 4);
       }
       break;
+    case RELATTN_I8:
+      for (; i < n; i++) out[i] = (float)(int8_t)p[i];
+      break;
   }
 }
 
@@ -140,6 +147,10 @@ size_t relattn_find_nonfinite(const void *in, int dtype, size_t n) {
     case RELATTN_BF16:
       for (i = 0; i < n; i++)
         if ((load16(p + 2 * i) & 0x7f80) == 0x7f80) return i;
+      break;
+    case RELATTN_I8: /* -128: outside the symmetric range (src/qgemm.c) */
+      for (i = 0; i < n; i++)
+        if (p[i] == 0x80) return i;
       break;
   }
   return n;

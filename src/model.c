@@ -10,7 +10,11 @@
 ** rel_emb, [rel_emb_norm.weight, .bias] (deberta only); type_emb
 ** (token_types); emb_norm.weight, .bias (embedding.norm); the head's:
 ** mlm.dense.weight, .bias, mlm.norm.weight, .bias, mlm.bias (mlm),
-** pooler.weight, .bias (a pooler), classifier.weight, .bias (classifier). A bias is left
+** pooler.weight, .bias (a pooler), classifier.weight, .bias (classifier).
+** With quantization int8 each linear weight of a layer (attn.wq .wk .wv
+** .wo, ffn.w1 .w3 .w2) is I8 and followed by its per-row scales
+** (attn.wq.scale, ...: F32, one per output row); its slot then holds a
+** packed relattn_q8w (src/qgemm.c) instead of floats. A bias is left
 ** out where the config has none: the linear ones with biases false, the
 ** norms' with rmsnorm. The tables below hold them. Import stores them in
 ** this order and export writes them in it. Every array lives in one 64-byte
@@ -34,7 +38,7 @@ enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS, S_POS, S_HD, S_RELEMB,
 /* Presence rules: */
 enum { W_ALL, W_REL_K, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5, W_ABSOLUTE, W_XL,
        W_DEBERTA, W_REL_LN, W_GATED, W_TYPES, W_EMB_NORM, W_MLM, W_POOLER,
-       W_CLASSIFIER };
+       W_CLASSIFIER, W_Q8, W_Q8_GATED };
 /* Which kind of bias a row is, besides its presence rule: a linear layer's
 ** (absent with biases false) or a norm's (absent with rmsnorm). */
 enum { B_NONE, B_LINEAR, B_NORM };
@@ -52,9 +56,13 @@ static const tensor_row layer_rows[] = {
     {"ln1.weight", S_D, W_ALL, L(ln1_w), B_NONE},
     {"ln1.bias", S_D, W_ALL, L(ln1_b), B_NORM},
     {"attn.wq", S_ID, W_ALL, L(wq), B_NONE},
+    {"attn.wq.scale", S_I, W_Q8, L(sq), B_NONE},
     {"attn.wk", S_ID, W_ALL, L(wk), B_NONE},
+    {"attn.wk.scale", S_I, W_Q8, L(sk), B_NONE},
     {"attn.wv", S_ID, W_ALL, L(wv), B_NONE},
+    {"attn.wv.scale", S_I, W_Q8, L(sv), B_NONE},
     {"attn.wo", S_DI, W_ALL, L(wo), B_NONE},
+    {"attn.wo.scale", S_D, W_Q8, L(so), B_NONE},
     {"attn.bq", S_I, W_ALL, L(bq), B_LINEAR},
     {"attn.bk", S_I, W_ALL, L(bk), B_LINEAR},
     {"attn.bv", S_I, W_ALL, L(bv), B_LINEAR},
@@ -67,10 +75,13 @@ static const tensor_row layer_rows[] = {
     {"ln2.weight", S_D, W_ALL, L(ln2_w), B_NONE},
     {"ln2.bias", S_D, W_ALL, L(ln2_b), B_NORM},
     {"ffn.w1", S_FD, W_ALL, L(w1), B_NONE},
+    {"ffn.w1.scale", S_F, W_Q8, L(s1), B_NONE},
     {"ffn.b1", S_F, W_ALL, L(b1), B_LINEAR},
     {"ffn.w3", S_FD, W_GATED, L(w3), B_NONE},
+    {"ffn.w3.scale", S_F, W_Q8_GATED, L(s3), B_NONE},
     {"ffn.b3", S_F, W_GATED, L(b3), B_LINEAR},
     {"ffn.w2", S_DF, W_ALL, L(w2), B_NONE},
+    {"ffn.w2.scale", S_D, W_Q8, L(s2), B_NONE},
     {"ffn.b2", S_D, W_ALL, L(b2), B_LINEAR}};
 /* tok_emb comes first, then the layers, then these */
 static const tensor_row tail_rows[] = {
@@ -125,6 +136,8 @@ static int has_when(const relattn_config *c, int when) {
     case W_MLM: return c->head == RELATTN_HEAD_MLM;
     case W_POOLER: return c->pooler;
     case W_CLASSIFIER: return c->head == RELATTN_HEAD_CLASSIFIER;
+    case W_Q8: return c->quant == RELATTN_QUANT_INT8;
+    case W_Q8_GATED: return c->quant == RELATTN_QUANT_INT8 && c->ffn_gated;
     default: return 1;
   }
 }
@@ -320,6 +333,16 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
                             "%s: 'position.base' must be a number over 1",
                             what);
   }
+  if (c->quant != RELATTN_QUANT_NONE && c->quant != RELATTN_QUANT_INT8)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: unknown quantization.linear", what);
+  if (c->quant == RELATTN_QUANT_INT8 &&
+      (c->d_model > RELATTN_Q8_MAX_IN || c->d_ff > RELATTN_Q8_MAX_IN ||
+       relattn_config_inner(c) > RELATTN_Q8_MAX_IN))
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: quantization.linear 'int8' needs d_model, d_ff "
+                          "and n_heads * d_head of at most %d",
+                          what, RELATTN_Q8_MAX_IN);
   if (c->token_types < 0 || c->token_types > MAX_DIM)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "%s: 'embedding.token_types' must be between 0 and "
@@ -404,6 +427,44 @@ static const tensor_row *row_of(const relattn_config *c, int i, int *layer) {
   return &tail_rows[tidx[i]];
 }
 
+/* The layer weights the forward pass reads in panel order (src/gemm.c),
+** or with quantization int8, as int8 (src/qgemm.c). */
+static const size_t packed_fields[] = {
+    offsetof(relattn_layer, wq), offsetof(relattn_layer, wk),
+    offsetof(relattn_layer, wv), offsetof(relattn_layer, wo),
+    offsetof(relattn_layer, w1), offsetof(relattn_layer, w3),
+    offsetof(relattn_layer, w2)};
+#define N_PACKED (int)(sizeof packed_fields / sizeof packed_fields[0])
+
+static int is_packed_field(const tensor_row *r) {
+  int f;
+  for (f = 0; f < N_PACKED; f++)
+    if (r->field == packed_fields[f]) return 1;
+  return 0;
+}
+
+int relattn_model_slot_kind(const relattn_config *c, int i) {
+  int layer;
+  const tensor_row *r = row_of(c, i, &layer);
+  if (!r || layer < 0) return RELATTN_SLOT_FLOAT;
+  if (r->when == W_Q8 || r->when == W_Q8_GATED) return RELATTN_SLOT_SCALE;
+  return c->quant == RELATTN_QUANT_INT8 && is_packed_field(r)
+             ? RELATTN_SLOT_Q8
+             : RELATTN_SLOT_FLOAT;
+}
+
+const char *relattn_slot_dtypes(int kind) {
+  return kind == RELATTN_SLOT_Q8      ? "I8"
+         : kind == RELATTN_SLOT_SCALE ? "F32"
+                                      : "F32, F16 or BF16";
+}
+
+int relattn_slot_dtype_ok(int kind, int dtype) {
+  if (kind == RELATTN_SLOT_Q8) return dtype == RELATTN_I8;
+  if (kind == RELATTN_SLOT_SCALE) return dtype == RELATTN_F32;
+  return dtype == RELATTN_F32 || dtype == RELATTN_F16 || dtype == RELATTN_BF16;
+}
+
 /* Name and shape of spec i (no offset). */
 static void spec_shape(const relattn_config *c, int i, relattn_tensor_spec *s) {
   int layer;
@@ -439,6 +500,18 @@ static size_t checked_numel(const relattn_tensor_spec *s, int *ok) {
   return *ok ? aligned_floats(n) : 0;
 }
 
+/* Floats slot i of spec s takes in m->mem: an int8 weight its packed
+** block (relattn_q8w_block_bytes, a multiple of 64 bytes), which has room
+** for the rows as stored while it loads. */
+static size_t slot_floats(const relattn_config *c, int i,
+                          const relattn_tensor_spec *s, int *ok) {
+  size_t n = checked_numel(s, ok);
+  if (*ok && relattn_model_slot_kind(c, i) == RELATTN_SLOT_Q8)
+    n = relattn_q8w_block_bytes((int)s->shape[0], (int)s->shape[1]) /
+        sizeof(float);
+  return n;
+}
+
 int relattn_model_bytes(const relattn_config *c, size_t *bytes,
                         const char *what, char *err, size_t errlen) {
   /* closed form: every layer has the same shapes, so a config with many
@@ -448,11 +521,11 @@ int relattn_model_bytes(const relattn_config *c, size_t *bytes,
   relattn_tensor_spec s;
   for (i = 0; i < n; i = (i == 0 ? 1 + c->n_layers * pl : i + 1)) {
     spec_shape(c, i, &s);
-    if (!relattn_add_ok(total, checked_numel(&s, &ok), &total)) ok = 0;
+    if (!relattn_add_ok(total, slot_floats(c, i, &s, &ok), &total)) ok = 0;
   }
   for (i = 1; i <= pl; i++) {
     spec_shape(c, i, &s);
-    if (!relattn_add_ok(layer, checked_numel(&s, &ok), &layer)) ok = 0;
+    if (!relattn_add_ok(layer, slot_floats(c, i, &s, &ok), &layer)) ok = 0;
   }
   if (!ok || !relattn_mul_ok(layer, (size_t)c->n_layers, &layer) ||
       !relattn_add_ok(total, layer, &total) ||
@@ -522,7 +595,7 @@ static const float **slot_ptr(relattn_model *m, int i) {
 int relattn_model_init(relattn_model *m, const relattn_config *c,
                        const char *what, char *err, size_t errlen) {
   size_t bytes, off;
-  int i, n, rc;
+  int i, n, rc, ok = 1;
   relattn_tensor_spec s;
   relattn_config copy = *c; /* c may be &m->cfg */
   memset(m, 0, sizeof *m);
@@ -542,7 +615,7 @@ int relattn_model_init(relattn_model *m, const relattn_config *c,
   for (i = 0; i < n; i++) {
     spec_shape(c, i, &s);
     *slot_ptr(m, i) = (float *)m->mem + off;
-    off += aligned_floats(spec_numel(&s));
+    off += slot_floats(c, i, &s, &ok); /* ok: relattn_model_bytes held */
   }
   if (c->tie_embeddings) m->lm_head = m->tok_emb;
   return RELATTN_OK;
@@ -579,30 +652,69 @@ size_t relattn_model_prepared_bytes(const relattn_config *c) {
   return total;
 }
 
-/* The layer weights the forward pass reads in panel order (src/gemm.c). */
-static const size_t packed_fields[] = {
-    offsetof(relattn_layer, wq), offsetof(relattn_layer, wk),
-    offsetof(relattn_layer, wv), offsetof(relattn_layer, wo),
-    offsetof(relattn_layer, w1), offsetof(relattn_layer, w3),
-    offsetof(relattn_layer, w2)};
-#define N_PACKED (int)(sizeof packed_fields / sizeof packed_fields[0])
 
 int relattn_model_slot_packed(const relattn_model *m, int i, int *out,
                               int *in) {
-  int layer, f;
+  int layer;
   relattn_tensor_spec s;
   const tensor_row *r;
   if (!m->packed) return 0;
   r = row_of(&m->cfg, i, &layer);
-  if (!r || layer < 0) return 0;
-  for (f = 0; f < N_PACKED; f++)
-    if (r->field == packed_fields[f]) {
-      spec_shape(&m->cfg, i, &s);
-      *out = (int)s.shape[0];
-      *in = (int)s.shape[1];
-      return 1;
+  if (!r || layer < 0 || !is_packed_field(r)) return 0;
+  spec_shape(&m->cfg, i, &s);
+  *out = (int)s.shape[0];
+  *in = (int)s.shape[1];
+  return 1;
+}
+
+const struct relattn_q8w *relattn_model_slot_q8(const relattn_model *m,
+                                                int i) {
+  if (relattn_model_slot_kind(&m->cfg, i) != RELATTN_SLOT_Q8) return NULL;
+  return (const relattn_q8w *)relattn_model_slot((relattn_model *)m, i);
+}
+
+/* Each int8 weight, loaded as stored at the start of its slot, packed in
+** place for src/qgemm.c with its scales (the slot after it). */
+static int pack_q8(relattn_model *m, const char *what, char *err,
+                   size_t errlen) {
+  const relattn_config *c = &m->cfg;
+  const int n = relattn_model_n_tensors(c);
+  size_t most = 0;
+  int8_t *rows;
+  int i;
+  relattn_tensor_spec s;
+  for (i = 0; i < n; i++)
+    if (relattn_model_slot_kind(c, i) == RELATTN_SLOT_Q8) {
+      relattn_model_spec(c, i, &s);
+      if (s.numel > most) most = s.numel;
     }
-  return 0;
+  rows = relattn_alloc(most + 1);
+  if (!rows)
+    return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                          "%s: out of memory putting the weights in order",
+                          what);
+  for (i = 0; i < n; i++) {
+    float *slot;
+    if (relattn_model_slot_kind(c, i) != RELATTN_SLOT_Q8) continue;
+    relattn_model_spec(c, i, &s);
+    slot = relattn_model_slot(m, i);
+    memcpy(rows, slot, s.numel);
+    relattn_q8w_place(slot, rows, relattn_model_slot(m, i + 1),
+                      (int)s.shape[0], (int)s.shape[1]);
+  }
+  relattn_free(rows);
+  return RELATTN_OK;
+}
+
+/* Rows (out, in) of an int8 weight as stored, times their scales: what a
+** table built from it once (deberta's) reads. */
+static void dequantize(float *dst, const void *q, const float *scale, int out,
+                       int in) {
+  const int8_t *p = q;
+  size_t r, k;
+  for (r = 0; r < (size_t)out; r++)
+    for (k = 0; k < (size_t)in; k++)
+      dst[r * in + k] = (float)p[r * in + k] * scale[r];
 }
 
 /* The layers' linear weights into panel order, where the CPU runs the
@@ -613,7 +725,7 @@ static int pack_layers(relattn_model *m, const char *what, char *err,
   const relattn_config *c = &m->cfg;
   const int n = relattn_model_n_tensors(c);
   int i, out, in;
-  if (m->packed || !relattn_simd_fma())
+  if (m->packed || !relattn_simd_fma() || c->quant != RELATTN_QUANT_NONE)
     return RELATTN_OK;
   m->packed = 1;
   for (i = 0; i < n; i++) {
@@ -638,13 +750,35 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
   ** stored */
   int rc = prepare_terms(m, what, err, errlen);
   if (rc != RELATTN_OK) return rc;
+  if (m->cfg.quant == RELATTN_QUANT_INT8) return pack_q8(m, what, err, errlen);
   return pack_layers(m, what, err, errlen);
 }
 
+static int build_terms(relattn_model *m, float *deq, const char *what,
+                       char *err, size_t errlen);
+
 /* What the position scheme builds once from the weights (rel_key*, xl,
-** deberta). */
+** deberta). deberta's int8 layers: through floats dequantized per layer
+** into one scratch buffer. */
 static int prepare_terms(relattn_model *m, const char *what, char *err,
                          size_t errlen) {
+  const relattn_config *c = &m->cfg;
+  float *deq = NULL;
+  int rc;
+  if (c->pos.type == RELATTN_POS_DEBERTA && c->quant == RELATTN_QUANT_INT8) {
+    deq = relattn_alloc(2 * sizeof(float) * (size_t)relattn_config_inner(c) *
+                        (size_t)c->d_model);
+    if (!deq)
+      return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                            "%s: out of memory for the deberta tables", what);
+  }
+  rc = build_terms(m, deq, what, err, errlen);
+  relattn_free(deq);
+  return rc;
+}
+
+static int build_terms(relattn_model *m, float *deq, const char *what,
+                       char *err, size_t errlen) {
   const relattn_config *c = &m->cfg;
   relattn_pos_tables tb;
   const int dh = relattn_config_d_head(c), xl = c->pos.type == RELATTN_POS_XL;
@@ -710,9 +844,15 @@ static int prepare_terms(relattn_model *m, const char *what, char *err,
     if (deb) {
       float *pk = m->rel_proj + (size_t)l * 2 * per, *pq = pk + per;
       const relattn_layer *L = &m->layers[l];
-      relattn_project_table(pk, rel, L->wk, L->bk, (int)drows,
+      const float *wk = L->wk, *wq = L->wq;
+      if (deq) { /* int8: the tables from q s, as the layer's products */
+        dequantize(deq, L->wk, L->sk, (int)in, c->d_model);
+        dequantize(deq + in * c->d_model, L->wq, L->sq, (int)in, c->d_model);
+        wk = deq, wq = deq + in * c->d_model;
+      }
+      relattn_project_table(pk, rel, wk, L->bk, (int)drows,
                             c->d_model, c->n_heads, dh);
-      relattn_project_table(pq, rel, L->wq, L->bq, (int)drows,
+      relattn_project_table(pq, rel, wq, L->bq, (int)drows,
                             c->d_model, c->n_heads, dh);
       tb.t[0] = pk, tb.count[0] = (int64_t)per;
       tb.t[2] = pq, tb.count[2] = (int64_t)per;

@@ -217,6 +217,37 @@ int relattn_q8w_new(relattn_q8w *qw, const int8_t *q, const float *scale,
   return RELATTN_OK;
 }
 
+static size_t up64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+size_t relattn_q8w_block_bytes(int out, int in) {
+  const size_t op = (size_t)round_up(out, QP), kp = (size_t)round_up(in, 4);
+  return up64(sizeof(relattn_q8w)) + up64(op * kp) + 2 * up64(4 * op);
+}
+
+relattn_q8w *relattn_q8w_place(void *mem, const int8_t *q, const float *scale,
+                               int out, int in) {
+  const int op = round_up(out, QP), kp = round_up(in, 4);
+  relattn_q8w *qw = mem;
+  char *p = (char *)mem + up64(sizeof *qw);
+  int c, k;
+  memset(mem, 0, relattn_q8w_block_bytes(out, in));
+  qw->out = out, qw->in = in;
+  qw->w = (int8_t *)p;
+  qw->scale = (float *)(p + up64((size_t)op * kp));
+  qw->sum = (int32_t *)((char *)qw->scale + up64(4 * (size_t)op));
+  for (c = 0; c < out; c++) {
+    int32_t sum = 0;
+    for (k = 0; k < in; k++) {
+      const int8_t v = q[(size_t)c * in + k];
+      qw->w[q8_at(c, k, kp)] = v;
+      sum += v;
+    }
+    qw->sum[c] = sum;
+    qw->scale[c] = scale[c];
+  }
+  return qw;
+}
+
 void relattn_q8w_free(relattn_q8w *qw) {
   relattn_free(qw->w), relattn_free(qw->scale), relattn_free(qw->sum);
   memset(qw, 0, sizeof *qw);
@@ -228,6 +259,14 @@ void relattn_q8w_unpack(int8_t *q, const relattn_q8w *qw) {
   for (c = 0; c < qw->out; c++)
     for (k = 0; k < qw->in; k++)
       q[(size_t)c * qw->in + k] = qw->w[q8_at(c, k, kp)];
+}
+
+void relattn_q8w_dequantize(float *w, const relattn_q8w *qw) {
+  const int kp = round_up(qw->in, 4);
+  int c, k;
+  for (c = 0; c < qw->out; c++)
+    for (k = 0; k < qw->in; k++)
+      w[(size_t)c * qw->in + k] = (float)qw->w[q8_at(c, k, kp)] * qw->scale[c];
 }
 
 /* ---- int8: activations --------------------------------------------------- */

@@ -112,8 +112,8 @@ void *relattn_pool_scratch(relattn_pool *pool, int worker, size_t size);
 /* The same with a slot: each (worker, slot) has its own buffer, so code that
 ** holds scratch across a nested call (the forward pass around the attention
 ** kernel) does not share it. relattn_pool_scratch is slot 0 (the kernels');
-** the forward pass uses slots 1 and 2. */
-#define RELATTN_POOL_SLOTS 4
+** the forward pass uses slots 1, 2 and 4 (attention.c 3). */
+#define RELATTN_POOL_SLOTS 5
 void *relattn_pool_scratch_slot(relattn_pool *pool, int worker, int slot,
                                 size_t size);
 /* Cancellation. check(ctx), when set, is polled between tasks by the thread
@@ -431,7 +431,13 @@ typedef struct relattn_config {
   /* wordpiece: tokenizer.clean_up_tokenization_spaces (decode's " ," ->
   ** ","; default 1 from the config, 0 here when unset) */
   int clean_up_spaces;
+  /* quantization.linear: RELATTN_QUANT_INT8 stores the layers' linear
+  ** weights as int8 with per-row scales (docs/reference.md), run by
+  ** src/qgemm.c; RELATTN_QUANT_NONE (0) float */
+  int quant;
 } relattn_config;
+
+enum { RELATTN_QUANT_NONE = 0, RELATTN_QUANT_INT8 = 1 };
 
 typedef struct relattn_tokenizer relattn_tokenizer; /* src/tokenizer.c */
 
@@ -449,6 +455,10 @@ typedef struct relattn_layer {
   const float *w1, *b1;               /* (d_ff, d_model), (d_ff) */
   const float *w3, *b3;               /* gated: (d_ff, d_model), (d_ff), else NULL */
   const float *w2, *b2;               /* (d_model, d_ff), (d_model) */
+  /* quantization int8: each of wq wk wv wo w1 w3 w2 points at a packed
+  ** relattn_q8w (src/qgemm.c) instead of floats, and these at its
+  ** per-row scales as stored: (out) of that weight; else NULL */
+  const float *sq, *sk, *sv, *so, *s1, *s3, *s2;
   /* every bias above is NULL when the config has none (biases false;
   ** rmsnorm for ln1_b, ln2_b) */
 } relattn_layer;
@@ -488,9 +498,10 @@ typedef struct relattn_model {
 /* ---- half precision (src/half.c) ---------------------------------------- */
 
 enum { RELATTN_F32 = 0, RELATTN_F16 = 1, RELATTN_BF16 = 2,
-       RELATTN_U8 = 3 /* a tokenizer file's bytes, never a weight */ };
+       RELATTN_U8 = 3, /* a tokenizer file's bytes, never a weight */
+       RELATTN_I8 = 4  /* an int8 linear weight (quantization int8) */ };
 
-/* "F32", "F16", "BF16" -> RELATTN_*, or -1. */
+/* "F32", "F16", "BF16", "U8", "I8" -> RELATTN_*, or -1. */
 int relattn_dtype_parse(const char *name);
 const char *relattn_dtype_name(int dtype);
 size_t relattn_dtype_size(int dtype);    /* bytes per element, 0 if unknown */
@@ -498,7 +509,8 @@ float relattn_f16_to_f32(uint16_t h);    /* exact, subnormals, inf, nan */
 float relattn_bf16_to_f32(uint16_t h);   /* exact */
 /* out = in (n elements of dtype, little-endian, any alignment) as float32. */
 void relattn_to_f32(float *out /* (n) */, const void *in, int dtype, size_t n);
-/* Index of the first NaN or Inf among n elements of dtype, or n if none. */
+/* Index of the first NaN or Inf among n elements of dtype (I8: of the first
+** -128, outside the range of int8 weights), or n if none. */
 size_t relattn_find_nonfinite(const void *in, int dtype, size_t n);
 
 /* ---- safetensors (src/safetensors.c) ------------------------------------ */
@@ -603,6 +615,17 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
                           size_t errlen);
 /* Bytes relattn_model_prepare allocates (an upper bound; SIZE_MAX on
 ** overflow), for memory limits: 0 for schemes without such tables. */
+/* What tensor i of config c holds: RELATTN_SLOT_FLOAT (F32, F16 or BF16
+** accepted), or with quantization int8, RELATTN_SLOT_Q8 (a linear weight:
+** I8 only) and RELATTN_SLOT_SCALE (its per-row scales: F32 only). */
+enum { RELATTN_SLOT_FLOAT = 0, RELATTN_SLOT_Q8 = 1, RELATTN_SLOT_SCALE = 2 };
+int relattn_model_slot_kind(const relattn_config *c, int i);
+/* The dtypes slot kind k takes, for messages: "F32, F16 or BF16", ... */
+const char *relattn_slot_dtypes(int kind);
+int relattn_slot_dtype_ok(int kind, int dtype);
+/* A loaded slot of kind RELATTN_SLOT_Q8 (after relattn_model_prepare). */
+const struct relattn_q8w *relattn_model_slot_q8(const relattn_model *m,
+                                                int i);
 /* Whether tensor slot i is kept in panel order (*out, *in its shape). */
 int relattn_model_slot_packed(const relattn_model *m, int i, int *out,
                               int *in);
@@ -770,7 +793,16 @@ void relattn_q8_quantize(int8_t *q, float *scale, const float *w, int out,
 int relattn_q8w_new(relattn_q8w *qw, const int8_t *q, const float *scale,
                     int out, int in);
 void relattn_q8w_free(relattn_q8w *qw);
+/* In one block instead (a model's slot): the bytes it takes, a multiple of
+** 64; relattn_q8w_place lays out the header, w, scale and sum in mem (64-
+** byte aligned, that many bytes) from q and scale, which may not overlap
+** it, and returns the header. Nothing to free but mem. */
+size_t relattn_q8w_block_bytes(int out, int in);
+relattn_q8w *relattn_q8w_place(void *mem, const int8_t *q, const float *scale,
+                               int out, int in);
 void relattn_q8w_unpack(int8_t *q /* (out, in) */, const relattn_q8w *qw);
+/* The floats an int8 weight stands for: w (out, in) = q s_w per row. */
+void relattn_q8w_dequantize(float *w /* (out, in) */, const relattn_q8w *qw);
 /* Per row: u8 with a zero point, x = (q - z) s; rows of q ldq apart,
 ** zero from in to in rounded up to 4. On a path as below. */
 void relattn_q8_quantize_rows_on(const char *path, uint8_t *xq, int ldq,
