@@ -502,13 +502,16 @@ static size_t checked_numel(const relattn_tensor_spec *s, int *ok) {
 
 /* Floats slot i of spec s takes in m->mem: an int8 weight its packed
 ** block (relattn_q8w_block_bytes, a multiple of 64 bytes), which has room
-** for the rows as stored while it loads. */
+** for the rows as stored while it loads; its scales none: they are read
+** into the block's own (relattn_q8w_scale_offset), kept once. */
 static size_t slot_floats(const relattn_config *c, int i,
                           const relattn_tensor_spec *s, int *ok) {
   size_t n = checked_numel(s, ok);
-  if (*ok && relattn_model_slot_kind(c, i) == RELATTN_SLOT_Q8)
+  int kind = *ok ? relattn_model_slot_kind(c, i) : RELATTN_SLOT_FLOAT;
+  if (kind == RELATTN_SLOT_Q8)
     n = relattn_q8w_block_bytes((int)s->shape[0], (int)s->shape[1]) /
         sizeof(float);
+  if (kind == RELATTN_SLOT_SCALE) n = 0;
   return n;
 }
 
@@ -613,6 +616,13 @@ int relattn_model_init(relattn_model *m, const relattn_config *c,
   n = relattn_model_n_tensors(c);
   off = table_bytes(c) / sizeof(float);
   for (i = 0; i < n; i++) {
+    if (relattn_model_slot_kind(c, i) == RELATTN_SLOT_SCALE) {
+      /* in its weight's block (slot i - 1, whose shape s still is) */
+      *slot_ptr(m, i) = (const float *)((const char *)*slot_ptr(m, i - 1) +
+                                        relattn_q8w_scale_offset(
+                                            (int)s.shape[0], (int)s.shape[1]));
+      continue;
+    }
     spec_shape(c, i, &s);
     *slot_ptr(m, i) = (float *)m->mem + off;
     off += slot_floats(c, i, &s, &ok); /* ok: relattn_model_bytes held */
@@ -688,7 +698,9 @@ static int pack_q8(relattn_model *m, const char *what, char *err,
       relattn_model_spec(c, i, &s);
       if (s.numel > most) most = s.numel;
     }
-  rows = relattn_alloc(most + 1);
+  /* the rows as stored, then their scales (both in the block) */
+  most = (most + 63) & ~(size_t)63;
+  rows = relattn_alloc(most + sizeof(float) * (most + 1));
   if (!rows)
     return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
                           "%s: out of memory putting the weights in order",
@@ -696,11 +708,12 @@ static int pack_q8(relattn_model *m, const char *what, char *err,
   for (i = 0; i < n; i++) {
     float *slot;
     if (relattn_model_slot_kind(c, i) != RELATTN_SLOT_Q8) continue;
+    float *scale = (float *)(void *)(rows + most);
     relattn_model_spec(c, i, &s);
     slot = relattn_model_slot(m, i);
     memcpy(rows, slot, s.numel);
-    relattn_q8w_place(slot, rows, relattn_model_slot(m, i + 1),
-                      (int)s.shape[0], (int)s.shape[1]);
+    memcpy(scale, relattn_model_slot(m, i + 1), sizeof(float) * s.shape[0]);
+    relattn_q8w_place(slot, rows, scale, (int)s.shape[0], (int)s.shape[1]);
   }
   relattn_free(rows);
   return RELATTN_OK;

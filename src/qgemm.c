@@ -224,6 +224,11 @@ size_t relattn_q8w_block_bytes(int out, int in) {
   return up64(sizeof(relattn_q8w)) + up64(op * kp) + 2 * up64(4 * op);
 }
 
+size_t relattn_q8w_scale_offset(int out, int in) {
+  const size_t op = (size_t)round_up(out, QP), kp = (size_t)round_up(in, 4);
+  return up64(sizeof(relattn_q8w)) + up64(op * kp);
+}
+
 relattn_q8w *relattn_q8w_place(void *mem, const int8_t *q, const float *scale,
                                int out, int in) {
   const int op = round_up(out, QP), kp = round_up(in, 4);

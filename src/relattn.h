@@ -798,6 +798,9 @@ void relattn_q8w_free(relattn_q8w *qw);
 ** byte aligned, that many bytes) from q and scale, which may not overlap
 ** it, and returns the header. Nothing to free but mem. */
 size_t relattn_q8w_block_bytes(int out, int in);
+/* Where in that block relattn_q8w_place puts the scales (out floats, then
+** zeros to a panel), at least out + in bytes from its start. */
+size_t relattn_q8w_scale_offset(int out, int in);
 relattn_q8w *relattn_q8w_place(void *mem, const int8_t *q, const float *scale,
                                int out, int in);
 void relattn_q8w_unpack(int8_t *q /* (out, in) */, const relattn_q8w *qw);

@@ -297,10 +297,12 @@ def scheme_attention(q, k, v, pos, head, n_heads, rel_bias, causal,
     return a @ v, a
 
 
-def forward(cfg, params, ids, maps=False):
+def forward(cfg, params, ids, maps=False, act_quant=None):
     """The model on its input ids (BOS already in front). Returns hidden
     (n, d) after the last norm, logprobs (n, V) (decoders) and, with maps,
-    maps[layer][head] (n, n)."""
+    maps[layer][head] (n, n). act_quant: a function of a (rows, in) array
+    the layers' linear weights (wq wk wv wo w1 w3 w2) see instead of their
+    input, the activations of an int8 model as its kernel rounds them."""
     p = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
     d, h = cfg["d_model"], cfg["n_heads"]
     dh = cfg.get("d_head", d // h)   # head hd is columns hd*dh .. of q, k, v
@@ -329,12 +331,15 @@ def forward(cfg, params, ids, maps=False):
     def lin(t, name_w, name_b):
         return t @ p[name_w].T + p.get(name_b, 0.0)
 
+    def llin(t, name_w, name_b):   # a layer's linear weight
+        return lin(act_quant(t) if act_quant else t, name_w, name_b)
+
     for i in range(cfg["n_layers"]):
         L = f"layers.{i}."
         a_in = norm(x, p[L + "ln1.weight"], p.get(L + "ln1.bias"), eps) if pre else x
-        q = lin(a_in, L + "attn.wq", L + "attn.bq")
-        k = lin(a_in, L + "attn.wk", L + "attn.bk")
-        v = lin(a_in, L + "attn.wv", L + "attn.bv")
+        q = llin(a_in, L + "attn.wq", L + "attn.bq")
+        k = llin(a_in, L + "attn.wk", L + "attn.bk")
+        v = llin(a_in, L + "attn.wv", L + "attn.bv")
         z = np.zeros_like(q)
         layer_maps = []
         if pos["type"] == "xl":
@@ -367,14 +372,14 @@ def forward(cfg, params, ids, maps=False):
                                         clip, causal)
             layer_maps.append(w)
         all_maps.append(layer_maps)
-        x = x + lin(z, L + "attn.wo", L + "attn.bo")
+        x = x + llin(z, L + "attn.wo", L + "attn.bo")
         if not pre:
             x = norm(x, p[L + "ln1.weight"], p.get(L + "ln1.bias"), eps)
         f_in = norm(x, p[L + "ln2.weight"], p.get(L + "ln2.bias"), eps) if pre else x
-        hid = act(lin(f_in, L + "ffn.w1", L + "ffn.b1"))
+        hid = act(llin(f_in, L + "ffn.w1", L + "ffn.b1"))
         if gated:   # HF T5DenseGatedActDense: act(wi_0 h) * wi_1 h
-            hid = hid * lin(f_in, L + "ffn.w3", L + "ffn.b3")
-        x = x + lin(hid, L + "ffn.w2", L + "ffn.b2")
+            hid = hid * llin(f_in, L + "ffn.w3", L + "ffn.b3")
+        x = x + llin(hid, L + "ffn.w2", L + "ffn.b2")
         if not pre:
             x = norm(x, p[L + "ln2.weight"], p.get(L + "ln2.bias"), eps)
     if pre:
@@ -408,12 +413,12 @@ def activation(name):
     return np.tanh
 
 
-def heads(cfg, params, ids):
+def heads(cfg, params, ids, act_quant=None):
     """The heads on the final hidden rows of ids: cls (d), pooled (d, or
     None), logits (labels, or None), probs (softmax / sigmoid / None),
     mlm (n, V) log-probs at every row (mlm head, else None)."""
     p = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
-    x = forward(cfg, params, ids)["hidden"]
+    x = forward(cfg, params, ids, act_quant=act_quant)["hidden"]
     out = {"hidden": x, "cls": x[0], "pooled": None, "logits": None,
            "probs": None, "mlm": None}
     head = cfg.get("head", "lm")

@@ -441,7 +441,7 @@ static void check_errors(relattn_pool *pool) {
                         -1, -1, -1, -1, 0, 0, 0, 0, 0, RELATTN_HEAD_LM, 0, 0, 0,
                         0, 0, 0, 0 /* d_head: d_model / n_heads */,
                         RELATTN_RULES_TRANSFORMERS,
-                        1 /* clean_up_spaces */};
+                        1 /* clean_up_spaces */, RELATTN_QUANT_NONE};
   int32_t tok[3] = {1, 11, 2};
   float lp[3], emb[8];
   relattn_fwd f;
