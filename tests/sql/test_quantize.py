@@ -410,3 +410,12 @@ def test_import_checks_int8_tensors(db, rng):
                "WHERE model = 'm' AND name = 'layers.0.attn.wk'")
     assert err(db, "SELECT relattn_score('m', 'x')") == (
         "relattn_score: model 'm': tensor 'layers.0.attn.wk' has dtype 'F32'; expected I8")
+
+
+def test_quantize_is_direct_only(db, rng):
+    cfg = ref.random_config(rng, d_model=32, n_heads=4, d_ff=48)
+    db.execute("SELECT relattn_import('f', ?)", (ref.safetensors_bytes(ref.random_params(rng, cfg), cfg),))
+    db.execute("CREATE VIEW v AS SELECT relattn_quantize('f', 'q', 'int8')")
+    with pytest.raises(Exception, match=r"unsafe use of relattn_quantize\(\)"):
+        db.execute("SELECT * FROM v").fetchall()
+    assert db.execute("SELECT count(*) FROM relattn_model WHERE name = 'q'").fetchone()[0] == 0

@@ -225,6 +225,27 @@ static void q8_case(int rows, int in, int out, int with_b, int acc, int pad) {
     CHECK(bad_pad == 0, "q8 %s: wrote %d elements past out", q8_paths[p],
           bad_pad);
   }
+  { /* the same weight in one block, as a model's slot holds it: the rows
+    ** as stored fit before its scales, and the product is the same bits */
+    void *block = relattn_alloc(relattn_q8w_block_bytes(out, in));
+    const relattn_q8w *pw = relattn_q8w_place(block, q, sw, out, in);
+    int bad_block = 0;
+    CHECK(relattn_q8w_scale_offset(out, in) >= (size_t)out * in &&
+              pw->scale == (const float *)((const char *)block +
+                                           relattn_q8w_scale_offset(out, in)) &&
+              (char *)(pw->sum + out) <=
+                  (char *)block + relattn_q8w_block_bytes(out, in),
+          "q8 block layout (out %d in %d)", out, in);
+    memcpy(got, y0, sizeof(float) * (size_t)rows * ldy);
+    relattn_q8_gemm(got, ldy, x, ldx, rows, pw, b, acc, scratch);
+    for (r = 0; r < rows; r++)
+      for (c = 0; c < out; c++)
+        if (fbits(got[(size_t)r * ldy + c]) != fbits(want[(size_t)r * ldy + c]))
+          bad_block++;
+    CHECK(bad_block == 0, "q8 placed block: %d of %d elements differ", bad_block,
+          rows * out);
+    relattn_free(block);
+  }
   relattn_q8w_free(&qw);
   relattn_free(x), relattn_free(w), relattn_free(b), relattn_free(y0);
   relattn_free(want), relattn_free(got), relattn_free(sw), relattn_free(q);
