@@ -1,8 +1,9 @@
 /*
 ** quantize.c: relattn_quantize, a stored model copied as a new model whose
-** layers' linear weights are int8 (docs/reference.md, Quantized models).
+** layers' linear weights are int8 or bf16 (docs/reference.md,
+** relattn_quantize).
 **
-**   SELECT relattn_quantize('tiny', 'tiny_q8', 'int8');   -- 103
+**   SELECT relattn_quantize('tiny', 'tiny_q8', 'int8');   -- 99
 **   SELECT relattn_score('tiny_q8', 'In the beginning');
 **
 ** HOW IT WORKS
@@ -10,9 +11,10 @@
 ** then its rows are read again as stored, in one transaction with the
 ** write. Each linear weight of a layer (attn.wq .wk .wv .wo, ffn.w1 .w3
 ** .w2) becomes I8 rows and a F32 tensor of per-row scales
-** (relattn_q8_quantize, src/qgemm.c); every other tensor and the
+** (relattn_q8_quantize, src/qgemm.c), or BF16 (rounded to nearest even,
+** subnormals zero, as the kernel reads them); every other tensor and the
 ** tokenizer's file are copied as stored. The config is the source's with
-** "quantization": {"linear": "int8"}. The plan goes to relattn_store_write
+** "quantization": {"linear": mode}. The plan goes to relattn_store_write
 ** as an import's does: all or nothing. A new_model that exists is refused
 ** rather than replaced.
 */
@@ -122,6 +124,7 @@ static int readSource(sqlite3 *db, const relattn_config *src, const char *name,
 /* The plan of the new model, config cfg, from the source's rows. */
 static int planRows(const relattn_config *src, const relattn_config *cfg,
                     quant_state *q) {
+  const int bf16 = cfg->quant == RELATTN_QUANT_BF16;
   int i;
   relattn_tensor_spec s;
   q->n = relattn_model_n_tensors(cfg);
@@ -142,15 +145,24 @@ static int planRows(const relattn_config *src, const relattn_config *cfg,
       q->t[i].bytes = r->bytes;
       continue;
     }
-    /* int8: the rows as float32, then q and s */
+    /* the rows as float32, then bf16, or int8 q and s */
     w = sqlite3_malloc64((sqlite3_uint64)s.numel * 4 + 1);
-    q->own[i] = sqlite3_malloc64((sqlite3_uint64)s.numel + 1);
-    q->own[i + 1] = sqlite3_malloc64((sqlite3_uint64)s.shape[0] * 4 + 1);
-    if (!w || !q->own[i] || !q->own[i + 1]) {
+    q->own[i] = sqlite3_malloc64((sqlite3_uint64)s.numel * (bf16 ? 2 : 1) + 1);
+    if (!bf16)
+      q->own[i + 1] = sqlite3_malloc64((sqlite3_uint64)s.shape[0] * 4 + 1);
+    if (!w || !q->own[i] || (!bf16 && !q->own[i + 1])) {
       sqlite3_free(w);
       return SQLITE_NOMEM;
     }
     relattn_to_f32(w, r->data, r->dtype, s.numel);
+    if (bf16) {
+      relattn_f32_to_bf16_n(q->own[i], w, s.numel);
+      sqlite3_free(w);
+      q->t[i].dtype = RELATTN_BF16;
+      q->t[i].data = q->own[i];
+      q->t[i].bytes = (sqlite3_uint64)s.numel * 2;
+      continue;
+    }
     relattn_q8_quantize(q->own[i], q->own[i + 1], w, (int)s.shape[0],
                         (int)s.shape[1]);
     sqlite3_free(w);
@@ -166,8 +178,8 @@ static int planRows(const relattn_config *src, const relattn_config *cfg,
 
 /* The work of one call inside the savepoint the caller holds. */
 static int quantize(sqlite3_context *ctx, const char *name,
-                    const char *new_name, quant_state *q, const char *fn,
-                    char **pzErr) {
+                    const char *new_name, const char *mode, quant_state *q,
+                    const char *fn, char **pzErr) {
   relattn_conn *conn = sqlite3_user_data(ctx);
   sqlite3 *db = conn->db;
   const relattn_model *m;
@@ -190,12 +202,13 @@ static int quantize(sqlite3_context *ctx, const char *name,
   st = relattn_prepare(db,
                        "SELECT 1 FROM relattn_model WHERE name = ?2 UNION ALL "
                        "SELECT json_set(config, '$.quantization', "
-                       "json('{\"linear\":\"int8\"}')) FROM relattn_model "
+                       "json_object('linear', ?3)) FROM relattn_model "
                        "WHERE name = ?1",
                        fn, pzErr);
   if (!st) return relattn_sql_code(db);
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, new_name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, mode, -1, SQLITE_STATIC);
   rc = sqlite3_step(st);
   if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER) {
     sqlite3_finalize(st);
@@ -246,12 +259,12 @@ void relattn_quantize_func(sqlite3_context *ctx, int argc,
     return;
   mode = (const char *)sqlite3_value_text(argv[2]);
   if (sqlite3_value_type(argv[2]) != SQLITE_TEXT) {
-    relattn_result_errorf(ctx, "%s: mode must be 'int8' (TEXT)", fn);
+    relattn_result_errorf(ctx, "%s: mode must be 'int8' or 'bf16' (TEXT)", fn);
     return;
   }
-  if (strcmp(mode, "int8") != 0) {
-    relattn_result_errorf(ctx, "%s: mode must be 'int8', not '%s'", fn,
-                          relattn_echo(e, mode, -1));
+  if (strcmp(mode, "int8") != 0 && strcmp(mode, "bf16") != 0) {
+    relattn_result_errorf(ctx, "%s: mode must be 'int8' or 'bf16', not '%s'",
+                          fn, relattn_echo(e, mode, -1));
     return;
   }
   /* one snapshot from the source's load to the write, all or nothing */
@@ -261,7 +274,7 @@ void relattn_quantize_func(sqlite3_context *ctx, int argc,
     return;
   }
   memset(&q, 0, sizeof q);
-  rc = quantize(ctx, name, new_name, &q, fn, &zErr);
+  rc = quantize(ctx, name, new_name, mode, &q, fn, &zErr);
   written = q.n + (q.tok != NULL); /* rows, as relattn_import counts */
   quantFree(&q);
   if (rc == SQLITE_OK) {

@@ -307,8 +307,9 @@ static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
     }
     if (!seen[i]) seen_count++;
     seen[i] = 1;
-    if (kind == RELATTN_SLOT_Q8) /* as stored: packed once all are read */
-      memcpy(relattn_model_slot(m, i), data, spec.numel);
+    if (kind == RELATTN_SLOT_Q8 || kind == RELATTN_SLOT_BF16)
+      /* as stored: packed once all are read */
+      memcpy(relattn_model_slot(m, i), data, (size_t)bytes);
     else if (spec.numel)
       relattn_to_f32(relattn_model_slot(m, i), data, dtype, spec.numel);
   }
@@ -815,6 +816,15 @@ void relattn_weights_func(sqlite3_context *ctx, int argc,
         sqlite3_result_error_nomem(ctx);
       } else {
         relattn_q8w_dequantize(f, qw);
+        sqlite3_result_blob64(ctx, f, (sqlite3_uint64)spec.numel * 4,
+                              sqlite3_free);
+      }
+    } else if (relattn_model_slot_kind(&m->cfg, i) == RELATTN_SLOT_BF16) {
+      float *f = sqlite3_malloc64((sqlite3_uint64)spec.numel * 4 + 1);
+      if (!f) {
+        sqlite3_result_error_nomem(ctx);
+      } else {
+        relattn_bf16w_to_f32(f, (const relattn_bf16w *)(const void *)rows);
         sqlite3_result_blob64(ctx, f, (sqlite3_uint64)spec.numel * 4,
                               sqlite3_free);
       }

@@ -100,7 +100,7 @@
 #define ROWS_SPLIT 2
 #define SLOT_ACTS 1            /* worker 0: x, h, qkv */
 #define SLOT_ROWS 2            /* every worker: one block's hidden/logits */
-#define SLOT_Q8 4              /* every worker: an int8 product's quantized rows */
+#define SLOT_Q8 4              /* every worker: an int8 or bf16 product's rows */
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
@@ -234,12 +234,16 @@ size_t relattn_forward_memory(const relattn_model *m, int n, int count,
         !relattn_add_ok(total, relattn_attention_shared_bytes(&a), &total))
       return 0;
   }
-  if (c->quant == RELATTN_QUANT_INT8) {
-    /* an int8 product's rows, quantized (src/qgemm.c): at most a block's
-    ** rows of the widest input */
+  if (c->quant != RELATTN_QUANT_NONE) {
+    /* an int8 (bf16) product's rows, rounded (src/qgemm.c): at most a
+    ** block's rows of the widest input */
     int in = c->d_model > c->d_ff ? c->d_model : c->d_ff;
     if (relattn_config_inner(c) > in) in = relattn_config_inner(c);
-    if (!relattn_add_ok(per, relattn_q8_scratch(ROWS_MAX, in), &per))
+    if (!relattn_add_ok(per,
+                        c->quant == RELATTN_QUANT_INT8
+                            ? relattn_q8_scratch(ROWS_MAX, in)
+                            : relattn_bf16_scratch(ROWS_MAX, in),
+                        &per))
       return 0;
   }
   if (!relattn_add_ok(per, relattn_attention_scratch_bytes(&a), &per) ||
@@ -274,8 +278,8 @@ static void linear(float *y /* (rows, ldy) */, int ldy, const float *x,
 
 /* linear() for a layer's weight: the model's weights in panel order go to
 ** src/gemm.c's kernel (its own fixed order of arithmetic), int8 ones
-** (quantization int8: w is a relattn_q8w) to src/qgemm.c's, each row of x
-** quantized on the way, else sgemm. 0, or 1 when the worker's scratch
+** (quantization int8: w is a relattn_q8w; bf16: a relattn_bf16w) to
+** src/qgemm.c's, each row of x rounded on the way, else sgemm. 0, or 1 when the worker's scratch
 ** could not be had. */
 static int layer_linear(const relattn_model *m, relattn_pool *pool,
                         int worker, float *y, int ldy, const float *x,
@@ -287,6 +291,15 @@ static int layer_linear(const relattn_model *m, relattn_pool *pool,
     if (!scratch) return 1;
     relattn_q8_gemm(y, ldy, x, ldx, rows, (const relattn_q8w *)(const void *)w,
                     b, beta != 0.0f, scratch);
+    return 0;
+  }
+  if (m->cfg.quant == RELATTN_QUANT_BF16) {
+    void *scratch = relattn_pool_scratch_slot(pool, worker, SLOT_Q8,
+                                              relattn_bf16_scratch(rows, in));
+    if (!scratch) return 1;
+    relattn_bf16_gemm(y, ldy, x, ldx, rows,
+                      (const relattn_bf16w *)(const void *)w, b,
+                      beta != 0.0f, scratch);
     return 0;
   }
   if (m->packed)

@@ -14,7 +14,8 @@
 ** With quantization int8 each linear weight of a layer (attn.wq .wk .wv
 ** .wo, ffn.w1 .w3 .w2) is I8 and followed by its per-row scales
 ** (attn.wq.scale, ...: F32, one per output row); its slot then holds a
-** packed relattn_q8w (src/qgemm.c) instead of floats. A bias is left
+** packed relattn_q8w (src/qgemm.c) instead of floats. With bf16 the same
+** weights are BF16, no scales, the slot a packed relattn_bf16w. A bias is left
 ** out where the config has none: the linear ones with biases false, the
 ** norms' with rmsnorm. The tables below hold them. Import stores them in
 ** this order and export writes them in it. Every array lives in one 64-byte
@@ -333,7 +334,8 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
                             "%s: 'position.base' must be a number over 1",
                             what);
   }
-  if (c->quant != RELATTN_QUANT_NONE && c->quant != RELATTN_QUANT_INT8)
+  if (c->quant != RELATTN_QUANT_NONE && c->quant != RELATTN_QUANT_INT8 &&
+      c->quant != RELATTN_QUANT_BF16)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "%s: unknown quantization.linear", what);
   if (c->quant == RELATTN_QUANT_INT8 &&
@@ -448,20 +450,23 @@ int relattn_model_slot_kind(const relattn_config *c, int i) {
   const tensor_row *r = row_of(c, i, &layer);
   if (!r || layer < 0) return RELATTN_SLOT_FLOAT;
   if (r->when == W_Q8 || r->when == W_Q8_GATED) return RELATTN_SLOT_SCALE;
-  return c->quant == RELATTN_QUANT_INT8 && is_packed_field(r)
-             ? RELATTN_SLOT_Q8
-             : RELATTN_SLOT_FLOAT;
+  if (!is_packed_field(r)) return RELATTN_SLOT_FLOAT;
+  return c->quant == RELATTN_QUANT_INT8   ? RELATTN_SLOT_Q8
+         : c->quant == RELATTN_QUANT_BF16 ? RELATTN_SLOT_BF16
+                                          : RELATTN_SLOT_FLOAT;
 }
 
 const char *relattn_slot_dtypes(int kind) {
   return kind == RELATTN_SLOT_Q8      ? "I8"
          : kind == RELATTN_SLOT_SCALE ? "F32"
+         : kind == RELATTN_SLOT_BF16  ? "BF16"
                                       : "F32, F16 or BF16";
 }
 
 int relattn_slot_dtype_ok(int kind, int dtype) {
   if (kind == RELATTN_SLOT_Q8) return dtype == RELATTN_I8;
   if (kind == RELATTN_SLOT_SCALE) return dtype == RELATTN_F32;
+  if (kind == RELATTN_SLOT_BF16) return dtype == RELATTN_BF16;
   return dtype == RELATTN_F32 || dtype == RELATTN_F16 || dtype == RELATTN_BF16;
 }
 
@@ -512,6 +517,9 @@ static size_t slot_floats(const relattn_config *c, int i,
     n = relattn_q8w_block_bytes((int)s->shape[0], (int)s->shape[1]) /
         sizeof(float);
   if (kind == RELATTN_SLOT_SCALE) n = 0;
+  if (kind == RELATTN_SLOT_BF16)
+    n = relattn_bf16w_block_bytes((int)s->shape[0], (int)s->shape[1]) /
+        sizeof(float);
   return n;
 }
 
@@ -683,8 +691,9 @@ const struct relattn_q8w *relattn_model_slot_q8(const relattn_model *m,
   return (const relattn_q8w *)relattn_model_slot((relattn_model *)m, i);
 }
 
-/* Each int8 weight, loaded as stored at the start of its slot, packed in
-** place for src/qgemm.c with its scales (the slot after it). */
+/* Each int8 (bf16) weight, loaded as stored at the start of its slot,
+** packed in place for src/qgemm.c, int8 with its scales (the slot after
+** it). */
 static int pack_q8(relattn_model *m, const char *what, char *err,
                    size_t errlen) {
   const relattn_config *c = &m->cfg;
@@ -694,7 +703,8 @@ static int pack_q8(relattn_model *m, const char *what, char *err,
   int i;
   relattn_tensor_spec s;
   for (i = 0; i < n; i++)
-    if (relattn_model_slot_kind(c, i) == RELATTN_SLOT_Q8) {
+    if (relattn_model_slot_kind(c, i) == RELATTN_SLOT_Q8 ||
+        relattn_model_slot_kind(c, i) == RELATTN_SLOT_BF16) {
       relattn_model_spec(c, i, &s);
       if (s.numel > most) most = s.numel;
     }
@@ -706,11 +716,17 @@ static int pack_q8(relattn_model *m, const char *what, char *err,
                           "%s: out of memory putting the weights in order",
                           what);
   for (i = 0; i < n; i++) {
-    float *slot;
-    if (relattn_model_slot_kind(c, i) != RELATTN_SLOT_Q8) continue;
-    float *scale = (float *)(void *)(rows + most);
+    const int kind = relattn_model_slot_kind(c, i);
+    float *slot, *scale = (float *)(void *)(rows + most);
+    if (kind != RELATTN_SLOT_Q8 && kind != RELATTN_SLOT_BF16) continue;
     relattn_model_spec(c, i, &s);
     slot = relattn_model_slot(m, i);
+    if (kind == RELATTN_SLOT_BF16) { /* 2 numel bytes: room after rows */
+      memcpy(scale, slot, sizeof(uint16_t) * s.numel);
+      relattn_bf16w_place(slot, (const uint16_t *)(void *)scale,
+                          (int)s.shape[0], (int)s.shape[1]);
+      continue;
+    }
     memcpy(rows, slot, s.numel);
     memcpy(scale, relattn_model_slot(m, i + 1), sizeof(float) * s.shape[0]);
     relattn_q8w_place(slot, rows, scale, (int)s.shape[0], (int)s.shape[1]);
@@ -763,7 +779,7 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
   ** stored */
   int rc = prepare_terms(m, what, err, errlen);
   if (rc != RELATTN_OK) return rc;
-  if (m->cfg.quant == RELATTN_QUANT_INT8) return pack_q8(m, what, err, errlen);
+  if (m->cfg.quant != RELATTN_QUANT_NONE) return pack_q8(m, what, err, errlen);
   return pack_layers(m, what, err, errlen);
 }
 
@@ -778,7 +794,7 @@ static int prepare_terms(relattn_model *m, const char *what, char *err,
   const relattn_config *c = &m->cfg;
   float *deq = NULL;
   int rc;
-  if (c->pos.type == RELATTN_POS_DEBERTA && c->quant == RELATTN_QUANT_INT8) {
+  if (c->pos.type == RELATTN_POS_DEBERTA && c->quant != RELATTN_QUANT_NONE) {
     deq = relattn_alloc(2 * sizeof(float) * (size_t)relattn_config_inner(c) *
                         (size_t)c->d_model);
     if (!deq)
@@ -858,9 +874,15 @@ static int build_terms(relattn_model *m, float *deq, const char *what,
       float *pk = m->rel_proj + (size_t)l * 2 * per, *pq = pk + per;
       const relattn_layer *L = &m->layers[l];
       const float *wk = L->wk, *wq = L->wq;
-      if (deq) { /* int8: the tables from q s, as the layer's products */
+      if (deq && c->quant == RELATTN_QUANT_INT8) {
+        /* the tables from q s, the floats the layer's products stand for */
         dequantize(deq, L->wk, L->sk, (int)in, c->d_model);
         dequantize(deq + in * c->d_model, L->wq, L->sq, (int)in, c->d_model);
+        wk = deq, wq = deq + in * c->d_model;
+      } else if (deq) { /* bf16 as stored */
+        relattn_to_f32(deq, L->wk, RELATTN_BF16, in * c->d_model);
+        relattn_to_f32(deq + in * c->d_model, L->wq, RELATTN_BF16,
+                       in * c->d_model);
         wk = deq, wq = deq + in * c->d_model;
       }
       relattn_project_table(pk, rel, wk, L->bk, (int)drows,

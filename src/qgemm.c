@@ -732,6 +732,38 @@ int relattn_bf16w_new(relattn_bf16w *bw, const uint16_t *w, int out, int in) {
   return RELATTN_OK;
 }
 
+size_t relattn_bf16w_block_bytes(int out, int in) {
+  const size_t op = (size_t)round_up(out, QP), kp = (size_t)round_up(in, 2);
+  return up64(sizeof(relattn_bf16w)) + up64(sizeof(uint16_t) * op * kp);
+}
+
+relattn_bf16w *relattn_bf16w_place(void *mem, const uint16_t *w, int out,
+                                   int in) {
+  const int kp = round_up(in, 2);
+  relattn_bf16w *bw = mem;
+  int c, k;
+  memset(mem, 0, relattn_bf16w_block_bytes(out, in));
+  bw->out = out, bw->in = in;
+  bw->w = (uint16_t *)((char *)mem + up64(sizeof *bw));
+  for (c = 0; c < out; c++)
+    for (k = 0; k < in; k++)
+      bw->w[bf_at(c, k, kp)] = bf16_flush(w[(size_t)c * in + k]);
+  return bw;
+}
+
+void relattn_bf16w_to_f32(float *w, const relattn_bf16w *bw) {
+  const int kp = round_up(bw->in, 2);
+  int c, k;
+  for (c = 0; c < bw->out; c++)
+    for (k = 0; k < bw->in; k++)
+      w[(size_t)c * bw->in + k] = relattn_bf16_to_f32(bw->w[bf_at(c, k, kp)]);
+}
+
+void relattn_f32_to_bf16_n(uint16_t *out, const float *w, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) out[i] = relattn_f32_to_bf16(w[i]);
+}
+
 void relattn_bf16w_free(relattn_bf16w *bw) {
   relattn_free(bw->w);
   memset(bw, 0, sizeof *bw);

@@ -432,12 +432,13 @@ typedef struct relattn_config {
   ** ","; default 1 from the config, 0 here when unset) */
   int clean_up_spaces;
   /* quantization.linear: RELATTN_QUANT_INT8 stores the layers' linear
-  ** weights as int8 with per-row scales (docs/reference.md), run by
-  ** src/qgemm.c; RELATTN_QUANT_NONE (0) float */
+  ** weights as int8 with per-row scales, RELATTN_QUANT_BF16 as bf16
+  ** (docs/reference.md), both run by src/qgemm.c; RELATTN_QUANT_NONE (0)
+  ** float */
   int quant;
 } relattn_config;
 
-enum { RELATTN_QUANT_NONE = 0, RELATTN_QUANT_INT8 = 1 };
+enum { RELATTN_QUANT_NONE = 0, RELATTN_QUANT_INT8 = 1, RELATTN_QUANT_BF16 = 2 };
 
 typedef struct relattn_tokenizer relattn_tokenizer; /* src/tokenizer.c */
 
@@ -455,9 +456,9 @@ typedef struct relattn_layer {
   const float *w1, *b1;               /* (d_ff, d_model), (d_ff) */
   const float *w3, *b3;               /* gated: (d_ff, d_model), (d_ff), else NULL */
   const float *w2, *b2;               /* (d_model, d_ff), (d_model) */
-  /* quantization int8: each of wq wk wv wo w1 w3 w2 points at a packed
-  ** relattn_q8w (src/qgemm.c) instead of floats, and these at its
-  ** per-row scales as stored: (out) of that weight; else NULL */
+  /* quantization int8 (bf16): each of wq wk wv wo w1 w3 w2 points at a
+  ** packed relattn_q8w (relattn_bf16w, src/qgemm.c) instead of floats;
+  ** int8: these at its per-row scales: (out) of that weight; else NULL */
   const float *sq, *sk, *sv, *so, *s1, *s3, *s2;
   /* every bias above is NULL when the config has none (biases false;
   ** rmsnorm for ln1_b, ln2_b) */
@@ -616,9 +617,11 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
 /* Bytes relattn_model_prepare allocates (an upper bound; SIZE_MAX on
 ** overflow), for memory limits: 0 for schemes without such tables. */
 /* What tensor i of config c holds: RELATTN_SLOT_FLOAT (F32, F16 or BF16
-** accepted), or with quantization int8, RELATTN_SLOT_Q8 (a linear weight:
-** I8 only) and RELATTN_SLOT_SCALE (its per-row scales: F32 only). */
-enum { RELATTN_SLOT_FLOAT = 0, RELATTN_SLOT_Q8 = 1, RELATTN_SLOT_SCALE = 2 };
+** accepted); with quantization int8, RELATTN_SLOT_Q8 (a linear weight:
+** I8 only) and RELATTN_SLOT_SCALE (its per-row scales: F32 only); with
+** bf16, RELATTN_SLOT_BF16 (a linear weight: BF16 only). */
+enum { RELATTN_SLOT_FLOAT = 0, RELATTN_SLOT_Q8 = 1, RELATTN_SLOT_SCALE = 2,
+       RELATTN_SLOT_BF16 = 3 };
 int relattn_model_slot_kind(const relattn_config *c, int i);
 /* The dtypes slot kind k takes, for messages: "F32, F16 or BF16", ... */
 const char *relattn_slot_dtypes(int kind);
@@ -837,6 +840,14 @@ uint16_t relattn_f32_to_bf16(float f);
 int relattn_bf16w_new(relattn_bf16w *bw, const uint16_t *w, int out, int in);
 void relattn_bf16w_free(relattn_bf16w *bw);
 void relattn_bf16w_unpack(uint16_t *w /* (out, in) */, const relattn_bf16w *bw);
+/* In one block (a model's slot), as relattn_q8w_place; subnormals as zeros. */
+size_t relattn_bf16w_block_bytes(int out, int in);
+relattn_bf16w *relattn_bf16w_place(void *mem, const uint16_t *w, int out,
+                                   int in);
+/* The floats a bf16 weight is: w (out, in), exactly. */
+void relattn_bf16w_to_f32(float *w /* (out, in) */, const relattn_bf16w *bw);
+/* relattn_f32_to_bf16 on n values. */
+void relattn_f32_to_bf16_n(uint16_t *out, const float *w, size_t n);
 size_t relattn_bf16_scratch(int rows, int in);
 /* y = (accumulate ? y : 0) + b + x W^T, x rounded to bf16, the sums
 ** vdpbf16ps's (src/qgemm.c): the same bits on every path. */
