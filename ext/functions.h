@@ -82,6 +82,7 @@ typedef struct relattn_plan {
   const uint8_t *tok;       /* (tok_n) */
   size_t tok_n;
   const char *fn;           /* the function messages name; NULL: relattn_import */
+  int no_replace;           /* 1: a model of that name is an error, not replaced */
 } relattn_plan;
 /* ext/store.c: writes plan p as model `model`, all or nothing: the tables
 ** on first use, the model row (a new rowid, the next version), its tensor

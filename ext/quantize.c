@@ -8,15 +8,16 @@
 **
 ** HOW IT WORKS
 ** The source model is loaded first (ext/store.c checks every row of it),
-** then its rows are read again as stored, in one transaction with the
-** write. Each linear weight of a layer (attn.wq .wk .wv .wo, ffn.w1 .w3
+** then its rows are read again as stored, in the snapshot its config was
+** read in (that statement stays open, as ext/store.c does), each checked
+** against the config's size before it is used. Each linear weight of a layer (attn.wq .wk .wv .wo, ffn.w1 .w3
 ** .w2) becomes I8 rows and a F32 tensor of per-row scales
 ** (relattn_q8_quantize, src/qgemm.c), or BF16 (rounded to nearest even,
 ** subnormals zero, as the kernel reads them); every other tensor and the
 ** tokenizer's file are copied as stored. The config is the source's with
 ** "quantization": {"linear": mode}. The plan goes to relattn_store_write
 ** as an import's does: all or nothing. A new_model that exists is refused
-** rather than replaced.
+** rather than replaced, checked again inside the write.
 */
 #include "ext.h"
 #include "functions.h"
@@ -139,6 +140,9 @@ static int planRows(const relattn_config *src, const relattn_config *cfg,
     if (relattn_model_slot_kind(cfg, i) == RELATTN_SLOT_SCALE)
       continue; /* made with its weight, the slot before */
     r = &q->src[relattn_model_index(src, s.name)];
+    if (r->dtype < 0 || r->dtype == RELATTN_U8 || r->dtype == RELATTN_I8 ||
+        r->bytes != (sqlite3_uint64)s.numel * relattn_dtype_size(r->dtype))
+      return SQLITE_ABORT; /* not the rows the load checked */
     if (relattn_model_slot_kind(cfg, i) == RELATTN_SLOT_FLOAT) {
       q->t[i].dtype = r->dtype;
       q->t[i].data = r->data;
@@ -198,7 +202,8 @@ static int quantize(sqlite3_context *ctx, const char *name,
                              relattn_echo(e, name, -1));
     return SQLITE_ERROR;
   }
-  /* the tables exist: the source was loaded from them */
+  /* the tables exist: the source was loaded from them. st stays on its
+  ** row while the rows are read: one snapshot for both */
   st = relattn_prepare(db,
                        "SELECT 1 FROM relattn_model WHERE name = ?2 UNION ALL "
                        "SELECT json_set(config, '$.quantization', "
@@ -223,17 +228,23 @@ static int quantize(sqlite3_context *ctx, const char *name,
     return rc == SQLITE_DONE ? SQLITE_ERROR : rc;
   }
   q->config = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
-  sqlite3_finalize(st);
-  if (!q->config) return SQLITE_NOMEM;
   config = sqlite3_mprintf("%s: new config", fn);
-  if (!config) return SQLITE_NOMEM;
+  if (!q->config || !config) {
+    sqlite3_finalize(st);
+    sqlite3_free(config);
+    return SQLITE_NOMEM;
+  }
   /* the source's config with the key: its limits checked (src/model.c) */
   rc = relattn_config_decode(db, q->config, &cfg, config, pzErr);
   sqlite3_free(config);
+  if (rc == SQLITE_OK) rc = readSource(db, &src, name, q, fn, pzErr);
+  sqlite3_finalize(st);
   if (rc != SQLITE_OK) return rc;
-  if ((rc = readSource(db, &src, name, q, fn, pzErr)) != SQLITE_OK ||
-      (rc = planRows(&src, &cfg, q)) != SQLITE_OK)
-    return rc;
+  if ((rc = planRows(&src, &cfg, q)) == SQLITE_ABORT) {
+    *pzErr = sqlite3_mprintf("%s: the model changed while it was read", fn);
+    return SQLITE_ERROR;
+  }
+  if (rc != SQLITE_OK) return rc;
   memset(&plan, 0, sizeof plan);
   plan.config = q->config;
   plan.cfg = &cfg;
@@ -241,6 +252,7 @@ static int quantize(sqlite3_context *ctx, const char *name,
   plan.tok = q->tok;
   plan.tok_n = q->tok_n;
   plan.fn = fn;
+  plan.no_replace = 1;
   return relattn_store_write(db, new_name, &plan, pzErr);
 }
 
@@ -267,27 +279,14 @@ void relattn_quantize_func(sqlite3_context *ctx, int argc,
                           fn, relattn_echo(e, mode, -1));
     return;
   }
-  /* one snapshot from the source's load to the write, all or nothing */
-  if ((rc = sqlite3_exec(db, "SAVEPOINT relattn_quantize", 0, 0, 0)) !=
-      SQLITE_OK) {
-    relattn_result_error(ctx, rc, relattn_sql_errmsg(db, fn, rc));
-    return;
-  }
   memset(&q, 0, sizeof q);
   rc = quantize(ctx, name, new_name, mode, &q, fn, &zErr);
   written = q.n + (q.tok != NULL); /* rows, as relattn_import counts */
   quantFree(&q);
   if (rc == SQLITE_OK) {
-    rc = sqlite3_exec(db, "RELEASE relattn_quantize", 0, 0, 0);
-    if (rc == SQLITE_OK) {
-      sqlite3_result_int(ctx, written);
-      return;
-    }
-    zErr = relattn_sql_errmsg(db, fn, rc);
+    sqlite3_result_int(ctx, written);
+    return;
   }
-  /* after an interrupt the write rolled the transaction back already */
-  sqlite3_exec(db, "ROLLBACK TO relattn_quantize", 0, 0, 0);
-  sqlite3_exec(db, "RELEASE relattn_quantize", 0, 0, 0);
   if (rc == SQLITE_NOMEM && !zErr) {
     sqlite3_result_error_nomem(ctx);
     return;

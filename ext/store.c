@@ -591,6 +591,12 @@ static int writeRows(sqlite3 *db, const char *model, const relattn_plan *p,
     goto sqlerr;
   sqlite3_finalize(st);
   st = NULL;
+  if (exists && p->no_replace) {
+    char e[RELATTN_ECHO_BUF];
+    *pzErr = sqlite3_mprintf("%s: new_model '%s' already exists", fn,
+                             relattn_echo(e, model, -1));
+    return SQLITE_ERROR;
+  }
 
   if (!(st = relattn_prepare(
             db,

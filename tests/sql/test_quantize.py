@@ -499,3 +499,30 @@ def test_import_checks_bf16_tensors(db, rng):
     assert err(db, "SELECT relattn_import('x', ?)", len(text).to_bytes(8, "little") + text + data) == (
         "relattn_import: tensor 'layers.0.ffn.w1' has dtype 'F16'; expected BF16")
     assert tables(db) == before
+
+
+def test_interrupted_anywhere_writes_nothing(db, rng):
+    """sqlite3_interrupt (here the progress handler) at any point of the
+    call: an error, no transaction left open, the tables as they were."""
+    cfg = ref.random_config(rng, d_model=32, n_heads=4, d_ff=48)
+    db.execute("SELECT relattn_import('f', ?)", (ref.safetensors_bytes(ref.random_params(rng, cfg), cfg),))
+    before = tables(db)
+    seen = set()
+    for n in sorted({int(1.15 ** k) for k in range(120)}):
+        db.set_progress_handler(lambda: 1, n)
+        try:
+            db.execute("SELECT relattn_quantize('f', 'q', 'int8')").fetchall()
+            seen.add("done")
+        except Exception as e:   # SQLite's own before the call starts; the load's
+            m = str(e)
+            assert m == "interrupted" or (m.startswith("relattn_quantize: ")
+                                          and m.endswith(": interrupted")), m
+            seen.add(m)
+        db.set_progress_handler(None, 0)
+        assert not db.in_transaction
+        if "done" in seen:
+            break
+        assert tables(db) == before
+    assert len(seen - {"done", "interrupted"}) >= 2, seen   # the load's and ours
+    db.execute("DELETE FROM relattn_model WHERE name = 'q'")
+    assert db.execute("SELECT relattn_quantize('f', 'q', 'int8')").fetchone()[0] > 0
