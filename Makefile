@@ -309,7 +309,8 @@ PYTHONDIR  ?= $(PREFIX)/lib/python$(PYVER)/dist-packages
 # link between its pages and to its pictures resolves in the installed copy.
 DOCDIR     ?= $(DATADIR)/doc/relattn
 DOCS       := README.md $(sort $(wildcard docs/*.md docs/*.svg docs/img/*.svg \
-              docs/img/experiments/*.svg)) models/README.md
+              docs/img/experiments/*.svg)) models/README.md \
+              $(sort $(wildcard models/*/README.md))
 INSTALLED  := $(LIBDIR)/relattn.so $(PYTHONDIR)/relattn/__init__.py \
               $(DATADIR)/relattn/tiny.safetensors $(DATADIR)/relattn/schema.sql \
               $(DATADIR)/relattn/score_corpus.sql $(addprefix $(DOCDIR)/,$(DOCS))

@@ -77,10 +77,11 @@ def encoder_config(dc, vocab_size, args):
 
 
 def mean_pool(torch, x, mask):
-    """x [b, n, d], mask [b, n] -> [b, d]: the mean over each row's tokens and its [SEP], [CLS]
-    (position 0) left out, as relattn_embed's mean pooling."""
-    m = mask.clone().to(x.dtype)
-    m[:, 0] = 0
+    """x [b, n, d], mask [b, n] -> [b, d]: the mean over every token of the attention mask,
+    [CLS] and [SEP] included: sentence-transformers' mean, and relattn_embed's. (The committed
+    model was trained when relattn's mean left [CLS] out; its card gives the figures with this
+    one.)"""
+    m = mask.to(x.dtype)
     return (x * m[..., None]).sum(1) / m.sum(1, keepdim=True)
 
 

@@ -31,10 +31,10 @@ sys.path.insert(0, str(ROOT / "models"))
 import embed_eval  # noqa: E402
 
 # recall@10 and MRR@10 of the committed model on its 361 held-out pairs, measured through SQL
-# when it was trained: 0.8504 and 0.6695 (models/embed-manuals/README.md). The floors, 0.05
-# under, leave room for another BLAS's last bits moving a document across a rank, and are far
+# with relattn's mean pooling: 0.8504 and 0.6413 (models/embed-manuals/README.md). The floors,
+# 0.05 under, leave room for another BLAS's last bits moving a document across a rank, and are far
 # above chance (recall@10 10 / 361 = 0.028).
-RECALL_FLOOR, MRR_FLOOR = 0.80, 0.62
+RECALL_FLOOR, MRR_FLOOR = 0.80, 0.59
 
 
 @pytest.fixture(scope="module")
