@@ -367,8 +367,9 @@ static int readFile(sqlite3 *db, import_state *s, const uint8_t *file,
   if ((rc = importHeader(db, (const char *)file + 8, hlen, s, lenient,
                          pzErr)) != SQLITE_OK)
     return rc;
-  if (relattn_st_check(s->t + n0, s->n - n0, size - 8 - hlen, what_t, err,
-                       sizeof err)) {
+  /* a header of no tensors leaves s->t NULL: no offset into it */
+  if (relattn_st_check(s->t ? s->t + n0 : NULL, s->n - n0, size - 8 - hlen,
+                       what_t, err, sizeof err)) {
     *pzErr = sqlite3_mprintf("%s", err);
     return SQLITE_ERROR;
   }
