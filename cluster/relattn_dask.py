@@ -56,6 +56,7 @@ has the measurements and what a real cluster changes.
 """
 import argparse
 import json
+import logging
 import os
 import pathlib
 import sqlite3
@@ -614,6 +615,24 @@ def start_dask(args, client):
     return client, cluster
 
 
+def close_dask(client, cluster=None):
+    """Closes the job's client, and the cluster it started, once the job's
+    outcome is known: nothing from here on changes what was scored or
+    saved, so neither a slow close nor distributed's shutdown noise may
+    replace the job's own last line. Under load, a connection attempt that
+    times out while the client closes leaves an asyncio future holding a
+    TimeoutError nobody retrieves; asyncio would log it at exit ("Future
+    exception was never retrieved ... TimeoutError: Timeout"), after the
+    message that says what to do."""
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    try:
+        client.close()
+    except TimeoutError:
+        pass
+    if cluster is not None:
+        cluster.close()
+
+
 def run(args):
     extension = os.path.abspath(args.extension)
     weights, sha, config, model_db = load_model(args, extension)
@@ -637,7 +656,7 @@ def run_job(args, extension, weights, sha, config, model_db):
         return run_dask(args, extension, weights, sha, job, model_db, client)
     finally:
         if client is not None:
-            client.close()
+            close_dask(client)
 
 
 def run_dask(args, extension, weights, sha, job, model_db, client):
@@ -748,8 +767,7 @@ def run_dask(args, extension, weights, sha, job, model_db, client):
             print(f"{skipped} ranges were committed by another run meanwhile", flush=True)
     finally:
         if cluster is not None:     # a scheduler's client is closed by run_job
-            client.close()
-            cluster.close()
+            close_dask(client, cluster)
     if failed:
         print(f"{failed} ranges failed; run the same command again to retry them",
               file=sys.stderr)
