@@ -22,7 +22,10 @@ import json
 import os
 import pathlib
 import re
+import sqlite3
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -526,3 +529,51 @@ def test_interrupted_anywhere_writes_nothing(db, rng):
     assert len(seen - {"done", "interrupted"}) >= 2, seen   # the load's and ours
     db.execute("DELETE FROM relattn_model WHERE name = 'q'")
     assert db.execute("SELECT relattn_quantize('f', 'q', 'int8')").fetchone()[0] > 0
+
+
+def test_interrupted_from_another_thread_writes_nothing(rng):
+    """sqlite3_interrupt from another thread, as the shell's Ctrl-C is: unlike
+    the progress handler, it fails every statement of the connection until
+    the calling one ends, ROLLBACK TO and RELEASE included. At delays spread
+    over the call's whole length: an error naming relattn_quantize, no
+    transaction left open, the tables as they were. SQLite's own
+    "interrupted" comes from an interrupt before the call starts or after it
+    has returned (the SELECT is read-only, so SQLite rolls nothing back):
+    the tables are then as before or hold the whole new model."""
+    db = connect(isolation_level=None)
+    cfg = ref.random_config(rng, d_model=256, n_heads=4, d_ff=512, n_layers=4)
+    db.execute("SELECT relattn_import('f', ?)",
+               (ref.safetensors_bytes(ref.random_params(rng, cfg), cfg),))
+    before = tables(db)
+    t0 = time.perf_counter()
+    db.execute("SELECT relattn_quantize('f', 'q', 'int8')").fetchall()
+    took = time.perf_counter() - t0
+    after = tables(db)
+
+    def drop():
+        db.execute("DELETE FROM relattn_tensor WHERE model = 'q'")
+        db.execute("DELETE FROM relattn_model WHERE name = 'q'")
+        assert tables(db) == before
+    drop()
+    inside = 0
+    for delay in np.linspace(0, 1.2 * took, 60):
+        timer = threading.Timer(delay, db.interrupt)
+        timer.start()
+        try:
+            db.execute("SELECT relattn_quantize('f', 'q', 'int8')").fetchall()
+            m = "done"
+        except sqlite3.OperationalError as e:
+            m = str(e)
+        timer.join()
+        assert not db.in_transaction, m
+        if m.startswith("relattn_quantize: "):
+            assert m.endswith(": interrupted"), m
+            assert tables(db) == before, m
+            inside += 1
+        elif m == "interrupted":
+            assert tables(db) in (before, after)
+        else:
+            assert m == "done" and tables(db) == after, m
+        drop()
+    db.close()
+    assert inside >= 5, inside
