@@ -17,7 +17,7 @@ from conftest import SO, connect
 
 SANITIZED = bool(os.environ.get("RELATTN_SANITIZED"))
 LINE = re.compile(r"relattn_scan: (\d+)/(\d+) rows \((\d+\.\d)% of the tokens\), "
-                  r"(\d+) tokens/s, ETA (\d+):(\d\d):(\d\d)")
+                  r"(\d+) tokens/s(, ETA (\d+):(\d\d):(\d\d))?")
 FINAL = re.compile(r"relattn_scan: (\d+) rows in \d+\.\d s, \d+ rows/s, \d+ tokens/s")
 
 SCRIPT = """
@@ -63,11 +63,14 @@ def test_progress_counts_tokens_inside_long_rows(tmp_path, rng):
     pct = [float(m.group(3)) for m in shown]
     tps = [int(m.group(4)) for m in shown]
     assert all(int(m.group(2)) == 3 for m in shown)
+    # an ETA once anything is done (a loaded machine may draw a line
+    # before the first layer of the first row ends)
+    assert all(m.group(5) or pct[i] == 0 for i, m in enumerate(shown)), lines
     # lines while the first row ran, counting its tokens so far (it is
     # 2/3.5 of the tokens: it alone takes more than the line's second)
-    inside = [i for i, k in enumerate(rows) if k == 0]
+    inside = [i for i, k in enumerate(rows) if k == 0 and pct[i] > 0]
     assert inside, lines
-    assert all(0 < pct[i] < 100 * n / sum(lengths) for i in inside), lines
+    assert all(pct[i] < 100 * n / sum(lengths) for i in inside), lines
     assert all(tps[i] > 0 for i in inside), lines
     # the share only grows, and the rows done with it
     assert pct == sorted(pct) and rows == sorted(rows), lines
