@@ -768,8 +768,10 @@ static char *nativeConfig(sqlite3 *db, const relattn_hf_model *m,
                         k->chinese ? "true" : "false");
     sqlite3_str_appendf(o, ", \"clean_up_tokenization_spaces\": %s",
                         k->clean ? "true" : "false");
-    if (k->file) /* a tokenizer.json: as the Rust library runs it */
-      sqlite3_str_appendf(o, ", \"rules\": \"tokenizers\"");
+    /* A checkpoint's users get the ids of the Rust library: from its
+    ** tokenizer.json, or from the one transformers' BertConverter builds
+    ** out of its vocab.txt (AutoTokenizer gives the fast tokenizer). */
+    sqlite3_str_appendf(o, ", \"rules\": \"tokenizers\"");
   }
   sqlite3_str_appendf(o, "}, \"source\": {\"family\": \"%s\", \"class\": ",
                       m->fam->name);
