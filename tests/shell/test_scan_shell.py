@@ -74,6 +74,37 @@ def results(path):
     return rows
 
 
+def kill_in_third_chunk(path, head, chunks, rows):
+    """Kills the job in the middle of a chunk, with no race against its
+    speed: the job's SQL (head, then chunk by chunk, from job_text) is fed
+    to a sqlite3 shell; once the first two chunks' rows are committed,
+    another connection holds the write lock, the third chunk starts and
+    waits for it inside its transaction, and the shell is killed there."""
+    p = subprocess.Popen(["sqlite3", str(path), "-cmd", f".load {LOAD}"],
+                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, text=True)
+    p.stdin.write("\n".join(head + chunks[0] + chunks[1]) + "\n")
+    p.stdin.flush()
+    lock = sqlite3.connect(str(path), timeout=60, isolation_level=None)
+    deadline = time.monotonic() + 600
+    done = 0
+    while done < rows and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.01)
+        try:
+            done = lock.execute("SELECT count(*) FROM docs_scores").fetchone()[0]
+        except sqlite3.OperationalError:  # the table not made yet, or busy
+            pass
+    assert done == rows, done
+    lock.execute("BEGIN IMMEDIATE")
+    p.stdin.write("\n".join(chunks[2]) + "\n")
+    p.stdin.flush()
+    time.sleep(0.3)  # not needed for the result: the chunk cannot commit
+    p.kill()
+    p.wait()
+    lock.execute("ROLLBACK")
+    lock.close()
+
+
 def test_scan_in_the_shell(tmp_path):
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
     path = tmp_path / "c.db"
@@ -117,29 +148,7 @@ def test_score_corpus_resumes_after_sigkill(tmp_path):
     head, chunks, _ = job_text(killed, *settings)
     assert any(l.startswith('CREATE TABLE IF NOT EXISTS "docs_scores"') for l in head)
     assert len(chunks) == 12
-    p = subprocess.Popen(["sqlite3", str(killed), "-cmd", f".load {LOAD}"],
-                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, text=True)
-    p.stdin.write("\n".join(head + chunks[0] + chunks[1]) + "\n")
-    p.stdin.flush()
-    lock = sqlite3.connect(str(killed), timeout=60, isolation_level=None)
-    deadline = time.monotonic() + 600
-    done = 0
-    while done < 50 and time.monotonic() < deadline and p.poll() is None:
-        time.sleep(0.01)
-        try:
-            done = lock.execute("SELECT count(*) FROM docs_scores").fetchone()[0]
-        except sqlite3.OperationalError:  # the table not made yet, or busy
-            pass
-    assert done == 50, done
-    lock.execute("BEGIN IMMEDIATE")
-    p.stdin.write("\n".join(chunks[2]) + "\n")
-    p.stdin.flush()
-    time.sleep(0.2)  # not needed for the result: the chunk cannot commit
-    p.kill()
-    p.wait()
-    lock.execute("ROLLBACK")
-    lock.close()
+    kill_in_third_chunk(killed, head, chunks, 50)
     partial = results(killed)
     assert len(partial) == 50  # whole chunks only
     assert [r[:2] for r in partial] == [w[:2] for w in want[:50]]
@@ -403,28 +412,7 @@ def test_classifier_job_killed_twice_equals_the_scalar_functions(tmp_path):
     # that another connection holds, inside its transaction.
     head, chunks, _ = job_text(path, *settings)
     assert len(chunks) == 16
-    p = subprocess.Popen(["sqlite3", str(path), "-cmd", f".load {LOAD}"],
-                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, text=True)
-    p.stdin.write("\n".join(head + chunks[0] + chunks[1]) + "\n")
-    p.stdin.flush()
-    lock = sqlite3.connect(str(path), timeout=60, isolation_level=None)
-    deadline = time.monotonic() + 600
-    done = 0
-    while done < 50 and time.monotonic() < deadline and p.poll() is None:
-        time.sleep(0.01)
-        try:
-            done = lock.execute("SELECT count(*) FROM docs_scores").fetchone()[0]
-        except sqlite3.OperationalError:  # the table not made yet, or busy
-            pass
-    assert done == 50, done
-    lock.execute("BEGIN IMMEDIATE")
-    p.stdin.write("\n".join(chunks[2]) + "\n")
-    p.stdin.flush()
-    time.sleep(0.3)
-    p.kill()
-    p.wait()
-    lock.execute("ROLLBACK")
+    kill_in_third_chunk(path, head, chunks, 50)
     assert scores(path, cols) == want[:50]
 
     # Kill 2, wherever the running job is when a 5th chunk of this run has
@@ -439,6 +427,8 @@ def test_classifier_job_killed_twice_equals_the_scalar_functions(tmp_path):
     second.stdout.close()
     first.stdin.write(SCRIPT)
     first.stdin.close()
+    lock = sqlite3.connect(str(path), timeout=60, isolation_level=None)
+    deadline = time.monotonic() + 600
     done = 50
     while done < 175 and time.monotonic() < deadline and last.poll() is None:
         time.sleep(0.005)
