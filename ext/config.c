@@ -147,6 +147,11 @@ static const struct config_key {
     {"$.tokenizer.clean_up_tokenization_spaces",
      "tokenizer.clean_up_tokenization_spaces", K_OPTBOOL, 0, 0,
      F(clean_up_spaces), 0, 0},
+    /* an encoder-decoder's decoder (docs/reference.md): absent, none */
+    {"$.decoder", "decoder", K_OPTOBJ, 0, 0, F(decoder), 0, 0},
+    {"$.decoder.n_layers", "decoder.n_layers", K_INT, 0, 0, F(dec_layers), 0,
+     0},
+    {"$.decoder.start", "decoder.start", K_ID, 0, 0, F(dec_start), 0, 0},
     /* the head (absent: lm) and its keys */
     {"$.head", "head", K_ENUM, "lm|mlm|classifier|none", 0, F(head), 0, 0},
     {"$.head_activation", "head_activation", K_ENUM, "gelu|gelu_tanh|relu|tanh",

@@ -85,6 +85,7 @@
 ** row 0: 13% of a six-layer DeBERTa-v3-xsmall-shaped scan at one thread.
 */
 #include "relattn.h"
+#include "fwd.h"
 
 #include <math.h>
 #include <string.h>
@@ -281,10 +282,10 @@ static void linear(float *y /* (rows, ldy) */, int ldy, const float *x,
 ** (quantization int8: w is a relattn_q8w; bf16: a relattn_bf16w) to
 ** src/qgemm.c's, each row of x rounded on the way, else sgemm. 0, or 1 when the worker's scratch
 ** could not be had. */
-static int layer_linear(const relattn_model *m, relattn_pool *pool,
-                        int worker, float *y, int ldy, const float *x,
-                        int ldx, int rows, int in, int out, const float *w,
-                        const float *b, float beta) {
+int relattn_fwd_linear(const relattn_model *m, relattn_pool *pool, int worker,
+                       float *y, int ldy, const float *x, int ldx, int rows,
+                       int in, int out, const float *w, const float *b,
+                       float beta) {
   if (m->cfg.quant == RELATTN_QUANT_INT8) {
     void *scratch = relattn_pool_scratch_slot(pool, worker, SLOT_Q8,
                                               relattn_q8_scratch(rows, in));
@@ -417,7 +418,7 @@ __attribute__((target("avx2,fma"))) static size_t gelu_avx2(float *x,
 
 #endif
 
-static void activate(float *x, size_t count, int activation) {
+void relattn_fwd_activate(float *x, size_t count, int activation) {
   size_t i = 0;
   if (activation == RELATTN_RELU) {
     for (i = 0; i < count; i++) x[i] = x[i] > 0 ? x[i] : 0;
@@ -443,7 +444,7 @@ static void activate_head(float *x, size_t count, int activation) {
   if (activation == RELATTN_TANH)
     for (i = 0; i < count; i++) x[i] = tanhf(x[i]);
   else
-    activate(x, count, activation);
+    relattn_fwd_activate(x, count, activation);
 }
 
 /* The same on one double (the pooler, computed in double). */
@@ -513,11 +514,11 @@ static void qkv_task(void *ctxp, int task, int worker) {
     linear(qkv, 3 * w, in, d, rows, d, 3 * w, L->wq, L->bq, 0.0f);
     return;
   }
-  if (layer_linear(c->m, c->pool, worker, qkv, 3 * w, in, d, rows, d, w,
+  if (relattn_fwd_linear(c->m, c->pool, worker, qkv, 3 * w, in, d, rows, d, w,
                    L->wq, L->bq, 0.0f) ||
-      layer_linear(c->m, c->pool, worker, qkv + w, 3 * w, in, d, rows, d, w,
+      relattn_fwd_linear(c->m, c->pool, worker, qkv + w, 3 * w, in, d, rows, d, w,
                    L->wk, L->bk, 0.0f) ||
-      layer_linear(c->m, c->pool, worker, qkv + 2 * w, 3 * w, in, d, rows, d,
+      relattn_fwd_linear(c->m, c->pool, worker, qkv + 2 * w, 3 * w, in, d, rows, d,
                    w, L->wv, L->bv, 0.0f))
     c->failed = 1;
 }
@@ -539,7 +540,7 @@ static void ffn_task(void *ctxp, int task, int worker) {
   pre = cfg->norm == RELATTN_NORM_PRE;
   /* the attention output's rows (hw apart), then the block's rows of h
   ** hold its normed rows (d apart) */
-  if (layer_linear(c->m, c->pool, worker, x, d, h, c->hw, rows, c->in, d,
+  if (relattn_fwd_linear(c->m, c->pool, worker, x, d, h, c->hw, rows, c->in, d,
                    L->wo, L->bo, 1.0f)) {
     c->failed = 1;
     return;
@@ -551,29 +552,33 @@ static void ffn_task(void *ctxp, int task, int worker) {
     model_norm(c->m, x, x, rows, L->ln1_w, L->ln1_b);
     in = x;
   }
-  if (layer_linear(c->m, c->pool, worker, hid, cfg->d_ff, in, d, rows, d,
-                   cfg->d_ff, L->w1, L->b1, 0.0f)) {
-    c->failed = 1;
-    return;
-  }
-  activate(hid, (size_t)rows * cfg->d_ff, cfg->activation);
-  if (cfg->ffn_gated) {
-    /* the gate's rows after the hidden rows (rows_floats has room) */
-    float *gate = hid + (size_t)rows * cfg->d_ff;
-    size_t i, count = (size_t)rows * cfg->d_ff;
-    if (layer_linear(c->m, c->pool, worker, gate, cfg->d_ff, in, d, rows, d,
-                     cfg->d_ff, L->w3, L->b3, 0.0f)) {
-      c->failed = 1;
-      return;
-    }
-    for (i = 0; i < count; i++) hid[i] *= gate[i];
-  }
-  if (layer_linear(c->m, c->pool, worker, x, d, hid, cfg->d_ff, rows,
-                   cfg->d_ff, d, L->w2, L->b2, 1.0f)) {
+  if (relattn_fwd_ffn(c->m, L, c->pool, worker, x, in, rows, hid)) {
     c->failed = 1;
     return;
   }
   if (!pre) model_norm(c->m, x, x, rows, L->ln2_w, L->ln2_b);
+}
+
+int relattn_fwd_ffn(const relattn_model *m, const relattn_layer *L,
+                    relattn_pool *pool, int worker, float *x, const float *in,
+                    int rows, float *hid) {
+  const relattn_config *cfg = &m->cfg;
+  const int d = cfg->d_model;
+  if (relattn_fwd_linear(m, pool, worker, hid, cfg->d_ff, in, d, rows, d,
+                         cfg->d_ff, L->w1, L->b1, 0.0f))
+    return 1;
+  relattn_fwd_activate(hid, (size_t)rows * cfg->d_ff, cfg->activation);
+  if (cfg->ffn_gated) {
+    /* the gate's rows after the hidden rows (rows_floats has room) */
+    float *gate = hid + (size_t)rows * cfg->d_ff;
+    size_t i, count = (size_t)rows * cfg->d_ff;
+    if (relattn_fwd_linear(m, pool, worker, gate, cfg->d_ff, in, d, rows, d,
+                           cfg->d_ff, L->w3, L->b3, 0.0f))
+      return 1;
+    for (i = 0; i < count; i++) hid[i] *= gate[i];
+  }
+  return relattn_fwd_linear(m, pool, worker, x, d, hid, cfg->d_ff, rows,
+                            cfg->d_ff, d, L->w2, L->b2, 1.0f);
 }
 
 static void final_norm_task(void *ctxp, int task, int worker) {
@@ -590,7 +595,8 @@ static int wants_head(const relattn_fwd *f) {
 
 /* Outputs read from the final hidden rows (all layers run). */
 static int wants_rows(const relattn_fwd *f) {
-  return f->embedding || f->cls || f->pooled || f->logits || f->fill;
+  return f->embedding || f->cls || f->pooled || f->logits || f->fill ||
+         f->hidden;
 }
 
 /* Outputs read from the final row 0 alone: the row-0 path makes them. */
@@ -600,7 +606,7 @@ static int wants_row0(const relattn_fwd *f) {
 
 /* Outputs that read every final row: the last layer runs on all of them. */
 static int wants_all_rows(const relattn_fwd *f) {
-  return f->embedding || f->fill || wants_head(f);
+  return f->embedding || f->fill || f->hidden || wants_head(f);
 }
 
 /* Logits of a block of rows, then per row the log-softmax at the next token
@@ -1101,6 +1107,9 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
     double sum;
     int j, rows;
     if (f[s].cls || f[s].pooled || f[s].logits) pool_rows(&c, &f[s], s);
+    if (f[s].hidden)
+      memcpy(f[s].hidden, c.x + (size_t)c.start[s] * c.d,
+             sizeof(float) * (size_t)f[s].n * c.d);
     if (!f[s].embedding) continue;
     rows = f[s].n - f[s].mean_from;
     for (j = 0; j < c.d; j++) {

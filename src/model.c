@@ -39,7 +39,7 @@ enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS, S_POS, S_HD, S_RELEMB,
 /* Presence rules: */
 enum { W_ALL, W_REL_K, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5, W_ABSOLUTE, W_XL,
        W_DEBERTA, W_REL_LN, W_GATED, W_TYPES, W_EMB_NORM, W_MLM, W_POOLER,
-       W_CLASSIFIER, W_Q8, W_Q8_GATED };
+       W_CLASSIFIER, W_Q8, W_Q8_GATED, W_DEC, W_DEC_T5 };
 /* Which kind of bias a row is, besides its presence rule: a linear layer's
 ** (absent with biases false) or a norm's (absent with rmsnorm). */
 enum { B_NONE, B_LINEAR, B_NORM };
@@ -84,6 +84,48 @@ static const tensor_row layer_rows[] = {
     {"ffn.w2", S_DF, W_ALL, L(w2), B_NONE},
     {"ffn.w2.scale", S_D, W_Q8, L(s2), B_NONE},
     {"ffn.b2", S_D, W_ALL, L(b2), B_LINEAR}};
+/* An encoder-decoder's decoder layers (after the tail below): the rows
+** above with a cross-attention between the self-attention and the FFN. */
+static const tensor_row dec_layer_rows[] = {
+    {"ln1.weight", S_D, W_ALL, L(ln1_w), B_NONE},
+    {"ln1.bias", S_D, W_ALL, L(ln1_b), B_NORM},
+    {"attn.wq", S_ID, W_ALL, L(wq), B_NONE},
+    {"attn.wq.scale", S_I, W_Q8, L(sq), B_NONE},
+    {"attn.wk", S_ID, W_ALL, L(wk), B_NONE},
+    {"attn.wk.scale", S_I, W_Q8, L(sk), B_NONE},
+    {"attn.wv", S_ID, W_ALL, L(wv), B_NONE},
+    {"attn.wv.scale", S_I, W_Q8, L(sv), B_NONE},
+    {"attn.wo", S_DI, W_ALL, L(wo), B_NONE},
+    {"attn.wo.scale", S_D, W_Q8, L(so), B_NONE},
+    {"attn.bq", S_I, W_ALL, L(bq), B_LINEAR},
+    {"attn.bk", S_I, W_ALL, L(bk), B_LINEAR},
+    {"attn.bv", S_I, W_ALL, L(bv), B_LINEAR},
+    {"attn.bo", S_D, W_ALL, L(bo), B_LINEAR},
+    {"lnx.weight", S_D, W_ALL, L(lnx_w), B_NONE},
+    {"lnx.bias", S_D, W_ALL, L(lnx_b), B_NORM},
+    {"xattn.wq", S_ID, W_ALL, L(xq), B_NONE},
+    {"xattn.wq.scale", S_I, W_Q8, L(sxq), B_NONE},
+    {"xattn.wk", S_ID, W_ALL, L(xk), B_NONE},
+    {"xattn.wk.scale", S_I, W_Q8, L(sxk), B_NONE},
+    {"xattn.wv", S_ID, W_ALL, L(xv), B_NONE},
+    {"xattn.wv.scale", S_I, W_Q8, L(sxv), B_NONE},
+    {"xattn.wo", S_DI, W_ALL, L(xo), B_NONE},
+    {"xattn.wo.scale", S_D, W_Q8, L(sxo), B_NONE},
+    {"xattn.bq", S_I, W_ALL, L(bxq), B_LINEAR},
+    {"xattn.bk", S_I, W_ALL, L(bxk), B_LINEAR},
+    {"xattn.bv", S_I, W_ALL, L(bxv), B_LINEAR},
+    {"xattn.bo", S_D, W_ALL, L(bxo), B_LINEAR},
+    {"ln2.weight", S_D, W_ALL, L(ln2_w), B_NONE},
+    {"ln2.bias", S_D, W_ALL, L(ln2_b), B_NORM},
+    {"ffn.w1", S_FD, W_ALL, L(w1), B_NONE},
+    {"ffn.w1.scale", S_F, W_Q8, L(s1), B_NONE},
+    {"ffn.b1", S_F, W_ALL, L(b1), B_LINEAR},
+    {"ffn.w3", S_FD, W_GATED, L(w3), B_NONE},
+    {"ffn.w3.scale", S_F, W_Q8_GATED, L(s3), B_NONE},
+    {"ffn.b3", S_F, W_GATED, L(b3), B_LINEAR},
+    {"ffn.w2", S_DF, W_ALL, L(w2), B_NONE},
+    {"ffn.w2.scale", S_D, W_Q8, L(s2), B_NONE},
+    {"ffn.b2", S_D, W_ALL, L(b2), B_LINEAR}};
 /* tok_emb comes first, then the layers, then these */
 static const tensor_row tail_rows[] = {
     {"ln_f.weight", S_D, W_PRE, M(lnf_w), B_NONE},
@@ -108,10 +150,17 @@ static const tensor_row tail_rows[] = {
     {"pooler.bias", S_D, W_POOLER, M(pool_b), B_NONE},
     {"classifier.weight", S_LD, W_CLASSIFIER, M(cls_w), B_NONE},
     {"classifier.bias", S_L, W_CLASSIFIER, M(cls_b), B_NONE}};
+/* an encoder-decoder's, after its decoder layers */
+static const tensor_row dec_tail_rows[] = {
+    {"dec.ln_f.weight", S_D, W_DEC, M(dec_lnf_w), B_NONE},
+    {"dec.ln_f.bias", S_D, W_DEC, M(dec_lnf_b), B_NORM},
+    {"dec.rel_bias", S_BIAS, W_DEC_T5, M(dec_rel_bias), B_NONE}};
 #undef L
 #undef M
 #define N_LAYER_ROWS (int)(sizeof layer_rows / sizeof layer_rows[0])
 #define N_TAIL_ROWS (int)(sizeof tail_rows / sizeof tail_rows[0])
+#define N_DEC_ROWS (int)(sizeof dec_layer_rows / sizeof dec_layer_rows[0])
+#define N_DEC_TAIL (int)(sizeof dec_tail_rows / sizeof dec_tail_rows[0])
 
 static int has_when(const relattn_config *c, int when) {
   switch (when) {
@@ -139,6 +188,8 @@ static int has_when(const relattn_config *c, int when) {
     case W_CLASSIFIER: return c->head == RELATTN_HEAD_CLASSIFIER;
     case W_Q8: return c->quant == RELATTN_QUANT_INT8;
     case W_Q8_GATED: return c->quant == RELATTN_QUANT_INT8 && c->ffn_gated;
+    case W_DEC: return c->decoder;
+    case W_DEC_T5: return c->decoder && c->pos.type == RELATTN_POS_T5;
     default: return 1;
   }
 }
@@ -334,6 +385,37 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
                             "%s: 'position.base' must be a number over 1",
                             what);
   }
+  if (c->decoder) {
+    /* an encoder-decoder: T5's shape (src/seq2seq.c) */
+    if (c->dec_layers < 1 || c->dec_layers > MAX_LAYERS)
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: 'decoder.n_layers' must be between 1 and "
+                            "%d, not %d",
+                            what, MAX_LAYERS, c->dec_layers);
+    if (c->dec_start < 0 || c->dec_start >= c->vocab_size)
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: 'decoder.start' must be a token id below "
+                            "vocab_size (%d)",
+                            what, c->vocab_size);
+    if (c->arch != RELATTN_ENCODER || c->head != RELATTN_HEAD_LM ||
+        c->norm != RELATTN_NORM_PRE)
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: 'decoder' needs arch 'encoder', head 'lm' "
+                            "and norm 'pre'",
+                            what);
+    if (c->pos.type != RELATTN_POS_T5)
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: 'decoder' needs position type 't5', not "
+                            "'%s'",
+                            what, relattn_position_name(c->pos.type));
+    {
+      char pre[256];
+      int rc;
+      snprintf(pre, sizeof pre, "%s: 'position.", what);
+      rc = relattn_position_check_buckets(&c->pos, 1, pre, "'", err, errlen);
+      if (rc != RELATTN_OK) return rc;
+    }
+  }
   if (c->quant != RELATTN_QUANT_NONE && c->quant != RELATTN_QUANT_INT8 &&
       c->quant != RELATTN_QUANT_BF16)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
@@ -397,26 +479,69 @@ static int tail_list(const relattn_config *c, int *out) {
   return n;
 }
 
+static int dec_list(const relattn_config *c, int *out) {
+  int k, n = 0;
+  if (!c->decoder) return 0;
+  for (k = 0; k < N_DEC_ROWS; k++)
+    if (has(c, &dec_layer_rows[k])) out[n++] = k;
+  return n;
+}
+
+static int dec_tail_list(const relattn_config *c, int *out) {
+  int k, n = 0;
+  for (k = 0; k < N_DEC_TAIL; k++)
+    if (has(c, &dec_tail_rows[k])) out[n++] = k;
+  return n;
+}
+
 static int per_layer(const relattn_config *c) {
   int idx[N_LAYER_ROWS];
   return layer_list(c, idx);
 }
 
-int relattn_model_n_tensors(const relattn_config *c) {
+static int per_dec_layer(const relattn_config *c) {
+  int idx[N_DEC_ROWS];
+  return dec_list(c, idx);
+}
+
+/* The decoder's layers: 0 without one. */
+static int dec_layers(const relattn_config *c) {
+  return c->decoder ? c->dec_layers : 0;
+}
+
+int relattn_config_is_s2s(const relattn_config *c) {
+  return c->decoder && c->dec_layers > 0;
+}
+
+/* The first index after the encoder's tail: the decoder's first tensor. */
+static int dec_first(const relattn_config *c) {
   int idx[N_TAIL_ROWS];
   return 1 + c->n_layers * per_layer(c) + tail_list(c, idx);
 }
 
-/* Bytes of the layer table at the start of mem, 64-byte aligned. */
+int relattn_model_n_tensors(const relattn_config *c) {
+  int idx[N_DEC_TAIL];
+  return dec_first(c) + dec_layers(c) * per_dec_layer(c) +
+         dec_tail_list(c, idx);
+}
+
+/* Bytes of the layer table at the start of mem (the encoder's layers, then
+** the decoder's), 64-byte aligned. */
 static size_t table_bytes(const relattn_config *c) {
-  return ((size_t)c->n_layers * sizeof(relattn_layer) + 63) & ~(size_t)63;
+  return ((size_t)(c->n_layers + dec_layers(c)) * sizeof(relattn_layer) +
+          63) & ~(size_t)63;
+}
+
+static int is_dec_row(const tensor_row *r) {
+  return r >= dec_layer_rows && r < dec_layer_rows + N_DEC_ROWS;
 }
 
 /* The row of spec i: *layer is its layer (-1 outside the layers); NULL for
 ** tok_emb. */
 static const tensor_row *row_of(const relattn_config *c, int i, int *layer) {
-  int lidx[N_LAYER_ROWS], tidx[N_TAIL_ROWS];
-  int pl = layer_list(c, lidx);
+  int lidx[N_LAYER_ROWS], tidx[N_TAIL_ROWS], didx[N_DEC_ROWS];
+  int dtidx[N_DEC_TAIL];
+  int pl = layer_list(c, lidx), nt, pd;
   *layer = -1;
   if (i == 0) return NULL;
   i -= 1;
@@ -425,8 +550,18 @@ static const tensor_row *row_of(const relattn_config *c, int i, int *layer) {
     return &layer_rows[lidx[i % pl]];
   }
   i -= c->n_layers * pl;
-  tail_list(c, tidx);
-  return &tail_rows[tidx[i]];
+  nt = tail_list(c, tidx);
+  if (i < nt) return &tail_rows[tidx[i]];
+  /* the decoder's layers are numbered after the encoder's */
+  i -= nt;
+  pd = dec_list(c, didx);
+  if (i < dec_layers(c) * pd) {
+    *layer = c->n_layers + i / pd;
+    return &dec_layer_rows[didx[i % pd]];
+  }
+  i -= dec_layers(c) * pd;
+  dec_tail_list(c, dtidx);
+  return &dec_tail_rows[dtidx[i]];
 }
 
 /* The layer weights the forward pass reads in panel order (src/gemm.c),
@@ -435,7 +570,9 @@ static const size_t packed_fields[] = {
     offsetof(relattn_layer, wq), offsetof(relattn_layer, wk),
     offsetof(relattn_layer, wv), offsetof(relattn_layer, wo),
     offsetof(relattn_layer, w1), offsetof(relattn_layer, w3),
-    offsetof(relattn_layer, w2)};
+    offsetof(relattn_layer, w2), offsetof(relattn_layer, xq),
+    offsetof(relattn_layer, xk), offsetof(relattn_layer, xv),
+    offsetof(relattn_layer, xo)};
 #define N_PACKED (int)(sizeof packed_fields / sizeof packed_fields[0])
 
 static int is_packed_field(const tensor_row *r) {
@@ -479,7 +616,10 @@ static void spec_shape(const relattn_config *c, int i, relattn_tensor_spec *s) {
     shape_of(c, S_VD, s);
     return;
   }
-  if (layer >= 0)
+  if (layer >= 0 && is_dec_row(r))
+    snprintf(s->name, sizeof s->name, "dec.layers.%d.%s",
+             layer - c->n_layers, r->name);
+  else if (layer >= 0)
     snprintf(s->name, sizeof s->name, "layers.%d.%s", layer, r->name);
   else
     snprintf(s->name, sizeof s->name, "%s", r->name);
@@ -527,10 +667,15 @@ int relattn_model_bytes(const relattn_config *c, size_t *bytes,
                         const char *what, char *err, size_t errlen) {
   /* closed form: every layer has the same shapes, so a config with many
   ** layers costs no more to size than one with a single layer */
-  size_t total = table_bytes(c) / sizeof(float), layer = 0, b;
+  size_t total = table_bytes(c) / sizeof(float), layer = 0, dec = 0, b;
   int i, n = relattn_model_n_tensors(c), pl = per_layer(c), ok = 1;
+  const int d0 = dec_first(c), pd = per_dec_layer(c);
+  const int d1 = d0 + dec_layers(c) * pd;
   relattn_tensor_spec s;
-  for (i = 0; i < n; i = (i == 0 ? 1 + c->n_layers * pl : i + 1)) {
+  /* tok_emb, the encoder's tail, the decoder's tail: one by one */
+  for (i = 0; i < n; i = (i == 0 ? 1 + c->n_layers * pl
+                                  : i + 1 == d0 ? d1 : i + 1)) {
+    if (i >= d0 && i < d1) continue; /* (no tail: the jump lands here) */
     spec_shape(c, i, &s);
     if (!relattn_add_ok(total, slot_floats(c, i, &s, &ok), &total)) ok = 0;
   }
@@ -538,7 +683,13 @@ int relattn_model_bytes(const relattn_config *c, size_t *bytes,
     spec_shape(c, i, &s);
     if (!relattn_add_ok(layer, slot_floats(c, i, &s, &ok), &layer)) ok = 0;
   }
+  for (i = d0; i < d0 + pd; i++) {
+    spec_shape(c, i, &s);
+    if (!relattn_add_ok(dec, slot_floats(c, i, &s, &ok), &dec)) ok = 0;
+  }
   if (!ok || !relattn_mul_ok(layer, (size_t)c->n_layers, &layer) ||
+      !relattn_mul_ok(dec, (size_t)dec_layers(c), &dec) ||
+      !relattn_add_ok(layer, dec, &layer) ||
       !relattn_add_ok(total, layer, &total) ||
       !relattn_mul_ok(total, sizeof(float), &b))
     return relattn_errorf(err, errlen, RELATTN_ERR_TOOBIG,
@@ -571,6 +722,24 @@ int relattn_model_index(const relattn_config *c, const char *name) {
       if (strcmp(p, layer_rows[lidx[k]].name) == 0) break;
     if (k == pl) return -1;
     i = 1 + (int)layer * pl + k;
+  } else if (strncmp(name, "dec.layers.", 11) == 0) {
+    int didx[N_DEC_ROWS], pd = dec_list(c, didx);
+    const char *p = name + 11;
+    long layer = 0;
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9'))
+      return -1;
+    while (*p >= '0' && *p <= '9' && layer <= dec_layers(c))
+      layer = layer * 10 + (*p++ - '0');
+    if (*p++ != '.' || layer >= dec_layers(c)) return -1;
+    for (k = 0; k < pd; k++)
+      if (strcmp(p, dec_layer_rows[didx[k]].name) == 0) break;
+    if (k == pd) return -1;
+    i = dec_first(c) + (int)layer * pd + k;
+  } else if (strncmp(name, "dec.", 4) == 0) {
+    int dtidx[N_DEC_TAIL], ndt = dec_tail_list(c, dtidx);
+    for (k = 0; k < ndt; k++)
+      if (strcmp(name, dec_tail_rows[dtidx[k]].name) == 0)
+        i = dec_first(c) + dec_layers(c) * per_dec_layer(c) + k;
   } else {
     for (k = 0; k < nt; k++)
       if (strcmp(name, tail_rows[tidx[k]].name) == 0)
@@ -598,6 +767,9 @@ static const float **slot_ptr(relattn_model *m, int i) {
   int layer;
   const tensor_row *r = row_of(&m->cfg, i, &layer);
   if (!r) return &m->tok_emb;
+  if (layer >= m->cfg.n_layers) /* the decoder's, numbered after */
+    return (const float **)((char *)&m->dec_layers[layer - m->cfg.n_layers] +
+                            r->field);
   if (layer >= 0)
     return (const float **)((char *)&m->layers[layer] + r->field);
   return (const float **)((char *)m + r->field);
@@ -621,6 +793,7 @@ int relattn_model_init(relattn_model *m, const relattn_config *c,
                           bytes);
   memset(m->mem, 0, table_bytes(c));
   m->layers = m->mem;
+  if (dec_layers(c)) m->dec_layers = m->layers + c->n_layers;
   n = relattn_model_n_tensors(c);
   off = table_bytes(c) / sizeof(float);
   for (i = 0; i < n; i++) {
@@ -916,5 +1089,6 @@ void relattn_model_free(relattn_model *m) {
   relattn_tokenizer_free(m->tok);
   m->mem = NULL;
   m->layers = NULL;
+  m->dec_layers = NULL;
   m->tok = NULL;
 }

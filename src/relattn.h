@@ -436,7 +436,18 @@ typedef struct relattn_config {
   ** (docs/reference.md), both run by src/qgemm.c; RELATTN_QUANT_NONE (0)
   ** float */
   int quant;
+  /* decoder (an encoder-decoder, T5ForConditionalGeneration): the layers
+  ** above describe the encoder; the decoder has dec_layers layers of the
+  ** same shapes, each with a cross-attention over the encoder's output,
+  ** its own final norm and (t5) bias table, and starts from token
+  ** dec_start. 0 layers: no decoder (every other model). */
+  int decoder;            /* 1 when the config has "decoder" */
+  int dec_layers;         /* decoder.n_layers */
+  int dec_start;          /* decoder.start: the first decoder input id */
 } relattn_config;
+
+/* Whether c is an encoder-decoder (its decoder runs through src/seq2seq.c). */
+int relattn_config_is_s2s(const relattn_config *c);
 
 enum { RELATTN_QUANT_NONE = 0, RELATTN_QUANT_INT8 = 1, RELATTN_QUANT_BF16 = 2 };
 
@@ -462,6 +473,16 @@ typedef struct relattn_layer {
   const float *sq, *sk, *sv, *so, *s1, *s3, *s2;
   /* every bias above is NULL when the config has none (biases false;
   ** rmsnorm for ln1_b, ln2_b) */
+  /* a decoder layer's cross-attention (T5LayerCrossAttention), between
+  ** the self-attention and the FFN: its norm, queries from the decoder
+  ** (n_heads*d_head, d_model), keys and values from the encoder's output,
+  ** output (d_model, n_heads*d_head); NULL in an encoder's layers.
+  ** Quantized as wq..wo, with scales sxq..sxo under int8. */
+  const float *lnx_w, *lnx_b;         /* (d_model) */
+  const float *xq, *xk, *xv;          /* (n_heads*d_head, d_model) */
+  const float *xo;                    /* (d_model, n_heads*d_head) */
+  const float *bxq, *bxk, *bxv, *bxo; /* (n_heads*d_head); bxo (d_model) */
+  const float *sxq, *sxk, *sxv, *sxo;
 } relattn_layer;
 
 typedef struct relattn_model {
@@ -494,6 +515,10 @@ typedef struct relattn_model {
                                       ** relattn_model_prepare where the CPU
                                       ** has FMA; else as stored */
   relattn_tokenizer *tok;             /* owned; freed by relattn_model_free */
+  /* an encoder-decoder's decoder (config decoder), else NULL */
+  relattn_layer *dec_layers;          /* (dec_layers) */
+  const float *dec_lnf_w, *dec_lnf_b; /* (d_model) its final norm */
+  const float *dec_rel_bias;          /* t5: (n_heads, num_buckets) causal */
 } relattn_model;
 
 /* ---- half precision (src/half.c) ---------------------------------------- */
@@ -736,6 +761,8 @@ typedef struct relattn_fwd {
   /* progress, for a caller showing it while a long sequence runs: when set,
   ** n is added after each layer the sequence passes (read from any thread) */
   atomic_llong *layer_rows;
+  float *hidden;           /* (n, d_model): the final hidden rows (after
+                           ** ln_f): an encoder-decoder's encoder output */
 } relattn_fwd;
 
 /* The activations live in pool's scratch (worker 0, slots 1-2) and stay for
@@ -860,5 +887,53 @@ void relattn_bf16_gemm_on(const char *path, float *y, int ldy, const float *x,
                           const float *b, int accumulate, void *scratch);
 int relattn_bf16_path_ok(const char *path);
 const char *relattn_bf16_path(void);
+
+/* ---- incremental decoding (src/seq2seq.c for encoder-decoders) ---------- */
+
+/* A decoding state over a key/value cache. */
+typedef struct relattn_dec relattn_dec;
+/* The encoder-decoder side of relattn_dec_open / step / close / memory
+** (the same contract; src/seq2seq.c): src (n_src >= 1 ids, eos already
+** appended as the tokenizer does) is the encoder input, encoded once at
+** open, and each layer's cross-attention keys and values computed once;
+** every beam starts from the config's decoder.start token. max_len bounds
+** the decoder tokens each beam's cache holds, that start token included.
+** Writes the next-token logits of beam 0 (vocab floats) at open; step
+** appends token[b] to beam parent[b]'s history (parent NULL: b) and writes
+** (beams, vocab) logits. Logits are the LM head's raw outputs (a tied head
+** after T5's d_model^-0.5 scaling). open and step check the pool's
+** interrupt flag (RELATTN_ERR_INTERRUPT). A state from relattn_s2s_open
+** is closed with relattn_s2s_close. */
+int relattn_s2s_open(const relattn_model *m, const int *src, int n_src,
+                     int beams, int max_len, relattn_pool *pool,
+                     relattn_dec **out, float *logits, char *err,
+                     size_t errsz);
+int relattn_s2s_step(relattn_dec *d, const int *parent, const int *token,
+                     float *logits, char *err, size_t errsz);
+void relattn_s2s_close(relattn_dec *d);
+size_t relattn_s2s_memory(const relattn_model *m, int n_src, int beams,
+                          int max_len);
+
+/* Teacher forcing, all target rows at once (no cache): the decoder reads
+** [decoder.start] + tgt[0 .. n_tgt-2] over the encoder's output of src;
+** row i predicts tgt[i]. Outputs left NULL are not computed: logprob (n_tgt)
+** ln p(tgt[i] | src, tgt[<i]), top_token / top_logprob (n_tgt) the most
+** likely token there, logits (n_tgt, vocab) the raw LM head. */
+typedef struct relattn_s2s_req {
+  const int32_t *src;  /* (n_src) ids < vocab_size */
+  int n_src;           /* >= 1 */
+  const int32_t *tgt;  /* (n_tgt) */
+  int n_tgt;           /* >= 1 */
+  float *logprob;      /* (n_tgt), or NULL */
+  int32_t *top_token;  /* (n_tgt), or NULL */
+  float *top_logprob;  /* (n_tgt), or NULL */
+  float *logits;       /* (n_tgt, vocab_size), or NULL */
+} relattn_s2s_req;
+int relattn_s2s_forward(const relattn_model *m, relattn_s2s_req *r,
+                        relattn_pool *pool, char *err, size_t errsz);
+/* Bytes relattn_s2s_forward allocates for these lengths (0: overflow),
+** besides the encoder pass's relattn_forward_memory(m, n_src, 1, workers). */
+size_t relattn_s2s_forward_memory(const relattn_model *m, int n_src,
+                                  int n_tgt);
 
 #endif /* RELATTN_H */
