@@ -216,6 +216,30 @@ const relattn_model *relattn_call_model(const relattn_call *mc);
 const int32_t *relattn_call_input(const relattn_call *mc, int *n, int *bos);
 void relattn_call_end(relattn_call *mc);
 
+/* ext/model_fn.c: an encoder-decoder's teacher-forced call, (model,
+** target, source): relattn_s2s_init loads the model (it must be an
+** encoder-decoder) and decodes both token arguments as relattn_call_init
+** does (each with the tokenizer's appended eos); NULL target or source
+** gives SQLITE_OK with n 0. relattn_s2s_run checks the memory of the
+** encoder pass and the decoder against relattn_max_memory(), runs
+** relattn_s2s_forward for r (src and tgt filled in), interruptible.
+** relattn_s2s_clear releases it. */
+typedef struct relattn_s2s_call {
+  relattn_call mc;        /* the model; input, n: the target */
+  int32_t *src;           /* (n_src) the source */
+  int n_src;
+} relattn_s2s_call;
+int relattn_s2s_init(relattn_conn *conn, const char *fn, sqlite3_value *model,
+                     sqlite3_value *target, sqlite3_value *source,
+                     relattn_s2s_call *sc, char **pzErr);
+int relattn_s2s_run(relattn_s2s_call *sc, const char *fn, relattn_s2s_req *r,
+                    char **pzErr);
+void relattn_s2s_clear(relattn_s2s_call *sc);
+/* The refusal of a 3-argument form (a source) for model m, which is not an
+** encoder-decoder (sqlite3_malloc'd). */
+char *relattn_s2s_refusal(const relattn_model *m, const char *fn,
+                          const unsigned char *name);
+
 /* ext/svg_fn.c: pictures as SVG text. */
 void relattn_svg_attention_func(sqlite3_context *ctx, int argc,
                                 sqlite3_value **argv);

@@ -115,7 +115,10 @@ static int lookupName(const relattn_hf_model *m, const char *name,
   const char *s = stripPrefix(m, name);
   for (; r->hf; r++)
     if (ruleMatch(r->hf, s, layer)) {
-      if (*layer >= m->layers) return 0;
+      /* a decoder layer's number is checked against the decoder's */
+      int dec = r->native && strncmp(r->native, "dec.", 4) == 0;
+      if (dec && !m->dec_layers) break; /* not imported: left out or not */
+      if (*layer >= (dec ? m->dec_layers : m->layers)) return 0;
       *native = r->native;
       return 1;
     }
@@ -718,8 +721,14 @@ static char *nativeConfig(sqlite3 *db, const relattn_hf_model *m,
   if (m->fam->native_shape) m->fam->native_shape(o, m);
   sqlite3_str_appendf(o, "\"activation\": \"%s\", \"tie_embeddings\": %s, ",
                       m->act,
-                      m->head == RELATTN_HEAD_MLM && !m->tied ? "false"
-                                                              : "true");
+                      (m->head == RELATTN_HEAD_MLM ||
+                       m->head == RELATTN_HEAD_LM) && !m->tied
+                          ? "false"
+                          : "true");
+  if (m->dec_layers)
+    sqlite3_str_appendf(o,
+                        "\"decoder\": {\"n_layers\": %d, \"start\": %d}, ",
+                        m->dec_layers, m->dec_start);
   if (m->fam->emb_norm)
     sqlite3_str_appendf(o,
                         "\"embedding\": {\"norm\": true, \"token_types\": "
@@ -729,7 +738,8 @@ static char *nativeConfig(sqlite3 *db, const relattn_hf_model *m,
   sqlite3_str_appendf(o, "\"head\": \"%s\", ",
                       m->head == RELATTN_HEAD_MLM          ? "mlm"
                       : m->head == RELATTN_HEAD_CLASSIFIER ? "classifier"
-                                                   : "none");
+                      : m->head == RELATTN_HEAD_LM         ? "lm"
+                                                           : "none");
   if (m->head == RELATTN_HEAD_MLM)
     sqlite3_str_appendf(o, "\"head_activation\": \"%s\", ", m->head_act);
   if (m->pooler_act)
@@ -899,8 +909,10 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
     }
     /* what HF's class leaves out, this import leaves out */
     if (nat && strncmp(nat, "pooler.", 7) == 0 && !m.pooler_act) nat = NULL;
-    if (nat && (strncmp(nat, "mlm.", 4) == 0 || strcmp(nat, "lm_head") == 0) &&
-        m.head != RELATTN_HEAD_MLM)
+    if (nat && strncmp(nat, "mlm.", 4) == 0 && m.head != RELATTN_HEAD_MLM)
+      nat = NULL;
+    if (nat && strcmp(nat, "lm_head") == 0 && m.head != RELATTN_HEAD_MLM &&
+        m.head != RELATTN_HEAD_LM)
       nat = NULL;
     if (nat && strcmp(nat, "lm_head") == 0 && m.tied) nat = NULL; /* a copy */
     if (nat && strcmp(s, "cls.predictions.decoder.bias") == 0 &&
@@ -910,7 +922,9 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
         m.head != RELATTN_HEAD_CLASSIFIER)
       nat = NULL;
     if (nat && strncmp(nat, "rel_emb_norm.", 13) == 0 && !m.rel_ln) nat = NULL;
-    if (nat && strcmp(s, "encoder.embed_tokens.weight") == 0 && has_shared)
+    if (nat && (strcmp(s, "encoder.embed_tokens.weight") == 0 ||
+                strcmp(s, "decoder.embed_tokens.weight") == 0) &&
+        has_shared)
       nat = NULL; /* tied to shared */
     if (!nat) {
       skip[i] = 1;
@@ -922,7 +936,8 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
       rc = SQLITE_ERROR;
       goto done;
     }
-    if (strcmp(nat, "rel_bias") == 0 && t[i].ndim == 2) {
+    if ((strcmp(nat, "rel_bias") == 0 || strcmp(nat, "dec.rel_bias") == 0) &&
+        t[i].ndim == 2) {
       /* HF: [num_buckets, heads]; relattn: [heads, num_buckets] */
       int64_t r = t[i].shape[0], c = t[i].shape[1];
       own[i] = transposed(data[i] + t[i].begin, r, c,

@@ -37,6 +37,8 @@ typedef struct relattn_hf_model {
   int max_pos, buckets, max_rel, rel_ln, t5_buckets, t5_dist;
   int gated;
   int whole_t5;            /* T5Model: its decoder is left out too */
+  int dec_layers;          /* an encoder-decoder's decoder layers, else 0 */
+  int dec_start;           /* its decoder_start_token_id */
   /* classifier */
   char **labels;
   int n_labels;

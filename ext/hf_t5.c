@@ -1,8 +1,11 @@
 /*
-** hf_t5.c: the encoder of T5 and mT5 (model_type t5, mt5), as
-** transformers' modeling_t5.py names its modules: T5EncoderModel, and the
-** encoder of T5ForConditionalGeneration or T5Model (the decoder left out).
-** One entry of the families of ext/hf.c.
+** hf_t5.c: T5 and mT5 (model_type t5, mt5), as transformers'
+** modeling_t5.py names its modules: T5EncoderModel and the encoder of
+** T5Model (its decoder left out: it has no LM head) as encoders;
+** T5ForConditionalGeneration whole, as an encoder-decoder (the native
+** config's "decoder": its decoder stack, its own relative_attention_bias,
+** lm_head or the tied shared embedding, decoder_start_token_id). One entry
+** of the families of ext/hf.c.
 **
 **   SELECT relattn_import('t5', readfile('model.safetensors'),
 **                         readfile('config.json'), readfile('spiece.model'));
@@ -38,6 +41,43 @@ static const relattn_hf_rule t5_rules[] = {
     {"encoder.block.{i}.layer.1.DenseReluDense.wo.weight", "layers.{i}.ffn.w2"},
     {"encoder.block.{i}.layer.1.layer_norm.weight", "layers.{i}.ln2.weight"},
     {"encoder.final_layer_norm.weight", "ln_f.weight"},
+    /* T5ForConditionalGeneration's decoder (T5Block with
+    ** T5LayerCrossAttention between self-attention and FFN) and head */
+    {"decoder.embed_tokens.weight", "tok_emb"}, /* a tied copy of shared */
+    {"decoder.block.{i}.layer.0.SelfAttention.q.weight",
+     "dec.layers.{i}.attn.wq"},
+    {"decoder.block.{i}.layer.0.SelfAttention.k.weight",
+     "dec.layers.{i}.attn.wk"},
+    {"decoder.block.{i}.layer.0.SelfAttention.v.weight",
+     "dec.layers.{i}.attn.wv"},
+    {"decoder.block.{i}.layer.0.SelfAttention.o.weight",
+     "dec.layers.{i}.attn.wo"},
+    {"decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+     "dec.rel_bias"},
+    {"decoder.block.{i}.layer.0.layer_norm.weight",
+     "dec.layers.{i}.ln1.weight"},
+    {"decoder.block.{i}.layer.1.EncDecAttention.q.weight",
+     "dec.layers.{i}.xattn.wq"},
+    {"decoder.block.{i}.layer.1.EncDecAttention.k.weight",
+     "dec.layers.{i}.xattn.wk"},
+    {"decoder.block.{i}.layer.1.EncDecAttention.v.weight",
+     "dec.layers.{i}.xattn.wv"},
+    {"decoder.block.{i}.layer.1.EncDecAttention.o.weight",
+     "dec.layers.{i}.xattn.wo"},
+    {"decoder.block.{i}.layer.1.layer_norm.weight",
+     "dec.layers.{i}.lnx.weight"},
+    {"decoder.block.{i}.layer.2.DenseReluDense.wi.weight",
+     "dec.layers.{i}.ffn.w1"},
+    {"decoder.block.{i}.layer.2.DenseReluDense.wi_0.weight",
+     "dec.layers.{i}.ffn.w1"},
+    {"decoder.block.{i}.layer.2.DenseReluDense.wi_1.weight",
+     "dec.layers.{i}.ffn.w3"},
+    {"decoder.block.{i}.layer.2.DenseReluDense.wo.weight",
+     "dec.layers.{i}.ffn.w2"},
+    {"decoder.block.{i}.layer.2.layer_norm.weight",
+     "dec.layers.{i}.ln2.weight"},
+    {"decoder.final_layer_norm.weight", "dec.ln_f.weight"},
+    {"lm_head.weight", "lm_head"},
     {NULL, NULL}};
 
 /* T5Config's keys (the encoder's). */
@@ -63,6 +103,21 @@ static int readT5(relattn_jdoc *j, relattn_hf_model *m,
   m->t5_buckets = relattn_jdoc_int(j, "relative_attention_num_buckets", 32);
   m->t5_dist = relattn_jdoc_int(j, "relative_attention_max_distance", 128);
   m->tied = 1;
+  if (m->head == RELATTN_HEAD_LM) {
+    /* T5ForConditionalGeneration: T5Config's decoder keys, its defaults */
+    int pad = relattn_jdoc_int(j, "pad_token_id", 0);
+    m->tied = relattn_jdoc_bool(j, "tie_word_embeddings", 1);
+    m->dec_layers = relattn_jdoc_int(j, "num_decoder_layers", m->layers);
+    relattn_jdoc_size(j, "num_decoder_layers", m->dec_layers, 1 << 16);
+    m->dec_start = relattn_jdoc_int(j, "decoder_start_token_id", pad);
+    if (j->rc) goto out;
+    if (m->dec_start < 0 || m->dec_start >= m->vocab) {
+      *pzErr = sqlite3_mprintf("%s: config_json: 'decoder_start_token_id' "
+                               "(%d) must be a token id below vocab_size "
+                               "(%d)", FN, m->dec_start, m->vocab);
+      goto fail;
+    }
+  }
   s = relattn_jdoc_str(j, "feed_forward_proj", 0);
   if (j->rc) goto out;
   {
@@ -102,15 +157,16 @@ fail:
 }
 
 static int t5LeftOut(const relattn_hf_model *m, const char *name) {
-  return (m->whole_t5 ||
-          (m->cls && endsWith(m->cls, "ForConditionalGeneration"))) &&
-         (strncmp(name, "decoder.", 8) == 0 ||
-          strcmp(name, "lm_head.weight") == 0); /* the decoder half */
+  /* T5Model: the decoder half (no head to read it); T5EncoderModel has
+  ** none; T5ForConditionalGeneration is imported whole */
+  return m->whole_t5 && (strncmp(name, "decoder.", 8) == 0 ||
+                         strcmp(name, "lm_head.weight") == 0);
 }
 
 static int t5OtherVariant(const relattn_hf_info *info, const char *hf) {
   return strstr(hf, info->gated ? ".wi.weight" : ".wi_0.") != NULL ||
-         strcmp(hf, "encoder.embed_tokens.weight") == 0;
+         strcmp(hf, "encoder.embed_tokens.weight") == 0 ||
+         strcmp(hf, "decoder.embed_tokens.weight") == 0;
 }
 
 static void t5Shape(sqlite3_str *o, const relattn_hf_model *m) {
@@ -127,13 +183,14 @@ static void t5Position(sqlite3_str *o, const relattn_hf_model *m) {
 
 static const relattn_hf_class t5_classes[] = {
     {"EncoderModel", RELATTN_HEAD_NONE},
-    {"ForConditionalGeneration", RELATTN_HEAD_NONE},
+    {"ForConditionalGeneration", RELATTN_HEAD_LM},
     {"Model", RELATTN_HEAD_NONE},
     {NULL, 0}};
 
 const relattn_hf_family relattn_hf_t5 = {
     "t5", "t5|mt5", "t5 and mt5", "T5|MT5", t5_classes,
-    "T5EncoderModel and T5ForConditionalGeneration (its encoder)", 0,
+    "T5EncoderModel, T5ForConditionalGeneration and T5Model (its encoder)",
+    0,
     NULL, NULL, t5_rules, t5LeftOut, t5OtherVariant, readT5,
     "pre", t5Shape, 0, t5Position,
     "spiece.model", RELATTN_TOK_SENTENCEPIECE,

@@ -9,6 +9,9 @@
 **   relattn_embed(model, tokens [, pooling]) -> BLOB  float32 [d_model], subtype
 **       223; pooling 'mean' (default), 'cls' (final row 0), 'pooler'
 **   relattn_classify(model, tokens)    -> TEXT  a classifier's best label
+**   relattn_score(model, target, source)      -> REAL  an encoder-decoder's
+**   relattn_perplexity(model, target, source) -> REAL  teacher-forced score
+**       of target given source (T5ForConditionalGeneration's labels)
 **
 ** Example:
 **   SELECT id, relattn_perplexity('tiny', body) FROM docs ORDER BY 2;
@@ -60,6 +63,12 @@ static char *needMsg(const relattn_model *m, const char *fn,
                              fn, e);
     return NULL;
   }
+  if ((need == RELATTN_NEED_LM || need == RELATTN_NEED_FILL) &&
+      relattn_config_is_s2s(c))
+    return sqlite3_mprintf("%s: model '%s' is an encoder-decoder: give the "
+                           "source as the third argument, %s(model, "
+                           "target, source)",
+                           fn, e, fn);
   if ((need == RELATTN_NEED_LM || need == RELATTN_NEED_FILL) &&
       c->arch != RELATTN_DECODER)
     return sqlite3_mprintf("%s: model '%s' is an encoder; only decoder "
@@ -152,6 +161,106 @@ int relattn_call_run(relattn_call *mc, const char *fn, relattn_fwd *f,
   return relattn_status_code(rc);
 }
 
+/* ---- an encoder-decoder's calls ------------------------------------------- */
+
+char *relattn_s2s_refusal(const relattn_model *m, const char *fn,
+                          const unsigned char *name) {
+  char e[RELATTN_ECHO_BUF];
+  (void)m;
+  return sqlite3_mprintf("%s: model '%s' is not an encoder-decoder; a source "
+                         "(the third argument) is for encoder-decoder "
+                         "models, such as T5ForConditionalGeneration",
+                         fn, relattn_echo(e, name, -1));
+}
+
+void relattn_s2s_clear(relattn_s2s_call *sc) {
+  relattn_call_clear(&sc->mc);
+  sqlite3_free(sc->src);
+  sc->src = NULL;
+  sc->n_src = 0;
+}
+
+int relattn_s2s_init(relattn_conn *conn, const char *fn, sqlite3_value *model,
+                     sqlite3_value *target, sqlite3_value *source,
+                     relattn_s2s_call *sc, char **pzErr) {
+  relattn_input in;
+  int rc;
+  memset(sc, 0, sizeof *sc);
+  rc = relattn_call_init(conn, fn, model, target, RELATTN_NEED_ANY, &sc->mc,
+                         pzErr);
+  if (rc != SQLITE_OK) return rc;
+  if (sc->mc.n == 0 && !sc->mc.m) { /* NULL target */
+    if (sqlite3_value_type(model) == SQLITE_TEXT &&
+        sqlite3_value_type(source) != SQLITE_NULL) {
+      /* the model is still checked: a wrong one is an error, not NULL */
+      const relattn_model *m = relattn_store_acquire(
+          conn, (const char *)sqlite3_value_text(model), fn, pzErr);
+      if (!m) return *pzErr ? SQLITE_ERROR : SQLITE_NOMEM;
+      if (!relattn_config_is_s2s(&m->cfg))
+        *pzErr = relattn_s2s_refusal(m, fn, sqlite3_value_text(model));
+      relattn_store_release(conn, m);
+      if (*pzErr) return SQLITE_ERROR;
+    }
+    return SQLITE_OK;
+  }
+  if (!relattn_config_is_s2s(&sc->mc.m->cfg)) {
+    *pzErr = relattn_s2s_refusal(sc->mc.m, fn, sqlite3_value_text(model));
+    relattn_s2s_clear(sc);
+    return SQLITE_ERROR;
+  }
+  rc = relattn_model_input(conn, sc->mc.m, source, fn, "source", &in, pzErr);
+  if (rc != SQLITE_OK) {
+    relattn_s2s_clear(sc);
+    return rc;
+  }
+  if (in.n == 0) { /* NULL source: NULL, as a NULL target */
+    relattn_s2s_clear(sc);
+    return SQLITE_OK;
+  }
+  sc->src = in.ids;
+  sc->n_src = in.n;
+  return SQLITE_OK;
+}
+
+int relattn_s2s_run(relattn_s2s_call *sc, const char *fn, relattn_s2s_req *r,
+                    char **pzErr) {
+  relattn_call *mc = &sc->mc;
+  relattn_pool *pool = relattn_conn_pool(mc->conn);
+  relattn_watch watch;
+  char err[256] = "";
+  size_t need = relattn_forward_memory(mc->m, sc->n_src, 1,
+                                       mc->conn->n_threads);
+  size_t dec = relattn_s2s_forward_memory(mc->m, sc->n_src, mc->n);
+  int rc, blas;
+  *pzErr = NULL;
+  if (!need || !dec || !relattn_add_ok(need, dec, &need)) need = SIZE_MAX;
+  *pzErr = relattn_memory_check(mc->conn, fn, need);
+  if (*pzErr) return SQLITE_TOOBIG;
+  if (!pool) return SQLITE_NOMEM;
+  r->src = sc->src;
+  r->n_src = sc->n_src;
+  r->tgt = mc->input;
+  r->n_tgt = mc->n;
+  blas = relattn_blas_single();
+  relattn_watch_begin(&watch, mc->conn, pool);
+  rc = relattn_s2s_forward(mc->m, r, pool, err, sizeof err);
+  relattn_watch_end(&watch);
+  relattn_blas_restore(blas);
+  if (relattn_forward_memory(mc->m, sc->n_src, 1, 1) > KEEP_SCRATCH)
+    relattn_pool_trim(pool, KEEP_SCRATCH);
+  if (rc == RELATTN_OK && r->logprob &&
+      relattn_find_nonfinite(r->logprob, RELATTN_F32, (size_t)mc->n) <
+          (size_t)mc->n) {
+    *pzErr = sqlite3_mprintf("%s: the model's log-probability %s", fn,
+                             "is not finite (NaN or Inf): the weights are "
+                             "too large for float32");
+    return SQLITE_ERROR;
+  }
+  if (rc == RELATTN_OK) return SQLITE_OK;
+  *pzErr = sqlite3_mprintf("%s: %s", fn, err);
+  return relattn_status_code(rc);
+}
+
 static void resultError(sqlite3_context *ctx, int rc, char *zErr) {
   if (zErr || rc == SQLITE_NOMEM)
     relattn_result_error(ctx, rc, zErr);
@@ -163,8 +272,48 @@ static void resultError(sqlite3_context *ctx, int rc, char *zErr) {
 
 /* Sum of the scored tokens' log-probabilities into *score, their count into
 ** *scored. Returns 0 after setting a result (NULL or an error). */
-static int scoreCall(sqlite3_context *ctx, const char *fn, sqlite3_value **argv,
-                     double *score, int *scored) {
+/* The 3-argument form: target given source (an encoder-decoder). */
+static int scoreS2s(sqlite3_context *ctx, const char *fn, sqlite3_value **argv,
+                    double *score, int *scored) {
+  relattn_conn *conn = sqlite3_user_data(ctx);
+  relattn_s2s_call sc;
+  relattn_s2s_req r;
+  char *zErr = NULL;
+  double sum = 0;
+  int rc, i;
+  rc = relattn_s2s_init(conn, fn, argv[0], argv[1], argv[2], &sc, &zErr);
+  if (rc != SQLITE_OK) {
+    resultError(ctx, rc, zErr);
+    return 0;
+  }
+  if (!sc.src) {
+    relattn_s2s_clear(&sc);
+    sqlite3_result_null(ctx);
+    return 0;
+  }
+  memset(&r, 0, sizeof r);
+  r.logprob = sqlite3_malloc64(sizeof(float) * (sqlite3_uint64)sc.mc.n);
+  if (!r.logprob) {
+    relattn_s2s_clear(&sc);
+    sqlite3_result_error_nomem(ctx);
+    return 0;
+  }
+  rc = relattn_s2s_run(&sc, fn, &r, &zErr);
+  if (rc == SQLITE_OK)
+    for (i = 0; i < sc.mc.n; i++) sum += r.logprob[i];
+  *score = sum;
+  *scored = sc.mc.n;
+  sqlite3_free(r.logprob);
+  relattn_s2s_clear(&sc);
+  if (rc != SQLITE_OK) {
+    resultError(ctx, rc, zErr);
+    return 0;
+  }
+  return 1;
+}
+
+static int scoreCall(sqlite3_context *ctx, const char *fn, int argc,
+                     sqlite3_value **argv, double *score, int *scored) {
   relattn_conn *conn = sqlite3_user_data(ctx);
   relattn_call mc;
   relattn_fwd f;
@@ -172,6 +321,7 @@ static int scoreCall(sqlite3_context *ctx, const char *fn, sqlite3_value **argv,
   char *zErr = NULL;
   double sum = 0;
   int rc, i;
+  if (argc == 3) return scoreS2s(ctx, fn, argv, score, scored);
   rc = relattn_call_init(conn, fn, argv[0], argv[1], 1, &mc, &zErr);
   if (rc != SQLITE_OK) {
     resultError(ctx, rc, zErr);
@@ -216,8 +366,7 @@ static int scoreCall(sqlite3_context *ctx, const char *fn, sqlite3_value **argv,
 void relattn_score_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   double score;
   int scored;
-  (void)argc;
-  if (scoreCall(ctx, "relattn_score", argv, &score, &scored))
+  if (scoreCall(ctx, "relattn_score", argc, argv, &score, &scored))
     sqlite3_result_double(ctx, score);
 }
 
@@ -225,8 +374,8 @@ void relattn_perplexity_func(sqlite3_context *ctx, int argc,
                             sqlite3_value **argv) {
   double score;
   int scored;
-  (void)argc;
-  if (!scoreCall(ctx, "relattn_perplexity", argv, &score, &scored)) return;
+  if (!scoreCall(ctx, "relattn_perplexity", argc, argv, &score, &scored))
+    return;
   /* one token and no bos: nothing is scored, perplexity is undefined */
   if (scored == 0)
     sqlite3_result_null(ctx);

@@ -7,6 +7,9 @@
 **       -> pos, token, logprob, top_token, top_logprob
 **       (a masked-LM model: k rows per [MASK], its k best fills by hidden
 **       rank, relattn_logprobs(model, tokens, k); k is 1 by default)
+**   SELECT * FROM relattn_logprobs(model, target, source)
+**       (an encoder-decoder: the third argument is the source, and row i
+**       is target token i given the source and the target before it)
 **   SELECT * FROM relattn_labels(model, tokens) -> label, logit, prob
 **   SELECT * FROM relattn_attention_weights(model, tokens) WHERE layer=0 AND head=1
 **       -> layer, head, qpos, kpos, distance, weight
@@ -114,6 +117,7 @@ typedef struct lpCursor {
   int k;                    /* masked LM: best fills per [MASK] */
   int n, bos, row;
   int rows;                 /* rows of the answer */
+  int s2s;                  /* an encoder-decoder: row r is input[r] */
 } lpCursor;
 
 static int lpOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCursor) {
@@ -135,6 +139,45 @@ static void lpReset(lpCursor *c) {
   c->fill = NULL;
   c->n = c->row = c->rows = 0;
   c->k = 1;
+  c->s2s = 0;
+}
+
+/* relattn_logprobs(model, target, source): an encoder-decoder's rows, each
+** target token given the source and the target before it. */
+static int lpS2s(lpCursor *c, relattn_conn *conn, sqlite3_value **argv) {
+  static const char fn[] = "relattn_logprobs";
+  relattn_s2s_call sc;
+  relattn_s2s_req r;
+  char *zErr = NULL;
+  int rc = relattn_s2s_init(conn, fn, argv[0], argv[1], argv[2], &sc, &zErr);
+  if (rc != SQLITE_OK) return vtabError(c->base.pVtab, rc, zErr);
+  if (!sc.src) {
+    relattn_s2s_clear(&sc);
+    return SQLITE_OK;
+  }
+  c->logprob = sqlite3_malloc64(3 * sizeof(float) * (sqlite3_uint64)sc.mc.n);
+  if (!c->logprob) {
+    relattn_s2s_clear(&sc);
+    return SQLITE_NOMEM;
+  }
+  c->top_logprob = c->logprob + sc.mc.n;
+  c->top_token = (int32_t *)(c->top_logprob + sc.mc.n);
+  memset(&r, 0, sizeof r);
+  r.logprob = c->logprob;
+  r.top_logprob = c->top_logprob;
+  r.top_token = c->top_token;
+  rc = relattn_s2s_run(&sc, fn, &r, &zErr);
+  if (rc != SQLITE_OK) {
+    relattn_s2s_clear(&sc);
+    lpReset(c);
+    return zErr ? vtabError(c->base.pVtab, rc, zErr) : rc;
+  }
+  c->input = sc.mc.input;
+  sc.mc.input = NULL;
+  c->n = c->rows = sc.mc.n;
+  c->s2s = 1;
+  relattn_s2s_clear(&sc);
+  return SQLITE_OK;
 }
 
 static int lpClose(sqlite3_vtab_cursor *cur) {
@@ -222,6 +265,25 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
     return vtabError(cur->pVtab, SQLITE_ERROR,
                      sqlite3_mprintf("%s: model and tokens arguments are "
                                      "required", fn));
+  if ((idxNum & 4) && (sqlite3_value_type(argv[2]) == SQLITE_TEXT ||
+                      sqlite3_value_type(argv[2]) == SQLITE_BLOB ||
+                      sqlite3_value_type(argv[2]) == SQLITE_NULL) &&
+      sqlite3_value_type(argv[0]) == SQLITE_TEXT) {
+    /* a source (TEXT or BLOB tokens) for an encoder-decoder; k is a number.
+    ** Which the model is says which the argument is. */
+    const relattn_model *m = relattn_store_acquire(
+        v->conn, (const char *)sqlite3_value_text(argv[0]), fn, &zErr);
+    int s2s;
+    if (!m) return vtabError(cur->pVtab, zErr ? SQLITE_ERROR : SQLITE_NOMEM,
+                             zErr);
+    s2s = relattn_config_is_s2s(&m->cfg);
+    if (!s2s && m->cfg.head != RELATTN_HEAD_MLM &&
+        sqlite3_value_type(argv[2]) != SQLITE_NULL)
+      zErr = relattn_s2s_refusal(m, fn, sqlite3_value_text(argv[0]));
+    relattn_store_release(v->conn, m);
+    if (zErr) return vtabError(cur->pVtab, SQLITE_ERROR, zErr);
+    if (s2s) return lpS2s(c, v->conn, argv);
+  }
   rc = relattn_call_init(v->conn, fn, argv[0], argv[1], RELATTN_NEED_FILL, &mc,
                          &zErr);
   if (rc != SQLITE_OK) return vtabError(cur->pVtab, rc, zErr);
@@ -316,6 +378,20 @@ static int lpColumn(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
         break;
       case LP_K: sqlite3_result_int(ctx, c->k); break;
       case LP_RANK: sqlite3_result_int(ctx, r % c->k + 1); break;
+      default: break;
+    }
+    return SQLITE_OK;
+  }
+  if (c->s2s) { /* row r: target token r; no k, one rank */
+    switch (col) {
+      case LP_POS: sqlite3_result_int(ctx, r); break;
+      case LP_TOKEN: sqlite3_result_int(ctx, c->input[r]); break;
+      case LP_LOGPROB: sqlite3_result_double(ctx, c->logprob[r]); break;
+      case LP_TOP_TOKEN: sqlite3_result_int(ctx, c->top_token[r]); break;
+      case LP_TOP_LOGPROB:
+        sqlite3_result_double(ctx, c->top_logprob[r]);
+        break;
+      case LP_RANK: sqlite3_result_int(ctx, 1); break;
       default: break;
     }
     return SQLITE_OK;

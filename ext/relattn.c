@@ -229,6 +229,8 @@ static const struct {
     /* ext/model_fn.c */
     {"relattn_score", 2, READS, relattn_score_func, 0, 0},
     {"relattn_perplexity", 2, READS, relattn_perplexity_func, 0, 0},
+    {"relattn_score", 3, READS, relattn_score_func, 0, 0},
+    {"relattn_perplexity", 3, READS, relattn_perplexity_func, 0, 0},
     {"relattn_embed", 2, READS, relattn_embed_func, 0, 0},
     {"relattn_embed", 3, READS, relattn_embed_func, 0, 0},
     {"relattn_classify", 2, READS, relattn_classify_func, 0, 0},

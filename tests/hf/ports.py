@@ -420,6 +420,69 @@ def t5_encoder_forward(cfg, params, ids):
     return {"hidden": x}
 
 
+def t5_shift_right(cfg, labels):
+    # T5PreTrainedModel._shift_right: decoder_start_token_id in front, the
+    # labels shifted one to the right (the last dropped)
+    return np.concatenate([[cfg["decoder_start_token_id"]], np.asarray(labels)[:-1]])
+
+
+def t5_conditional_generation_forward(cfg, params, ids, decoder_ids):
+    # T5ForConditionalGeneration.forward: encoder (T5Stack above), then the
+    # decoder T5Stack over decoder_input_ids (embed_tokens = shared). Each
+    # decoder T5Block: T5LayerSelfAttention with the decoder's own block-0
+    # relative_attention_bias, unidirectional buckets (is_decoder:
+    # bidirectional=not self.is_decoder) and the causal mask; then
+    # T5LayerCrossAttention (x + EncDecAttention(layer_norm(x), encoder
+    # hidden states)), whose position_bias is zeros (no relative bias);
+    # then T5LayerFF; final_layer_norm. Logits: lm_head(sequence_output),
+    # sequence_output scaled by d_model**-0.5 when tie_word_embeddings
+    # (lm_head then is shared).
+    p = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    enc = t5_encoder_forward(cfg, params, ids)["hidden"]
+    eps = cfg["layer_norm_epsilon"]
+    h = cfg["num_heads"]
+    gated, act_name = t5_feed_forward_act(cfg)
+    act = ACT2FN[act_name]
+    tied = cfg.get("tie_word_embeddings", True)
+    x = p["shared.weight"][np.asarray(decoder_ids)]
+    n = len(decoder_ids)
+    rel = np.arange(n)[None, :] - np.arange(n)[:, None]
+    b = t5_relative_position_bucket(rel, False, cfg["relative_attention_num_buckets"],
+                                    cfg["relative_attention_max_distance"])
+    table = p["decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"]
+    bias = table[b].transpose(2, 0, 1)                              # (h, n, n)
+    bias = bias + np.where(rel > 0, -np.inf, 0.0)[None]             # causal mask
+    for i in range(cfg.get("num_decoder_layers", cfg["num_layers"])):
+        B = f"decoder.block.{i}.layer."
+        y = t5_layer_norm(x, p[B + "0.layer_norm.weight"], eps)
+        S = B + "0.SelfAttention."
+        q = heads_split(y @ p[S + "q.weight"].T, h)
+        k = heads_split(y @ p[S + "k.weight"].T, h)
+        v = heads_split(y @ p[S + "v.weight"].T, h)
+        a = softmax(q @ k.transpose(0, 2, 1) + bias) @ v
+        x = x + heads_merge(a) @ p[S + "o.weight"].T
+        y = t5_layer_norm(x, p[B + "1.layer_norm.weight"], eps)
+        C = B + "1.EncDecAttention."
+        q = heads_split(y @ p[C + "q.weight"].T, h)
+        k = heads_split(enc @ p[C + "k.weight"].T, h)
+        v = heads_split(enc @ p[C + "v.weight"].T, h)
+        a = softmax(q @ k.transpose(0, 2, 1)) @ v
+        x = x + heads_merge(a) @ p[C + "o.weight"].T
+        y = t5_layer_norm(x, p[B + "2.layer_norm.weight"], eps)
+        D = B + "2.DenseReluDense."
+        if gated:
+            f = act(y @ p[D + "wi_0.weight"].T) * (y @ p[D + "wi_1.weight"].T)
+        else:
+            f = act(y @ p[D + "wi.weight"].T)
+        x = x + f @ p[D + "wo.weight"].T
+    x = t5_layer_norm(x, p["decoder.final_layer_norm.weight"], eps)
+    if tied:
+        logits = (x * cfg["d_model"] ** -0.5) @ p["shared.weight"].T
+    else:
+        logits = x @ p["lm_head.weight"].T
+    return {"encoder_hidden": enc, "decoder_hidden": x, "logits": logits}
+
+
 # ---- dispatch ----------------------------------------------------------------
 
 def mean_pooling(hidden, attention_mask=None):

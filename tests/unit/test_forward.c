@@ -441,7 +441,8 @@ static void check_errors(relattn_pool *pool) {
                         -1, -1, -1, -1, 0, 0, 0, 0, 0, RELATTN_HEAD_LM, 0, 0, 0,
                         0, 0, 0, 0 /* d_head: d_model / n_heads */,
                         RELATTN_RULES_TRANSFORMERS,
-                        1 /* clean_up_spaces */, RELATTN_QUANT_NONE};
+                        1 /* clean_up_spaces */, RELATTN_QUANT_NONE,
+                        0, 0, 0 /* no decoder */};
   int32_t tok[3] = {1, 11, 2};
   float lp[3], emb[8];
   relattn_fwd f;
