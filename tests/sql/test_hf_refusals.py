@@ -149,8 +149,8 @@ def test_t5_refusals(db, t5, tmp_path, rng):
             "supported (relu, gated-gelu, gated-relu, gelu_new)",
             config=with_keys(t5, feed_forward_proj="gated-silu"))
     refused(db, t5, "relattn_import: architectures[0] 'T5ForQuestionAnswering'"
-            " is not supported; the known ones are T5EncoderModel and "
-            "T5ForConditionalGeneration (its encoder)",
+            " is not supported; the known ones are T5EncoderModel, "
+            "T5ForConditionalGeneration and T5Model (its encoder)",
             config=with_keys(t5, architectures=["T5ForQuestionAnswering"]))
     # the decoder's tensors are left out only for the whole model's class
     whole = checkpoints.t5(tmp_path / "whole", rng, "T5ForConditionalGeneration")
@@ -325,18 +325,26 @@ def test_tokenizer_config_needs_an_hf_config(db):
 
 @pytest.mark.parametrize("cls", ["T5EncoderModel", "T5ForConditionalGeneration"])
 def test_t5_mapping(db, tmp_path, rng, cls):
-    """What the T5 mapping stores: the bias table transposed, the decoder
-    and the tied embed_tokens copy left out, the native config with its
-    source, the files passed as readfile gives them (BLOBs); and the
-    export imports again to the same tensors."""
+    """What the T5 mapping stores: the bias table transposed, the tied
+    embed_tokens copy left out, T5ForConditionalGeneration's decoder (its
+    own bias table transposed too) and untied lm_head kept, the native
+    config with its source, the files passed as readfile gives them
+    (BLOBs); and the export imports again to the same tensors."""
     ck = checkpoints.t5(tmp_path / "t5", rng, cls, ffn="gated-gelu",
                         embed_copy=True)
     n = db.execute("SELECT relattn_import('m', ?, ?, ?, ?)",
                    (ck.read("weights"), ck.read("config"), ck.tok_bytes,
                     ck.read("tokenizer_config"))).fetchone()[0]
     # tok_emb, ln_f, rel_bias; ln1, wq wk wv wo, ln2, w1 w3 w2 a layer; the
-    # tokenizer's file
-    assert n == 3 + 9 * 2 + 1
+    # tokenizer's file; the decoder: ln1, wq wk wv wo, lnx, xattn wq wk wv
+    # wo, ln2, w1 w3 w2 a layer, dec.ln_f, dec.rel_bias, lm_head
+    whole = cls == "T5ForConditionalGeneration"
+    assert n == 3 + 9 * 2 + 1 + (14 * 1 + 3 if whole else 0)
+    if whole:
+        got = np.frombuffer(db.execute("SELECT relattn_weights('m', 'dec.rel_bias')"
+                                       ).fetchone()[0], "<f4").reshape(4, 8)
+        want = ck.params["decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"]
+        assert np.array_equal(got, want.T)
     got = np.frombuffer(db.execute("SELECT relattn_weights('m', 'rel_bias')"
                                    ).fetchone()[0], "<f4").reshape(4, 8)
     want = ck.params["encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"]
@@ -347,6 +355,8 @@ def test_t5_mapping(db, tmp_path, rng, cls):
     assert np.array_equal(w3, ck.params["encoder.block.1.layer.1.DenseReluDense.wi_1.weight"])
     cfg = json.loads(db.execute("SELECT config FROM relattn_model").fetchone()[0])
     assert cfg["source"] == {"family": "t5", "class": cls, "model_type": "t5"}
+    assert cfg.get("decoder") == ({"n_layers": 1, "start": 0} if whole else None)
+    assert (cfg["head"], cfg["tie_embeddings"]) == (("lm", False) if whole else ("none", True))
     assert (cfg["norm"], cfg["norm_kind"], cfg["biases"], cfg["ffn"],
             cfg["activation"]) == ("pre", "rmsnorm", False, "gated", "gelu_tanh")
     assert cfg["position"] == {"type": "t5", "num_buckets": 8, "max_distance": 20}
