@@ -183,42 +183,45 @@ void relattn_s2s_clear(relattn_s2s_call *sc) {
 int relattn_s2s_init(relattn_conn *conn, const char *fn, sqlite3_value *model,
                      sqlite3_value *target, sqlite3_value *source,
                      relattn_s2s_call *sc, char **pzErr) {
-  relattn_input in;
+  relattn_input tgt, src;
   int rc;
   memset(sc, 0, sizeof *sc);
-  rc = relattn_call_init(conn, fn, model, target, RELATTN_NEED_ANY, &sc->mc,
-                         pzErr);
-  if (rc != SQLITE_OK) return rc;
-  if (sc->mc.n == 0 && !sc->mc.m) { /* NULL target */
-    if (sqlite3_value_type(model) == SQLITE_TEXT &&
-        sqlite3_value_type(source) != SQLITE_NULL) {
-      /* the model is still checked: a wrong one is an error, not NULL */
-      const relattn_model *m = relattn_store_acquire(
-          conn, (const char *)sqlite3_value_text(model), fn, pzErr);
-      if (!m) return *pzErr ? SQLITE_ERROR : SQLITE_NOMEM;
-      if (!relattn_config_is_s2s(&m->cfg))
-        *pzErr = relattn_s2s_refusal(m, fn, sqlite3_value_text(model));
-      relattn_store_release(conn, m);
-      if (*pzErr) return SQLITE_ERROR;
-    }
+  sc->mc.conn = conn;
+  *pzErr = NULL;
+  if (sqlite3_value_type(model) != SQLITE_TEXT) {
+    *pzErr = relattn_bad_model_msg(fn);
+    return SQLITE_ERROR;
+  }
+  /* NULL target or source: NULL, without loading the model (as the
+  ** 2-argument forms answer NULL tokens) */
+  if (sqlite3_value_type(target) == SQLITE_NULL ||
+      sqlite3_value_type(source) == SQLITE_NULL)
     return SQLITE_OK;
+  sc->mc.m = relattn_store_acquire(conn, (const char *)sqlite3_value_text(model),
+                                   fn, pzErr);
+  if (!sc->mc.m) {
+    if (!*pzErr) *pzErr = sqlite3_mprintf("%s: out of memory", fn);
+    return SQLITE_ERROR;
   }
   if (!relattn_config_is_s2s(&sc->mc.m->cfg)) {
     *pzErr = relattn_s2s_refusal(sc->mc.m, fn, sqlite3_value_text(model));
     relattn_s2s_clear(sc);
     return SQLITE_ERROR;
   }
-  rc = relattn_model_input(conn, sc->mc.m, source, fn, "source", &in, pzErr);
+  rc = relattn_model_input(conn, sc->mc.m, target, fn, "target", &tgt, pzErr);
   if (rc != SQLITE_OK) {
     relattn_s2s_clear(sc);
     return rc;
   }
-  if (in.n == 0) { /* NULL source: NULL, as a NULL target */
+  sc->mc.input = tgt.ids;
+  sc->mc.n = tgt.n;
+  rc = relattn_model_input(conn, sc->mc.m, source, fn, "source", &src, pzErr);
+  if (rc != SQLITE_OK) {
     relattn_s2s_clear(sc);
-    return SQLITE_OK;
+    return rc;
   }
-  sc->src = in.ids;
-  sc->n_src = in.n;
+  sc->src = src.ids;
+  sc->n_src = src.n;
   return SQLITE_OK;
 }
 
