@@ -27,6 +27,7 @@ under 0.03 and max under 0.15 (measured 0.01-0.015, 0.03-0.08).
 """
 import json
 import os
+import pathlib
 import sqlite3
 import sys
 
@@ -241,3 +242,24 @@ def test_refusals(db, rng, tmp_path):
                       (src, tgt)).fetchone() == (None, None)
     assert db.execute("SELECT count(*) FROM relattn_logprobs('m', ?, NULL)",
                       (tgt,)).fetchone()[0] == 0
+
+
+def test_reference_example(tmp_path):
+    """docs/reference.md's encoder-decoder example, as printed, in the
+    sqlite3 shell (tests/shell/test_doc_examples.py's checker), on a
+    T5ForConditionalGeneration (relu, tied, 2 decoder layers) written in
+    hf-t5cg/ with a fixed seed; it shows nothing that depends on the
+    weights' values."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "tests" / "shell"))
+    from test_doc_examples import run_sql
+    doc = root / "docs" / "reference.md"
+    text = doc.read_text()
+    at = text.index("<!-- run by tests/hf/test_t5_generation.py")
+    start = text.index("```sql\n", at) + len("```sql\n")
+    code, line = text[start:text.index("```", start)], text.count("\n", 0, start) + 1
+    checkpoints.t5(tmp_path / "hf-t5cg", np.random.default_rng(27),
+                   "T5ForConditionalGeneration", ffn="relu", decoder_layers=2)
+    stmts = run_sql(code, line, tmp_path, "docs/reference.md, Encoder-decoder models")
+    assert sum(bool(s.want_out) for s in stmts) >= 5
+    assert sum(s.want_err is not None for s in stmts) >= 2
