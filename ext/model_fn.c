@@ -64,11 +64,20 @@ static char *needMsg(const relattn_model *m, const char *fn,
     return NULL;
   }
   if ((need == RELATTN_NEED_LM || need == RELATTN_NEED_FILL) &&
-      relattn_config_is_s2s(c))
-    return sqlite3_mprintf("%s: model '%s' is an encoder-decoder: give the "
-                           "source as the third argument, %s(model, "
-                           "target, source)",
-                           fn, e, fn);
+      relattn_config_is_s2s(c)) {
+    /* the functions with a 3-argument form say how to call it */
+    if (strcmp(fn, "relattn_score") == 0 ||
+        strcmp(fn, "relattn_perplexity") == 0 ||
+        strcmp(fn, "relattn_logprobs") == 0)
+      return sqlite3_mprintf("%s: model '%s' is an encoder-decoder: give the "
+                             "source as the third argument, %s(model, "
+                             "target, source)",
+                             fn, e, fn);
+    return sqlite3_mprintf("%s: model '%s' is an encoder-decoder; only "
+                           "decoder models give next-token probabilities "
+                           "here",
+                           fn, e);
+  }
   if ((need == RELATTN_NEED_LM || need == RELATTN_NEED_FILL) &&
       c->arch != RELATTN_DECODER)
     return sqlite3_mprintf("%s: model '%s' is an encoder; only decoder "

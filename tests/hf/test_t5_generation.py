@@ -237,6 +237,10 @@ def test_refusals(db, rng, tmp_path):
         "relattn_score: target is empty")
     assert err(db, "SELECT relattn_score('nope', ?, ?)", tgt, src).startswith(
         "relattn_score: no model named 'nope'")
+    # a function without a 3-argument form says the model is not for it
+    assert err(db, "SELECT relattn_svg_surprise('m', ?)", tgt) == (
+        "relattn_svg_surprise: model 'm' is an encoder-decoder; only decoder "
+        "models give next-token probabilities here")
     # NULL target or source: NULL
     assert db.execute("SELECT relattn_score('m', NULL, ?), relattn_score('m', ?, NULL)",
                       (src, tgt)).fetchone() == (None, None)
