@@ -95,7 +95,7 @@ static int forward_after(const relattn_model *m, const int32_t *src, int n_src,
   relattn_s2s_req r;
   char err[256];
   int rc;
-  memcpy(tgt, h, sizeof(int32_t) * (size_t)n);
+  if (n) memcpy(tgt, h, sizeof(int32_t) * (size_t)n);
   tgt[n] = 5;
   memset(&r, 0, sizeof r);
   r.src = src, r.n_src = n_src, r.tgt = tgt, r.n_tgt = n + 1, r.logits = lg;
