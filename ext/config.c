@@ -252,6 +252,183 @@ static int labelsCount(sqlite3 *db, const char *json, const char *key,
   return rc;
 }
 
+/* ---- sentence: sentence-transformers' modules ------------------------------ */
+
+/* One value of the config: its JSON type into *type (NULL: absent) and,
+** for an integer, *iv. The statement is json_type, json_extract of ?1, ?2. */
+static int sentenceValue(sqlite3_stmt *st, const char *path, char *type,
+                         size_t type_n, sqlite3_int64 *iv, char *text,
+                         size_t text_n) {
+  int rc;
+  sqlite3_bind_text(st, 2, path, -1, SQLITE_TRANSIENT);
+  rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SQLITE_ERROR : rc;
+  }
+  type[0] = 0;
+  if (sqlite3_column_type(st, 0) != SQLITE_NULL)
+    sqlite3_snprintf((int)type_n, type, "%s", sqlite3_column_text(st, 0));
+  if (iv) *iv = sqlite3_column_int64(st, 1);
+  if (text) {
+    text[0] = 0;
+    if (sqlite3_column_type(st, 1) == SQLITE_TEXT)
+      sqlite3_snprintf((int)text_n, text, "%s", sqlite3_column_text(st, 1));
+  }
+  sqlite3_reset(st);
+  return SQLITE_OK;
+}
+
+/* The optional "sentence" object (docs/reference.md): pooling (an array of
+** mode names), dense (an array of {in_features, out_features, bias,
+** activation}), normalize, max_seq_length. Other keys inside it are kept
+** and ignored, as anywhere in the config. */
+static int sentenceDecode(sqlite3 *db, const char *json, relattn_config *cfg,
+                          const char *what, char **pzErr) {
+  static const char *const modes[] = {"cls", "max", "mean", "mean_sqrt_len",
+                                      "weightedmean", "lasttoken"};
+  static const char *const acts[] = {"identity", "tanh", "relu", "gelu",
+                                     "sigmoid"};
+  sqlite3_stmt *st = relattn_prepare(
+      db, "SELECT json_type(?1, ?2), json_extract(?1, ?2)", what, pzErr);
+  char type[16], text[64], path[96], e[RELATTN_ECHO_BUF];
+  sqlite3_int64 n = 0, iv;
+  int rc, k, j;
+  if (!st) return relattn_sql_code(db);
+  sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+#define VALUE(p, ivp, txt)                                                   \
+  if ((rc = sentenceValue(st, p, type, sizeof type, ivp, txt,                \
+                          sizeof text)) != SQLITE_OK)                        \
+    goto sqlerr;
+#define FAIL(...)                                                            \
+  do {                                                                       \
+    *pzErr = sqlite3_mprintf(__VA_ARGS__);                                   \
+    rc = SQLITE_ERROR;                                                       \
+    goto done;                                                               \
+  } while (0)
+  VALUE("$.sentence", NULL, NULL);
+  if (!type[0]) {
+    rc = SQLITE_OK;
+    goto done;
+  }
+  if (strcmp(type, "object") != 0)
+    FAIL("%s: 'sentence' must be an object, not %s", what, type);
+  cfg->st = 1;
+  VALUE("$.sentence.pooling", NULL, NULL);
+  if (!type[0]) FAIL("%s: missing key 'sentence.pooling'", what);
+  if (strcmp(type, "array") != 0)
+    FAIL("%s: 'sentence.pooling' must be an array of strings, not %s", what,
+         type);
+  {
+    sqlite3_stmt *len = relattn_prepare(
+        db, "SELECT json_array_length(?1, '$.sentence.pooling'), "
+            "json_array_length(?1, '$.sentence.dense')", what, pzErr);
+    if (!len) {
+      rc = relattn_sql_code(db);
+      goto done;
+    }
+    sqlite3_bind_text(len, 1, json, -1, SQLITE_STATIC);
+    if (sqlite3_step(len) == SQLITE_ROW) {
+      n = sqlite3_column_int64(len, 0);
+      cfg->st_n_dense = (int)(sqlite3_column_int64(len, 1) >
+                                      RELATTN_ST_MAX_DENSE
+                                  ? RELATTN_ST_MAX_DENSE + 1
+                                  : sqlite3_column_int64(len, 1));
+    }
+    sqlite3_finalize(len);
+  }
+  for (k = 0; k < n; k++) {
+    sqlite3_snprintf(sizeof path, path, "$.sentence.pooling[%d]", k);
+    VALUE(path, NULL, text);
+    if (strcmp(type, "text") != 0)
+      FAIL("%s: 'sentence.pooling' must be an array of strings, not with %s "
+           "at %d", what, type, k);
+    for (j = 0; j < 6 && strcmp(text, modes[j]) != 0; j++) {
+    }
+    if (j == 6)
+      FAIL("%s: 'sentence.pooling' has '%s'; the modes are cls, max, mean, "
+           "mean_sqrt_len, weightedmean, lasttoken",
+           what, relattn_echo(e, text, -1));
+    cfg->st_pooling |= 1 << j;
+  }
+  VALUE("$.sentence.dense", NULL, NULL);
+  if (type[0] && strcmp(type, "array") != 0)
+    FAIL("%s: 'sentence.dense' must be an array of objects, not %s", what,
+         type);
+  if (!type[0]) cfg->st_n_dense = 0;
+  if (cfg->st_n_dense > RELATTN_ST_MAX_DENSE)
+    FAIL("%s: 'sentence.dense' may have at most %d modules", what,
+         RELATTN_ST_MAX_DENSE);
+  for (k = 0; k < cfg->st_n_dense; k++) {
+    static const char *const ints[] = {"in_features", "out_features"};
+    sqlite3_snprintf(sizeof path, path, "$.sentence.dense[%d]", k);
+    VALUE(path, NULL, NULL);
+    if (strcmp(type, "object") != 0)
+      FAIL("%s: 'sentence.dense[%d]' must be an object, not %s", what, k,
+           type);
+    for (j = 0; j < 2; j++) {
+      sqlite3_snprintf(sizeof path, path, "$.sentence.dense[%d].%s", k,
+                       ints[j]);
+      VALUE(path, &iv, NULL);
+      if (!type[0])
+        FAIL("%s: missing key 'sentence.dense[%d].%s'", what, k, ints[j]);
+      if (strcmp(type, "integer") != 0)
+        FAIL("%s: 'sentence.dense[%d].%s' must be an integer, not %s", what,
+             k, ints[j], type);
+      if (iv < 1 || iv > (1 << 24))
+        FAIL("%s: 'sentence.dense[%d].%s' must be between 1 and %d, not %lld",
+             what, k, ints[j], 1 << 24, iv);
+      if (j == 0) cfg->st_in[k] = (int)iv;
+      else cfg->st_out[k] = (int)iv;
+    }
+    sqlite3_snprintf(sizeof path, path, "$.sentence.dense[%d].bias", k);
+    VALUE(path, NULL, NULL);
+    if (type[0] && strcmp(type, "true") != 0 && strcmp(type, "false") != 0)
+      FAIL("%s: 'sentence.dense[%d].bias' must be true or false, not %s",
+           what, k, type);
+    cfg->st_bias[k] = !type[0] || strcmp(type, "true") == 0;
+    sqlite3_snprintf(sizeof path, path, "$.sentence.dense[%d].activation", k);
+    VALUE(path, NULL, text);
+    if (!type[0]) FAIL("%s: missing key 'sentence.dense[%d].activation'",
+                       what, k);
+    if (strcmp(type, "text") != 0)
+      FAIL("%s: 'sentence.dense[%d].activation' must be a string, not %s",
+           what, k, type);
+    for (j = 0; j < 5 && strcmp(text, acts[j]) != 0; j++) {
+    }
+    if (j == 5)
+      FAIL("%s: 'sentence.dense[%d].activation' must be one of identity,"
+           "tanh,relu,gelu,sigmoid, not '%s'",
+           what, k, relattn_echo(e, text, -1));
+    cfg->st_act[k] = j;
+  }
+  VALUE("$.sentence.normalize", NULL, NULL);
+  if (type[0] && strcmp(type, "true") != 0 && strcmp(type, "false") != 0)
+    FAIL("%s: 'sentence.normalize' must be true or false, not %s", what,
+         type);
+  cfg->st_normalize = strcmp(type, "true") == 0;
+  VALUE("$.sentence.max_seq_length", &iv, NULL);
+  if (type[0] && strcmp(type, "null") != 0) {
+    if (strcmp(type, "integer") != 0)
+      FAIL("%s: 'sentence.max_seq_length' must be an integer or null, not %s",
+           what, type);
+    if (iv < 1 || iv > (1 << 24))
+      FAIL("%s: 'sentence.max_seq_length' must be between 1 and %d, not "
+           "%lld", what, 1 << 24, iv);
+    cfg->st_max_seq = (int)iv;
+  }
+  rc = SQLITE_OK;
+  goto done;
+#undef VALUE
+#undef FAIL
+sqlerr:
+  rc = relattn_sql_code(db);
+  *pzErr = relattn_sql_errmsg(db, what, rc);
+done:
+  sqlite3_finalize(st);
+  return rc;
+}
+
 /* Decodes a config (the README's config keys) and checks it. Errors start
 ** with what, e.g. "relattn_import: config". Returns an SQLite code. */
 int relattn_config_decode(sqlite3 *db, const char *json, relattn_config *cfg,
@@ -443,6 +620,8 @@ int relattn_config_decode(sqlite3 *db, const char *json, relattn_config *cfg,
     rc = SQLITE_ERROR;
     goto done;
   }
+  if ((rc = sentenceDecode(db, json, cfg, what, pzErr)) != SQLITE_OK)
+    goto done;
   if (relattn_config_check(cfg, what, err, sizeof err) != RELATTN_OK) {
     *pzErr = sqlite3_mprintf("%s", err);
     rc = SQLITE_ERROR;

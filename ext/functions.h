@@ -163,8 +163,13 @@ extern sqlite3_module relattn_attention_weights_module;
 ** argument, relattn_scan's pooling=): "mean" over the sequence's own rows,
 ** "cls" the final row 0, "pooler" the model's pooler on it. parse gives
 ** RELATTN_POOL_* or -1; check gives the message when model m (named name)
-** cannot (sqlite3_malloc'd), else NULL; request sets f's output to out. */
-enum { RELATTN_POOL_MEAN = 0, RELATTN_POOL_CLS = 1, RELATTN_POOL_POOLER = 2 };
+** cannot (sqlite3_malloc'd), else NULL; request sets f's output to out.
+** RELATTN_POOL_DEFAULT (no pooling argument) is the model's own vector: its
+** sentence-transformers modules when its config has "sentence", else mean;
+** width gives the floats of a pooling's vector. */
+enum { RELATTN_POOL_MEAN = 0, RELATTN_POOL_CLS = 1, RELATTN_POOL_POOLER = 2,
+       RELATTN_POOL_DEFAULT = 3 };
+int relattn_pooling_width(const relattn_model *m, int pooling);
 int relattn_pooling_parse(const char *name);
 char *relattn_pooling_check(const relattn_model *m, const char *fn,
                             const char *name, int pooling);

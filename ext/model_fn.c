@@ -7,7 +7,9 @@
 **   relattn_score(model, tokens)       -> REAL  sum of ln p(token | prefix)
 **   relattn_perplexity(model, tokens)  -> REAL  exp(-score / scored tokens)
 **   relattn_embed(model, tokens [, pooling]) -> BLOB  float32 [d_model], subtype
-**       223; pooling 'mean' (default), 'cls' (final row 0), 'pooler'
+**       223; pooling 'mean' (default), 'cls' (final row 0), 'pooler'; a
+**       model with sentence-transformers modules (config "sentence") gives
+**       their vector by default (src/sentence.c)
 **   relattn_classify(model, tokens)    -> TEXT  a classifier's best label
 **   relattn_score(model, target, source)      -> REAL  an encoder-decoder's
 **   relattn_perplexity(model, target, source) -> REAL  teacher-forced score
@@ -415,12 +417,20 @@ char *relattn_pooling_check(const relattn_model *m, const char *fn,
                          fn, relattn_echo(e, name, -1));
 }
 
+int relattn_pooling_width(const relattn_model *m, int pooling) {
+  if (pooling == RELATTN_POOL_DEFAULT && m->cfg.st)
+    return relattn_sentence_dim(&m->cfg);
+  return m->cfg.d_model;
+}
+
 /* mean: every row the model sees, as sentence-transformers' Pooling
 ** (pooling_mode_mean_tokens) averages over the attention mask, [CLS] and
-** [SEP] included. */
+** [SEP] included. The default: the model's sentence-transformers modules
+** (src/sentence.c), or mean. */
 void relattn_pooling_request(relattn_fwd *f, const relattn_model *m,
                              int pooling, float *out) {
-  if (pooling == RELATTN_POOL_CLS) f->cls = out;
+  if (pooling == RELATTN_POOL_DEFAULT && m->cfg.st) f->sentence = out;
+  else if (pooling == RELATTN_POOL_CLS) f->cls = out;
   else if (pooling == RELATTN_POOL_POOLER) f->pooled = out;
   else {
     f->embedding = out;
@@ -436,7 +446,7 @@ void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   relattn_fwd f;
   float *emb;
   char *zErr = NULL;
-  int rc, pooling = RELATTN_POOL_MEAN;
+  int rc, pooling = RELATTN_POOL_DEFAULT;
   sqlite3_uint64 bytes;
   if (argc > 2) {
     char e[RELATTN_ECHO_BUF];
@@ -471,7 +481,7 @@ void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_result_null(ctx);
     return;
   }
-  bytes = sizeof(float) * (sqlite3_uint64)mc.m->cfg.d_model;
+  bytes = sizeof(float) * (sqlite3_uint64)relattn_pooling_width(mc.m, pooling);
   rc = relattn_call_memory(&mc, fn, bytes, &zErr);
   if (rc != SQLITE_OK) {
     relattn_call_clear(&mc);

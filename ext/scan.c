@@ -942,7 +942,7 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   if (n_threads > 0 && cur->cap < 2 * BATCH_ROWS) cur->cap = 2 * BATCH_ROWS;
   if (cur->to_read >= 0 && cur->to_read < cur->cap)
     cur->cap = cur->to_read > 0 ? (int)cur->to_read : 1;
-  d = cur->model->cfg.d_model;
+  d = relattn_pooling_width(cur->model, cur->vt->pooling);
   cur->ring = sqlite3_malloc64(sizeof *cur->ring * (size_t)cur->cap);
   cur->emb = sqlite3_malloc64(sizeof(float) * (size_t)cur->cap * (size_t)d);
   if (!cur->ring || !cur->emb) return SQLITE_NOMEM;
@@ -1026,7 +1026,9 @@ static int scanColumn(sqlite3_vtab_cursor *p, sqlite3_context *ctx, int col) {
     case COL_EMB:
       if (s->n) {
         sqlite3_result_blob64(ctx, s->embedding,
-                              sizeof(float) * (sqlite3_uint64)cur->model->cfg.d_model,
+                              sizeof(float) * (sqlite3_uint64)
+                                  relattn_pooling_width(cur->model,
+                                                        cur->vt->pooling),
                               SQLITE_TRANSIENT);
         sqlite3_result_subtype(ctx, RELATTN_SUBTYPE_VECTOR);
       }

@@ -406,7 +406,7 @@ static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
     return SQLITE_ERROR;
   }
   vt->pooling = vt->pooling_arg ? relattn_pooling_parse(vt->pooling_arg)
-                                : RELATTN_POOL_MEAN;
+                                : RELATTN_POOL_DEFAULT;
   if (vt->pooling < 0) {
     char e[RELATTN_ECHO_BUF];
     *pzErr = sqlite3_mprintf("relattn_scan: pooling must be 'mean', 'cls' or "

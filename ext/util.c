@@ -517,6 +517,11 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
     in->ids = NULL;
     return SQLITE_ERROR;
   }
+  /* sentence-transformers' Transformer module: the tokenizer cuts the
+  ** text's tokens so that the input, special rows included, is at most
+  ** max_seq_length rows (truncation "longest_first" on one text) */
+  if (m->cfg.st_max_seq > 0 && n + bos + append > m->cfg.st_max_seq)
+    n = m->cfg.st_max_seq - bos - append;
   if ((m->cfg.pos.type == RELATTN_POS_ABSOLUTE ||
        m->cfg.pos.type == RELATTN_POS_REL_KEY ||
        m->cfg.pos.type == RELATTN_POS_REL_KEY_QUERY) &&

@@ -596,7 +596,7 @@ static int wants_head(const relattn_fwd *f) {
 /* Outputs read from the final hidden rows (all layers run). */
 static int wants_rows(const relattn_fwd *f) {
   return f->embedding || f->cls || f->pooled || f->logits || f->fill ||
-         f->hidden;
+         f->hidden || f->sentence;
 }
 
 /* Outputs read from the final row 0 alone: the row-0 path makes them. */
@@ -606,7 +606,8 @@ static int wants_row0(const relattn_fwd *f) {
 
 /* Outputs that read every final row: the last layer runs on all of them. */
 static int wants_all_rows(const relattn_fwd *f) {
-  return f->embedding || f->fill || f->hidden || wants_head(f);
+  return f->embedding || f->fill || f->hidden || f->sentence ||
+         wants_head(f);
 }
 
 /* Logits of a block of rows, then per row the log-softmax at the next token
@@ -1110,6 +1111,11 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
     if (f[s].hidden)
       memcpy(f[s].hidden, c.x + (size_t)c.start[s] * c.d,
              sizeof(float) * (size_t)f[s].n * c.d);
+    if (f[s].sentence &&
+        (rc = relattn_sentence_embed(m, c.x + (size_t)c.start[s] * c.d,
+                                     f[s].n, f[s].sentence, err, errlen)) !=
+            RELATTN_OK)
+      return rc;
     if (!f[s].embedding) continue;
     rows = f[s].n - f[s].mean_from;
     for (j = 0; j < c.d; j++) {
@@ -1153,6 +1159,13 @@ int relattn_forward_check_finite(const relattn_fwd *f, const relattn_config *c,
                           (size_t)d_model)
     return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
                           "the model's embedding (element %zu) %s", bad, why);
+  if (f->sentence) {
+    const size_t w = (size_t)relattn_sentence_dim(c);
+    if ((bad = relattn_find_nonfinite(f->sentence, RELATTN_F32, w)) < w)
+      return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                            "the model's sentence vector (element %zu) %s",
+                            bad, why);
+  }
   if (f->cls && (bad = relattn_find_nonfinite(f->cls, RELATTN_F32,
                                                (size_t)d_model)) <
                     (size_t)d_model)

@@ -33,13 +33,16 @@
 ** the array, and when a config has it. A new tensor is one row here.
 ** Shape rules: */
 enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS, S_POS, S_HD, S_RELEMB,
-       S_TYPES, S_V, S_LD, S_L, S_ID, S_DI, S_I };
+       S_TYPES, S_V, S_LD, S_L, S_ID, S_DI, S_I, S_STW0, S_STB0 = S_STW0 + 4 };
 /* (S_ID, S_DI, S_I: the attention's inner width i = n_heads * d_head by
 ** d_model, d_model by i, and i alone) */
 /* Presence rules: */
 enum { W_ALL, W_REL_K, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5, W_ABSOLUTE, W_XL,
        W_DEBERTA, W_REL_LN, W_GATED, W_TYPES, W_EMB_NORM, W_MLM, W_POOLER,
-       W_CLASSIFIER, W_Q8, W_Q8_GATED, W_DEC, W_DEC_T5 };
+       W_CLASSIFIER, W_Q8, W_Q8_GATED, W_DEC, W_DEC_T5, W_STW0,
+       W_STB0 = W_STW0 + 4 };
+/* (S_STW0 + k, S_STB0 + k, W_STW0 + k, W_STB0 + k: sentence Dense module
+** k's weight and bias, k < RELATTN_ST_MAX_DENSE) */
 /* Which kind of bias a row is, besides its presence rule: a linear layer's
 ** (absent with biases false) or a norm's (absent with rmsnorm). */
 enum { B_NONE, B_LINEAR, B_NORM };
@@ -149,7 +152,14 @@ static const tensor_row tail_rows[] = {
     {"pooler.weight", S_DD, W_POOLER, M(pool_w), B_NONE},
     {"pooler.bias", S_D, W_POOLER, M(pool_b), B_NONE},
     {"classifier.weight", S_LD, W_CLASSIFIER, M(cls_w), B_NONE},
-    {"classifier.bias", S_L, W_CLASSIFIER, M(cls_b), B_NONE}};
+    {"classifier.bias", S_L, W_CLASSIFIER, M(cls_b), B_NONE},
+    /* sentence-transformers' Dense modules (config sentence.dense) */
+#define DENSE_ROWS(k)                                                        \
+  {"sentence.dense." #k ".weight", S_STW0 + k, W_STW0 + k, M(st_w[k]),        \
+   B_NONE},                                                                  \
+  {"sentence.dense." #k ".bias", S_STB0 + k, W_STB0 + k, M(st_b[k]), B_NONE}
+    DENSE_ROWS(0), DENSE_ROWS(1), DENSE_ROWS(2), DENSE_ROWS(3)};
+#undef DENSE_ROWS
 /* an encoder-decoder's, after its decoder layers */
 static const tensor_row dec_tail_rows[] = {
     {"dec.ln_f.weight", S_D, W_DEC, M(dec_lnf_w), B_NONE},
@@ -190,7 +200,13 @@ static int has_when(const relattn_config *c, int when) {
     case W_Q8_GATED: return c->quant == RELATTN_QUANT_INT8 && c->ffn_gated;
     case W_DEC: return c->decoder;
     case W_DEC_T5: return c->decoder && c->pos.type == RELATTN_POS_T5;
-    default: return 1;
+    default:
+      if (when >= W_STW0 && when < W_STW0 + RELATTN_ST_MAX_DENSE)
+        return c->st && when - W_STW0 < c->st_n_dense;
+      if (when >= W_STB0 && when < W_STB0 + RELATTN_ST_MAX_DENSE)
+        return c->st && when - W_STB0 < c->st_n_dense &&
+               c->st_bias[when - W_STB0];
+      return 1;
   }
 }
 
@@ -234,7 +250,12 @@ static void shape_of(const relattn_config *c, int rule,
     case S_V: a = v; break;
     case S_LD: a = c->n_labels, b = d; break;
     case S_L: a = c->n_labels; break;
-    default: break; /* (d_model) */
+    default:
+      if (rule >= S_STW0 && rule < S_STW0 + RELATTN_ST_MAX_DENSE)
+        a = c->st_out[rule - S_STW0], b = c->st_in[rule - S_STW0];
+      else if (rule >= S_STB0 && rule < S_STB0 + RELATTN_ST_MAX_DENSE)
+        a = c->st_out[rule - S_STB0];
+      break; /* else (d_model) */
   }
   s->ndim = e ? 3 : (b ? 2 : 1);
   s->shape[0] = a, s->shape[1] = b, s->shape[2] = e;
@@ -295,6 +316,53 @@ static int heads_check(const relattn_config *c, const char *what, char *err,
                           "%s: 'labels' is a key of head 'classifier', not "
                           "'%s'",
                           what, relattn_head_name(c->head));
+  return RELATTN_OK;
+}
+
+/* The sentence-transformers modules (config "sentence"): each Dense takes
+** what comes before it, the pooled modes side by side or the Dense before,
+** and the input may be cut to max_seq_length rows only past its special
+** rows. */
+static int sentence_check(const relattn_config *c, const char *what,
+                          char *err, size_t errlen) {
+  int k, modes = 0, width;
+  for (k = 0; k < 6; k++) modes += (c->st_pooling >> k) & 1;
+  if (modes == 0 || (c->st_pooling & ~RELATTN_SP_ALL))
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: 'sentence.pooling' needs at least one mode",
+                          what);
+  if (c->st_n_dense < 0 || c->st_n_dense > RELATTN_ST_MAX_DENSE)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: 'sentence.dense' may have at most %d modules, "
+                          "not %d",
+                          what, RELATTN_ST_MAX_DENSE, c->st_n_dense);
+  width = modes * c->d_model; /* d_model at most MAX_DIM: no overflow */
+  for (k = 0; k < c->st_n_dense; k++) {
+    if (c->st_out[k] < 1 || c->st_out[k] > MAX_DIM)
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: 'sentence.dense[%d].out_features' must be "
+                            "between 1 and %d, not %d",
+                            what, k, MAX_DIM, c->st_out[k]);
+    if (c->st_in[k] != width)
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: 'sentence.dense[%d].in_features' is %d; "
+                            "what comes before it is %d wide (%s)",
+                            what, k, c->st_in[k], width,
+                            k ? "the Dense before" : "the pooling");
+    if (c->st_act[k] < RELATTN_DENSE_IDENTITY ||
+        c->st_act[k] > RELATTN_DENSE_SIGMOID)
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: unknown sentence.dense activation", what);
+    width = c->st_out[k];
+  }
+  if (c->st_max_seq != 0 &&
+      (c->st_max_seq < 1 + (c->bos >= 0) + (c->append >= 0) ||
+       c->st_max_seq > MAX_DIM))
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: 'sentence.max_seq_length' must be between %d "
+                          "(a token and the special rows) and %d, not %d",
+                          what, 1 + (c->bos >= 0) + (c->append >= 0), MAX_DIM,
+                          c->st_max_seq);
   return RELATTN_OK;
 }
 
@@ -445,6 +513,8 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
                           "%s: unknown arch, norm, norm_kind, ffn or "
                           "activation",
                           what);
+  if (c->st && (rc = sentence_check(c, what, err, errlen)) != RELATTN_OK)
+    return rc;
   if (c->tok_type != RELATTN_TOK_BYTES) {
     /* the tokenizer's own ids: any in the vocabulary */
     for (i = 0; i < sizeof ids / sizeof ids[0]; i++)

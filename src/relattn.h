@@ -375,6 +375,18 @@ enum { RELATTN_TANH = 3 };
 /* What sits on top of the layers (config "head"). */
 enum { RELATTN_HEAD_LM = 0, RELATTN_HEAD_MLM = 1, RELATTN_HEAD_CLASSIFIER = 2,
        RELATTN_HEAD_NONE = 3 };
+/* sentence-transformers' pooling modes (config sentence.pooling): bits,
+** concatenated in this order as its Pooling module concatenates them. */
+enum { RELATTN_SP_CLS = 1, RELATTN_SP_MAX = 2, RELATTN_SP_MEAN = 4,
+       RELATTN_SP_MEAN_SQRT = 8, RELATTN_SP_WEIGHTED = 16,
+       RELATTN_SP_LAST = 32 };
+#define RELATTN_SP_ALL 63
+/* A Dense module's activation (config sentence.dense[k].activation). */
+enum { RELATTN_DENSE_IDENTITY = 0, RELATTN_DENSE_TANH = 1,
+       RELATTN_DENSE_RELU = 2, RELATTN_DENSE_GELU = 3,
+       RELATTN_DENSE_SIGMOID = 4 };
+/* Dense modules a model may have after its pooling. */
+#define RELATTN_ST_MAX_DENSE 4
 /* A classifier's problem_type: softmax, sigmoid per label, or a value. */
 enum { RELATTN_PROBLEM_SINGLE = 0, RELATTN_PROBLEM_MULTI = 1,
        RELATTN_PROBLEM_REGRESSION = 2 };
@@ -444,6 +456,18 @@ typedef struct relattn_config {
   int decoder;            /* 1 when the config has "decoder" */
   int dec_layers;         /* decoder.n_layers */
   int dec_start;          /* decoder.start: the first decoder input id */
+  /* sentence-transformers (config "sentence"): the vector relattn_embed
+  ** gives by default, the final rows pooled (st_pooling's modes side by
+  ** side), then each Dense module, then an L2 normalization; st 0: none */
+  int st;
+  int st_pooling;         /* RELATTN_SP_* bits, at least one */
+  int st_n_dense;         /* 0 .. RELATTN_ST_MAX_DENSE */
+  int st_in[RELATTN_ST_MAX_DENSE], st_out[RELATTN_ST_MAX_DENSE];
+  int st_bias[RELATTN_ST_MAX_DENSE]; /* 1: sentence.dense.{k}.bias */
+  int st_act[RELATTN_ST_MAX_DENSE];  /* RELATTN_DENSE_* */
+  int st_normalize;       /* 1: a Normalize module last */
+  int st_max_seq;         /* sentence.max_seq_length: the input is cut to
+                          ** this many rows (ext/util.c), 0: not cut */
 } relattn_config;
 
 /* Whether c is an encoder-decoder (its decoder runs through src/seq2seq.c). */
@@ -502,6 +526,8 @@ typedef struct relattn_model {
   const float *mlm_bias;              /* mlm: (vocab_size) added to the logits */
   const float *pool_w, *pool_b;       /* pooler: (d_model, d_model), (d_model) */
   const float *cls_w, *cls_b;         /* classifier: (n_labels, d_model), (n_labels) */
+  const float *st_w[RELATTN_ST_MAX_DENSE]; /* sentence Dense k: (st_out, st_in) */
+  const float *st_b[RELATTN_ST_MAX_DENSE]; /* (st_out), or NULL */
   float *rel_proj;                    /* deberta: each layer's c2p, p2c tables, owned */
   relattn_scheme *terms;              /* (n_layers) rel_key*, xl: each layer's terms,
                                       ** built from its weights once
@@ -753,6 +779,8 @@ typedef struct relattn_fwd {
   float *cls;              /* (d_model): final hidden row 0 */
   float *pooled;           /* (d_model): the pooler on row 0 (a pooler) */
   float *logits;           /* (n_labels): the classifier's (head classifier) */
+  float *sentence;         /* (relattn_sentence_dim): the model's sentence-
+                           ** transformers vector (config sentence) */
   const int32_t *fill;     /* (n_fill) input rows for the masked-LM head */
   int n_fill;
   int fill_k;              /* best tokens per row, >= 1 when fill is set */
@@ -800,6 +828,20 @@ int relattn_label_best(const float *logits, int n);
 ** attention kernel's scratch, which grows with min(clip, n). */
 size_t relattn_forward_memory(const relattn_model *m, int n, int count,
                               int workers);
+
+/* ---- sentence-transformers' modules (src/sentence.c) -------------------- */
+
+/* The width of a config's sentence vector: the last Dense module's
+** out_features, else the pooling modes times d_model. */
+int relattn_sentence_dim(const relattn_config *c);
+/* One sequence's final rows x (n, d_model) through the config's Pooling,
+** Dense and Normalize modules into out (relattn_sentence_dim floats),
+** computed in double. RELATTN_OK, or RELATTN_ERR_NOMEM. */
+int relattn_sentence_embed(const relattn_model *m, const float *x, int n,
+                           float *out, char *err, size_t errlen);
+/* The name of pooling mode bit (RELATTN_SP_*) and of a Dense activation. */
+const char *relattn_sentence_pooling_name(int bit);
+const char *relattn_dense_activation_name(int act);
 
 /* ---- int8 and bf16 linear layers (src/qgemm.c) -------------------------- */
 
