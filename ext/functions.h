@@ -123,6 +123,29 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
 /* ext/hf.c: the Hugging Face name a native tensor of such a checkpoint
 ** has (sqlite3_malloc'd), or NULL: for messages about a missing tensor. */
 char *relattn_hf_name_of(const relattn_hf_info *info, const char *native);
+
+/* ext/hf_st.c: a sentence-transformers directory's files, given to
+** relattn_import as (name, file) pairs after the checkpoint's. */
+typedef struct relattn_st_file {
+  const char *name;        /* "modules.json", "1_Pooling/config.json", ... */
+  const uint8_t *data;     /* the file's bytes (in the argument) */
+  size_t n;
+  int arg;                 /* its name's argument number, from 1 */
+  int used;                /* set when a module reads it */
+} relattn_st_file;
+/* A Dense module's weights: its model.safetensors and the module's path. */
+typedef struct relattn_st_dense {
+  const uint8_t *file;
+  size_t n;
+  char path[64];
+} relattn_st_dense;
+/* Reads modules.json and its modules' files against native (the config
+** ext/hf.c made) into *native_out (sqlite3_malloc'd: native with its
+** "sentence" key) and the Dense modules' files, in order. */
+int relattn_hf_st_read(sqlite3 *db, relattn_st_file *files, int n_files,
+                       const char *native, char **native_out,
+                       relattn_st_dense *dense, int *n_dense, char **pzErr);
+
 /* relattn_weights(model, tensor): float32 weights as the cache holds them. */
 void relattn_weights_func(sqlite3_context *ctx, int argc,
                           sqlite3_value **argv);

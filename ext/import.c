@@ -541,6 +541,75 @@ static char *textOf(sqlite3_value *v) {
   return s;
 }
 
+/* A sentence-transformers directory's modules (ext/hf_st.c): the native
+** config gets its "sentence" key, and each Dense module's
+** model.safetensors is read into s, linear.weight and linear.bias named
+** sentence.dense.{k}.weight and .bias (their file's names kept for
+** messages). */
+static int readSentence(sqlite3 *db, import_state *s, relattn_st_file *named,
+                        int n_named, char **pzErr) {
+  static const char fn[] = "relattn_import";
+  relattn_st_dense dense[RELATTN_ST_MAX_DENSE];
+  char *native = NULL;
+  int n_dense = 0, k, i, rc;
+  rc = relattn_hf_st_read(db, named, n_named, s->config, &native, dense,
+                          &n_dense, pzErr);
+  if (rc != SQLITE_OK) return rc;
+  sqlite3_free(s->config);
+  s->config = native;
+  for (k = 0; k < n_dense; k++) {
+    char what[96], e[RELATTN_ECHO_BUF];
+    int n0 = s->n, has_w = 0;
+    sqlite3_snprintf(sizeof what, what, "%s: %s/model.safetensors", fn,
+                     dense[k].path);
+    rc = readFile(db, s, dense[k].file, dense[k].n, 0, what, what, 0, pzErr);
+    if (rc != SQLITE_OK) return rc;
+    /* the arrays the Hugging Face mapping made, for the new tensors */
+    {
+      unsigned char *skip = sqlite3_realloc64(s->skip, (sqlite3_uint64)s->n + 1);
+      uint8_t **own;
+      char **names;
+      if (!skip) return SQLITE_NOMEM;
+      s->skip = skip;
+      own = sqlite3_realloc64(s->own, sizeof *own * ((sqlite3_uint64)s->n + 1));
+      if (!own) return SQLITE_NOMEM;
+      s->own = own;
+      names = sqlite3_realloc64(s->hf_name,
+                                sizeof *names * ((sqlite3_uint64)s->n + 1));
+      if (!names) return SQLITE_NOMEM;
+      s->hf_name = names;
+      for (i = n0; i < s->n; i++) s->skip[i] = 0, s->own[i] = NULL,
+                                  s->hf_name[i] = NULL;
+    }
+    for (i = n0; i < s->n; i++) {
+      const char *part = strcmp(s->t[i].name, "linear.weight") == 0 ? "weight"
+                         : strcmp(s->t[i].name, "linear.bias") == 0 ? "bias"
+                                                                    : NULL;
+      char *native_name;
+      if (!part) {
+        *pzErr = sqlite3_mprintf("%s: tensor '%s' is not a Dense module's "
+                                 "(linear.weight, linear.bias)",
+                                 what, relattn_echo(e, s->t[i].name, -1));
+        return SQLITE_ERROR;
+      }
+      has_w |= part[0] == 'w';
+      native_name = sqlite3_mprintf("sentence.dense.%d.%s", k, part);
+      s->hf_name[i] = sqlite3_mprintf("%s/%s", dense[k].path, s->t[i].name);
+      if (!native_name || !s->hf_name[i]) {
+        sqlite3_free(native_name);
+        return SQLITE_NOMEM;
+      }
+      sqlite3_free((char *)s->t[i].name);
+      s->t[i].name = native_name;
+    }
+    if (!has_w) {
+      *pzErr = sqlite3_mprintf("%s has no tensor 'linear.weight'", what);
+      return SQLITE_ERROR;
+    }
+  }
+  return SQLITE_OK;
+}
+
 void relattn_import_func(sqlite3_context *ctx, int argc,
                         sqlite3_value **argv) {
   static const char fn[] = "relattn_import";
@@ -557,6 +626,10 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   relattn_tokenizer *parsed = NULL;
   const char *tok_config = NULL; /* tokenizer_config.json, HF only */
   int hf = 0;                /* config_json is HF's config.json */
+  /* arguments 6 and on: (name, file) pairs of a sentence-transformers
+  ** directory, and a safetensors index's shards */
+  relattn_st_file *named = NULL;
+  int n_named = 0, *shard_arg = NULL, n_shards = 0, k;
 
   memset(&s, 0, sizeof s);
   memset(&plan, 0, sizeof plan);
@@ -573,39 +646,94 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     return;
   }
   model = (const char *)sqlite3_value_text(argv[0]);
+  if (argc > 5) {
+    /* a TEXT argument with one after it names that file (a sentence-
+    ** transformers directory's); any other is a shard */
+    named = sqlite3_malloc64(sizeof *named * (sqlite3_uint64)argc);
+    shard_arg = sqlite3_malloc64(sizeof *shard_arg * (sqlite3_uint64)argc);
+    if (!named || !shard_arg) {
+      sqlite3_free(named);
+      sqlite3_free(shard_arg);
+      sqlite3_result_error_nomem(ctx);
+      return;
+    }
+    for (i = 5; i < argc; i++) {
+      if (sqlite3_value_type(argv[i]) == SQLITE_TEXT && i + 1 < argc) {
+        relattn_st_file *f = &named[n_named];
+        int k;
+        char e[RELATTN_ECHO_BUF];
+        f->name = (const char *)sqlite3_value_text(argv[i]);
+        for (k = 0; k < n_named; k++)
+          if (strcmp(named[k].name, f->name) == 0) {
+            relattn_result_errorf(ctx, "%s: file '%s' is given twice "
+                                  "(arguments %d and %d)", fn,
+                                  relattn_echo(e, f->name, -1),
+                                  named[k].arg, i + 1);
+            goto argfail;
+          }
+        if (sqlite3_value_type(argv[i + 1]) != SQLITE_BLOB &&
+            sqlite3_value_type(argv[i + 1]) != SQLITE_TEXT) {
+          relattn_result_errorf(ctx, "%s: file '%s' (argument %d) %s", fn,
+                                relattn_echo(e, f->name, -1), i + 2,
+                                sqlite3_value_type(argv[i + 1]) == SQLITE_NULL
+                                    ? "is NULL (file not found?)"
+                                    : "must be a BLOB");
+          goto argfail;
+        }
+        f->data = sqlite3_value_type(argv[i + 1]) == SQLITE_BLOB
+                      ? sqlite3_value_blob(argv[i + 1])
+                      : (const uint8_t *)sqlite3_value_text(argv[i + 1]);
+        f->n = (size_t)sqlite3_value_bytes(argv[i + 1]);
+        if (!f->data) f->data = (const uint8_t *)"";
+        f->arg = i + 1;
+        f->used = 0;
+        n_named++;
+        i++;
+      } else {
+        shard_arg[n_shards++] = i;
+      }
+    }
+    if (0) {
+    argfail:
+      sqlite3_free(index);
+      sqlite3_free(named);
+      sqlite3_free(shard_arg);
+      return;
+    }
+  }
   if (sqlite3_value_type(argv[1]) == SQLITE_NULL) {
     /* what the shell's readfile() gives for a file it cannot read */
     relattn_result_errorf(ctx, "%s: safetensors_blob is NULL (file not "
                           "found?)", fn);
-    return;
+    goto argfail;
   }
   if (isIndex(argv[1])) {
     /* model.safetensors.index.json: its shards follow */
-    if (argc < 6) {
+    if (n_shards == 0) {
       relattn_result_errorf(ctx, "%s: safetensors_blob is a safetensors "
                             "index; pass its shards' files after "
                             "tokenizer_config_json", fn);
-      return;
+      goto argfail;
     }
     index = textOf(argv[1]);
     if (!index) {
       sqlite3_result_error_nomem(ctx);
-      return;
+      goto argfail;
     }
   } else if (sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
     relattn_result_errorf(ctx, "%s: safetensors_blob must be a BLOB", fn);
-    return;
-  } else if (argc > 5) {
+    goto argfail;
+  } else if (n_shards > 0) {
     relattn_result_errorf(ctx, "%s: shards (argument 6 and on) go with a "
                           "safetensors index as safetensors_blob", fn);
-    return;
+    goto argfail;
   }
   if (argc > 2 && sqlite3_value_type(argv[2]) != SQLITE_NULL) {
     if (sqlite3_value_type(argv[2]) != SQLITE_TEXT &&
         sqlite3_value_type(argv[2]) != SQLITE_BLOB) {
-      relattn_result_errorf(ctx, "%s: config_json must be TEXT (JSON) or NULL",
-                            fn);
-      return;
+      zErr = sqlite3_mprintf("%s: config_json must be TEXT (JSON) or NULL",
+                             fn);
+      goto fail;
     }
     /* TEXT, or its bytes as readfile('config.json') gives them */
     s.config = textOf(argv[2]);
@@ -613,10 +741,9 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   }
   if (argc > 3 && sqlite3_value_type(argv[3]) != SQLITE_NULL) {
     if (sqlite3_value_type(argv[3]) != SQLITE_BLOB) {
-      relattn_result_errorf(ctx, "%s: tokenizer_blob must be a BLOB or NULL",
-                            fn);
-      importFree(&s);
-      return;
+      zErr = sqlite3_mprintf("%s: tokenizer_blob must be a BLOB or NULL",
+                             fn);
+      goto fail;
     }
     tok = sqlite3_value_blob(argv[3]);
     tok_n = (size_t)sqlite3_value_bytes(argv[3]);
@@ -626,17 +753,15 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   if (argc > 4 && sqlite3_value_type(argv[4]) != SQLITE_NULL) {
     if (sqlite3_value_type(argv[4]) != SQLITE_TEXT &&
         sqlite3_value_type(argv[4]) != SQLITE_BLOB) {
-      relattn_result_errorf(ctx, "%s: tokenizer_config_json must be TEXT "
-                            "(JSON) or NULL", fn);
-      importFree(&s);
-      return;
+      zErr = sqlite3_mprintf("%s: tokenizer_config_json must be TEXT "
+                             "(JSON) or NULL", fn);
+      goto fail;
     }
     if (!hf) {
-      relattn_result_errorf(ctx, "%s: tokenizer_config_json goes with a "
-                            "Hugging Face config.json (one with model_type) "
-                            "as config_json", fn);
-      importFree(&s);
-      return;
+      zErr = sqlite3_mprintf("%s: tokenizer_config_json goes with a "
+                             "Hugging Face config.json (one with model_type) "
+                             "as config_json", fn);
+      goto fail;
     }
     tok_config = s.tok_config = textOf(argv[4]);
     if (!tok_config) goto nomem;
@@ -647,9 +772,10 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
                   "relattn_import: safetensors_blob", fn, hf, &zErr);
   } else {
     rc = SQLITE_OK;
-    for (i = 5; i < argc && rc == SQLITE_OK; i++) {
+    for (k = 0; k < n_shards && rc == SQLITE_OK; k++) {
       char what[64];
-      sqlite3_snprintf(sizeof what, what, "%s: shard %d", fn, i - 4);
+      i = shard_arg[k];
+      sqlite3_snprintf(sizeof what, what, "%s: shard %d", fn, k + 1);
       if (sqlite3_value_type(argv[i]) != SQLITE_BLOB) {
         zErr = sqlite3_mprintf("%s (argument %d) %s", what, i + 1,
                                sqlite3_value_type(argv[i]) == SQLITE_NULL
@@ -658,7 +784,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
         goto fail;
       }
       rc = readFile(db, &s, sqlite3_value_blob(argv[i]),
-                    (size_t)sqlite3_value_bytes(argv[i]), i - 4, what, what,
+                    (size_t)sqlite3_value_bytes(argv[i]), k + 1, what, what,
                     hf, &zErr);
     }
     if (rc == SQLITE_OK) rc = checkIndex(db, index, &s, &zErr);
@@ -692,6 +818,20 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     }
     sqlite3_free(s.config);
     s.config = native;
+  }
+  if (n_named) {
+    /* a sentence-transformers directory: its modules after the checkpoint */
+    if (!hf) {
+      zErr = sqlite3_mprintf("%s: a sentence-transformers directory's files "
+                             "(argument 6 and on) go with a Hugging Face "
+                             "config.json (one with model_type) as "
+                             "config_json", fn);
+      goto fail;
+    }
+    if ((rc = readSentence(db, &s, named, n_named, &zErr)) != SQLITE_OK) {
+      fail_code = rc;
+      goto fail;
+    }
   }
   if ((rc = relattn_config_decode(db, s.config, &cfg,
                                   "relattn_import: config", &zErr)) !=
@@ -842,6 +982,8 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   }
   sqlite3_result_int(ctx, n_need + (tok != NULL));
   sqlite3_free(order);
+  sqlite3_free(named);
+  sqlite3_free(shard_arg);
   sqlite3_free(plan.t);
   sqlite3_free(index);
   importFree(&s);
@@ -849,6 +991,8 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
 
 nomem:
   sqlite3_free(order);
+  sqlite3_free(named);
+  sqlite3_free(shard_arg);
   sqlite3_free(plan.t);
   sqlite3_free(index);
   importFree(&s);
@@ -866,6 +1010,8 @@ fail:
   }
   relattn_result_error(ctx, fail_code, zErr); /* NULL: out of memory */
   sqlite3_free(order);
+  sqlite3_free(named);
+  sqlite3_free(shard_arg);
   sqlite3_free(plan.t);
   sqlite3_free(index);
   importFree(&s);

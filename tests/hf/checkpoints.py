@@ -693,3 +693,97 @@ def t5(root, rng, cls, ffn="relu", embed_copy=False, write_derived=False,
     special = {"pad": 0, "eos": 1, "unk": 2}
     return Checkpoint(root, "t5", cls, cfg, p, "spiece.model", sp_bytes,
                       tok_config, special, dtype=dtype)
+
+
+# ---- sentence-transformers -------------------------------------------------
+
+DENSE_ACTS = {"tanh": "torch.nn.modules.activation.Tanh",
+              "identity": "torch.nn.modules.linear.Identity",
+              "relu": "torch.nn.modules.activation.ReLU",
+              "gelu": "torch.nn.modules.activation.GELU",
+              "sigmoid": "torch.nn.modules.activation.Sigmoid"}
+POOLING_KEYS = {"cls": "pooling_mode_cls_token", "max": "pooling_mode_max_tokens",
+                "mean": "pooling_mode_mean_tokens",
+                "mean_sqrt_len": "pooling_mode_mean_sqrt_len_tokens",
+                "weightedmean": "pooling_mode_weightedmean_tokens",
+                "lasttoken": "pooling_mode_lasttoken"}
+
+
+class SentenceDir:
+    """A sentence-transformers model directory around a checkpoint, as
+    SentenceTransformer.save writes it: modules.json ({idx, name, path,
+    type} per module, path f"{idx}_{ClassName}" past the Transformer's ""),
+    the Transformer's sentence_bert_config.json, config_sentence_transformers
+    .json, 1_Pooling/config.json (Pooling.get_config_dict: every
+    pooling_mode_* flag, word_embedding_dimension, include_prompt), each
+    Dense's config.json (in_features, out_features, bias,
+    activation_function as util.fullname writes it) and model.safetensors
+    (linear.weight [out, in], linear.bias), and an empty k_Normalize.
+    files: [(name relattn_import takes, path on disk)]; dense: [(W, b or
+    None, act)] for the port."""
+
+    def __init__(self, ck, rng, pooling=("mean",), dense=(), normalize=False,
+                 max_seq_length=None, do_lower_case=False, include_prompt=True):
+        self.ck = ck
+        d = ck.config.get("hidden_size", ck.config.get("d_model"))
+        self.pooling, self.normalize = tuple(pooling), normalize
+        self.max_seq_length = max_seq_length
+        root = ck.dir
+        types = ["sentence_transformers.models.Transformer",
+                 "sentence_transformers.models.Pooling"]
+        paths = ["", "1_Pooling"]
+        self.files = []
+        sbc = {"max_seq_length": max_seq_length, "do_lower_case": do_lower_case}
+        (root / "sentence_bert_config.json").write_text(json.dumps(sbc, indent=2))
+        self.files.append(("sentence_bert_config.json", root / "sentence_bert_config.json"))
+        (root / "config_sentence_transformers.json").write_text(json.dumps(
+            {"__version__": {"sentence_transformers": "3.0.1", "transformers": "4.40.0",
+                             "pytorch": "2.1.0"},
+             "prompts": {}, "default_prompt_name": None, "similarity_fn_name": None},
+            indent=2))
+        self.files.append(("config_sentence_transformers.json",
+                           root / "config_sentence_transformers.json"))
+        pool = {"word_embedding_dimension": d}
+        for mode, key in POOLING_KEYS.items():
+            pool[key] = mode in pooling
+        pool["include_prompt"] = include_prompt
+        (root / "1_Pooling").mkdir(exist_ok=True)
+        (root / "1_Pooling" / "config.json").write_text(json.dumps(pool, indent=2))
+        self.files.append(("1_Pooling/config.json", root / "1_Pooling" / "config.json"))
+        width = d * len(pooling)
+        W = Weights(rng)
+        self.dense = []
+        for spec in dense:
+            idx = len(types)
+            path = f"{idx}_Dense"
+            out, bias, act = spec["out"], spec.get("bias", True), spec.get("act", "tanh")
+            p = {}
+            W.linear(p, "linear", out, width, bias=bias, gain=2.0)
+            (root / path).mkdir(exist_ok=True)
+            cfg = {"in_features": width, "out_features": out, "bias": bias,
+                   "activation_function": DENSE_ACTS.get(act, act)}
+            (root / path / "config.json").write_text(json.dumps(cfg))
+            (root / path / "model.safetensors").write_bytes(safetensors_py.write(p))
+            self.files.append((f"{path}/config.json", root / path / "config.json"))
+            self.files.append((f"{path}/model.safetensors", root / path / "model.safetensors"))
+            self.dense.append((p["linear.weight"], p.get("linear.bias"), act))
+            types.append("sentence_transformers.models.Dense")
+            paths.append(path)
+            width = out
+        if normalize:
+            idx = len(types)
+            (root / f"{idx}_Normalize").mkdir(exist_ok=True)
+            types.append("sentence_transformers.models.Normalize")
+            paths.append(f"{idx}_Normalize")
+        modules = [{"idx": i, "name": str(i), "path": p, "type": t}
+                   for i, (p, t) in enumerate(zip(paths, types))]
+        (root / "modules.json").write_text(json.dumps(modules, indent=2))
+        self.files.insert(0, ("modules.json", root / "modules.json"))
+
+    def args(self, only=None):
+        """The (name, file) argument pairs after the checkpoint's five."""
+        out = []
+        for name, path in self.files:
+            if only is None or name in only:
+                out += [name, path.read_bytes()]
+        return out

@@ -510,3 +510,62 @@ def forward(cfg, params, ids, types=None):
     if kind in ("t5", "mt5"):
         return t5_encoder_forward(cfg, params, ids)
     raise ValueError(kind)
+
+
+# ---- sentence-transformers' modules after the encoder ----------------------
+
+def st_pooling(hidden, modes, attention_mask=None):
+    """sentence_transformers/models/Pooling.py, Pooling.forward, for one
+    sequence: the modes it has, concatenated in its order (cls, max, mean,
+    mean_sqrt_len, weightedmean, lasttoken). cls is token_embeddings[:, 0];
+    max sets masked rows to -1e9 first; mean and mean_sqrt_len divide the
+    masked sum by clamp(count, 1e-9) and its sqrt; weightedmean weights row
+    i by i + 1 (torch.arange(1, seq_len + 1)) inside the mask; lasttoken
+    takes the last row whose mask is 1."""
+    x = np.asarray(hidden, np.float64)
+    n = x.shape[0]
+    mask = (np.ones(n) if attention_mask is None
+            else np.asarray(attention_mask, np.float64))
+    out = []
+    if "cls" in modes:
+        out.append(x[0])
+    if "max" in modes:
+        out.append(np.where(mask[:, None] == 0, -1e9, x).max(0))
+    if "mean" in modes or "mean_sqrt_len" in modes:
+        s = (x * mask[:, None]).sum(0)
+        count = max(mask.sum(), 1e-9)
+        if "mean" in modes:
+            out.append(s / count)
+        if "mean_sqrt_len" in modes:
+            out.append(s / math.sqrt(count))
+    if "weightedmean" in modes:
+        w = mask * np.arange(1, n + 1)
+        out.append((x * w[:, None]).sum(0) / max(w.sum(), 1e-9))
+    if "lasttoken" in modes:
+        last = int(np.nonzero(mask)[0].max()) if mask.any() else n - 1
+        out.append(x[last] * mask[last])
+    return np.concatenate(out)
+
+
+def st_dense(v, W, b, act):
+    """Dense.py: activation_function(linear(sentence_embedding)), torch's
+    Tanh, Identity, ReLU, GELU (erf form, approximate='none'), Sigmoid."""
+    y = np.asarray(W, np.float64) @ v
+    if b is not None:
+        y = y + np.asarray(b, np.float64)
+    return {"tanh": np.tanh, "identity": lambda t: t,
+            "relu": lambda t: np.maximum(t, 0), "gelu": _gelu_erf,
+            "sigmoid": lambda t: 1 / (1 + np.exp(-t))}[act](y)
+
+
+def st_encode(hidden, sd):
+    """SentenceTransformer.encode's vector of one text: the Transformer's
+    last_hidden_state through Pooling, each Dense, and Normalize
+    (torch.nn.functional.normalize: v / max(||v||_2, 1e-12)); sd is a
+    tests/hf/checkpoints.py SentenceDir."""
+    v = st_pooling(hidden, sd.pooling)
+    for W, b, act in sd.dense:
+        v = st_dense(v, W, b, act)
+    if sd.normalize:
+        v = v / max(np.linalg.norm(v), 1e-12)
+    return v
