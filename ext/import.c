@@ -12,6 +12,11 @@
 **                         readfile('config.json'), readfile('vocab.txt'), NULL,
 **                         readfile('model-00001-of-00002.safetensors'),
 **                         readfile('model-00002-of-00002.safetensors'));
+**   SELECT relattn_import('st', readfile('st/model.safetensors'),
+**                         readfile('st/config.json'), readfile('st/vocab.txt'),
+**                         NULL, 'modules.json', readfile('st/modules.json'),
+**                         '1_Pooling/config.json',
+**                         readfile('st/1_Pooling/config.json'));
 **
 ** HOW IT WORKS
 ** One direction, and nothing written until everything is checked. The
@@ -20,7 +25,10 @@
 ** own; offsets and sizes: src/safetensors.c), or each shard's header and
 ** the index's weight_map that says which tensors they hold together; a
 ** Hugging Face checkpoint
-** mapped onto native names and a native config (ext/hf.c); the config
+** mapped onto native names and a native config (ext/hf.c), and a
+** sentence-transformers directory's modules after it (ext/hf_st.c: the
+** config's "sentence" key, the Dense modules' files read like any other);
+** the config
 ** decoded (ext/config.c) and checked (src/model.c); the set of tensors
 ** and their shapes, no weight NaN or Inf; the tokenizer's file parsed
 ** (ext/tokfile.c). Then the store writes the plan, all or nothing
@@ -636,8 +644,9 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
   if (argc < 2) {
     relattn_result_errorf(ctx, "%s: takes model, safetensors_blob, then "
                           "optionally config_json, tokenizer_blob, "
-                          "tokenizer_config_json and a safetensors index's "
-                          "shards", fn);
+                          "tokenizer_config_json, and a safetensors index's "
+                          "shards or a sentence-transformers directory's "
+                          "(name, file) pairs", fn);
     return;
   }
   if (sqlite3_value_type(argv[0]) != SQLITE_TEXT ||

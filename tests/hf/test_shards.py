@@ -115,7 +115,8 @@ def test_shard_argument_refusals(db, bert):
         db.execute("SELECT relattn_import('m')")
     assert str(e.value) == ("relattn_import: takes model, safetensors_blob, then "
                             "optionally config_json, tokenizer_blob, "
-                            "tokenizer_config_json and a safetensors index's shards")
+                            "tokenizer_config_json, and a safetensors index's shards "
+                            "or a sentence-transformers directory's (name, file) pairs")
 
 
 def test_native_model_in_shards(db, rng):
