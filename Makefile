@@ -178,6 +178,7 @@ NUMERIC_TESTS := tests/sql/test_attention.py tests/sql/test_model_fn.py \
                  tests/sql/test_determinism.py tests/sql/test_bundled_model.py \
                  tests/sql/test_schemes.py tests/sql/test_model_schemes.py \
                  tests/hf/test_ports.py tests/hf/test_hf_import.py \
+                 tests/hf/test_sentence_transformers.py \
                  tests/sql/test_model_options.py tests/sql/test_heads.py \
                  tests/hf/test_t5_generation.py \
                  'tests/test_unit.py::test_unit[test_seq2seq]' \
