@@ -310,6 +310,65 @@ def test_do_lower_case(db, rng, tmp_path):
             "supported with a tokenizer that keeps case")
 
 
+def test_native_config_refusals(db, rng, tmp_path):
+    """The config's sentence key, edited and imported again from the
+    export: each fault named by its key."""
+    ck = FAMILIES["bert"](tmp_path, rng)
+    sd = checkpoints.SentenceDir(ck, rng, pooling=["mean"], dense=[dict(out=16)])
+    st_import(db, ck, sd)
+    blob = db.execute("SELECT relattn_export('st')").fetchone()[0]
+    cfg = db.execute("SELECT config FROM relattn_model WHERE name = 'st'").fetchone()[0]
+    pre = "relattn_import: config: "
+    for path, value, msg in [
+            ("$.sentence.dense[0].in_features", 48,
+             "'sentence.dense[0].in_features' is 48; what comes before it is 32 wide "
+             "(the pooling)"),
+            ("$.sentence.max_seq_length", 2,
+             "'sentence.max_seq_length' must be between 3 (a token and the special rows) and "
+             "16777216, not 2"),
+            ("$.sentence.pooling", '"mean"', "'sentence.pooling' must be an array of strings, "
+             "not text"),
+            ("$.sentence.pooling", '["mean", "median"]', "'sentence.pooling' has 'median'; the "
+             "modes are cls, max, mean, mean_sqrt_len, weightedmean, lasttoken"),
+            ("$.sentence.pooling", "[]", "'sentence.pooling' needs at least one mode"),
+            ("$.sentence.dense[0].activation", '"swish"', "'sentence.dense[0].activation' must "
+             "be one of identity,tanh,relu,gelu,sigmoid, not 'swish'"),
+            ("$.sentence.dense[0].bias", "false",
+             None),  # the file's bias is then a tensor the config has not
+            ("$.sentence", "[]", "'sentence' must be an object, not array")]:
+        edited_cfg = db.execute("SELECT json_set(?, ?, json(?))", (cfg, path, str(value))
+                                ).fetchone()[0]
+        with pytest.raises(Exception) as e:
+            db.execute("SELECT relattn_import('bad', ?, ?)", (blob, edited_cfg))
+        want_msg = (pre + msg if msg else
+                    "relattn_import: unexpected tensor 'sentence.dense.0.bias' (not part of the "
+                    "config)")
+        assert str(e.value) == want_msg
+    assert db.execute("SELECT count(*) FROM relattn_model WHERE name = 'bad'").fetchone()[0] == 0
+
+
+def test_missing_dense_bias(db, rng, tmp_path):
+    ck = FAMILIES["t5"](tmp_path, rng)
+    sd = checkpoints.SentenceDir(ck, rng, pooling=["mean"], dense=[dict(out=16, bias=False)])
+    refused(db, ck, sd, "relattn_import: tensor 'sentence.dense.0.bias' is missing (the config "
+            "needs it)", edited(sd, "2_Dense/config.json", lambda c: c.update(bias=True)))
+
+
+def test_quantized_copy(db, rng, tmp_path):
+    """relattn_quantize keeps the sentence modules (float) beside the int8
+    layers: the copy's vector stays close to the model's."""
+    ck = FAMILIES["deberta"](tmp_path, rng)
+    sd = checkpoints.SentenceDir(ck, rng, pooling=["cls", "mean"], dense=[dict(out=16)],
+                                 normalize=True)
+    st_import(db, ck, sd)
+    db.execute("SELECT relattn_quantize('st', 'st8', 'int8')")
+    text, ids = texts(rng, ck, 1)[0]
+    a, b = got(db, text), got(db, text, "st8")
+    assert a.shape == b.shape == (16,)
+    assert abs(np.linalg.norm(b) - 1) < 1e-6
+    assert float(np.abs(a - b).max()) < 0.05
+
+
 def test_report():
     """The largest error of each comparison this run made (printed; -s)."""
     for k in sorted(ERRORS):
