@@ -442,7 +442,8 @@ static void check_errors(relattn_pool *pool) {
                         0, 0, 0, 0 /* d_head: d_model / n_heads */,
                         RELATTN_RULES_TRANSFORMERS,
                         1 /* clean_up_spaces */, RELATTN_QUANT_NONE,
-                        0, 0, 0 /* no decoder */};
+                        0, 0, 0 /* no decoder */,
+                        0, 0, 0, {0}, {0}, {0}, {0}, 0, 0 /* no sentence modules */};
   int32_t tok[3] = {1, 11, 2};
   float lp[3], emb[8];
   relattn_fwd f;
