@@ -369,6 +369,28 @@ def test_quantized_copy(db, rng, tmp_path):
     assert float(np.abs(a - b).max()) < 0.05
 
 
+def test_sharded_checkpoint(db, rng, tmp_path):
+    """A sharded Transformer: its index as safetensors_blob, the shards
+    (BLOBs) and the directory's (name, file) pairs after
+    tokenizer_config_json, in any mix; the same model as the unsplit file."""
+    ck = FAMILIES["bert"](tmp_path, rng)
+    sd = checkpoints.SentenceDir(ck, rng, pooling=["mean", "max"], dense=[dict(out=8)],
+                                 normalize=True)
+    n = st_import(db, ck, sd)
+    index, parts, _ = checkpoints.shards(ck.read("weights"), 2)
+    pairs = sd.args()
+    args = (["sharded", index, ck.path("config").read_text(), ck.read("tokenizer"),
+             ck.path("tokenizer_config").read_text(), parts[0]] + pairs[:4] + [parts[1]]
+            + pairs[4:])
+    marks = ", ".join("?" * len(args))
+    assert db.execute(f"SELECT relattn_import({marks})", args).fetchone()[0] == n
+    a, b = (db.execute("SELECT sha256 FROM relattn_model WHERE name = ?", (m,)).fetchone()[0]
+            for m in ("st", "sharded"))
+    assert a == b
+    text, ids = texts(rng, ck, 1)[0]
+    check("bert sharded", got(db, text, "sharded"), want(ck, sd, ids))
+
+
 def test_report():
     """The largest error of each comparison this run made (printed; -s)."""
     for k in sorted(ERRORS):
