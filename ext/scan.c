@@ -9,7 +9,9 @@
 ** sequence's own tokens, BOS not counted), score and perplexity (as
 ** relattn_score and relattn_perplexity), embedding (as relattn_embed: float32
 ** [d_model], subtype 223; pooled as the optional pooling= argument says:
-** mean, cls, pooler). A NULL token value gives NULL results.
+** mean, cls, pooler; without it, the model's sentence-transformers vector
+** when its config has "sentence", else mean). A NULL token value gives NULL
+** results.
 ** Hidden: label, logit, prob (a classifier's best label, as relattn_classify,
 ** with its logit and prob as relattn_labels gives them), and error. A bad row (its tokens, its length, a result not finite)
 ** fails the statement, unless the query reads error: then it is a row with
