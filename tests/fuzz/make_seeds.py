@@ -105,6 +105,13 @@ variants += [dict(config(arch="encoder"), head="none"),
 # d_head: today's width given (the tensors fit), another width (they do
 # not), and 0
 variants += [dict(config(), d_head=4), dict(config(), d_head=3), dict(config(), d_head=0)]
+# sentence: a model's sentence-transformers modules (no tensor; with Dense
+# modules the tensors are missing), and a malformed one
+variants += [dict(config(arch="encoder"), sentence={"pooling": ["mean", "max"], "normalize": True,
+                                                    "max_seq_length": 4}),
+             dict(config(), sentence={"pooling": ["lasttoken"], "dense": [
+                 {"in_features": 8, "out_features": 3, "bias": True, "activation": "tanh"}]}),
+             dict(config(), sentence={"pooling": [], "dense": {}})]
 for i, c in enumerate(variants):
     write("config", f"import_{i}", bytes([0]) + json.dumps(c).encode())
     write("config", f"update_{i}", bytes([1]) + json.dumps(c).encode())
