@@ -255,7 +255,9 @@ static int labelsCount(sqlite3 *db, const char *json, const char *key,
 /* ---- sentence: sentence-transformers' modules ------------------------------ */
 
 /* One value of the config: its JSON type into *type (NULL: absent) and,
-** for an integer, *iv. The statement is json_type, json_extract of ?1, ?2. */
+** for an integer, *iv; a string's text (SQLITE_MISMATCH when it holds a
+** NUL). The statement is json_type, json_extract of ?1, ?2 and the value as
+** written. */
 static int sentenceValue(sqlite3_stmt *st, const char *path, char *type,
                          size_t type_n, sqlite3_int64 *iv, char *text,
                          size_t text_n) {
@@ -271,9 +273,18 @@ static int sentenceValue(sqlite3_stmt *st, const char *path, char *type,
     sqlite3_snprintf((int)type_n, type, "%s", sqlite3_column_text(st, 0));
   if (iv) *iv = sqlite3_column_int64(st, 1);
   if (text) {
+    const char *t = (const char *)sqlite3_column_text(st, 1);
     text[0] = 0;
-    if (sqlite3_column_type(st, 1) == SQLITE_TEXT)
-      sqlite3_snprintf((int)text_n, text, "%s", sqlite3_column_text(st, 1));
+    if (sqlite3_column_type(st, 1) == SQLITE_TEXT && t) {
+      /* a string holding a NUL (\u0000) would read as its first part:
+      ** seen in the value as written (SQLite before 3.45 cuts it) */
+      if ((size_t)sqlite3_column_bytes(st, 1) != strlen(t) ||
+          relattn_json_has_nul((const char *)sqlite3_column_text(st, 2))) {
+        sqlite3_reset(st);
+        return SQLITE_MISMATCH;
+      }
+      sqlite3_snprintf((int)text_n, text, "%s", t);
+    }
   }
   sqlite3_reset(st);
   return SQLITE_OK;
@@ -290,7 +301,8 @@ static int sentenceDecode(sqlite3 *db, const char *json, relattn_config *cfg,
   static const char *const acts[] = {"identity", "tanh", "relu", "gelu",
                                      "sigmoid"};
   sqlite3_stmt *st = relattn_prepare(
-      db, "SELECT json_type(?1, ?2), json_extract(?1, ?2)", what, pzErr);
+      db, "SELECT json_type(?1, ?2), json_extract(?1, ?2), "
+          "json_extract(?1, ?2, ?2)", what, pzErr);
   char type[16], text[64], path[96], e[RELATTN_ECHO_BUF];
   sqlite3_int64 n = 0, iv;
   int rc, k, j;
@@ -298,7 +310,9 @@ static int sentenceDecode(sqlite3 *db, const char *json, relattn_config *cfg,
   sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
 #define VALUE(p, ivp, txt)                                                   \
   if ((rc = sentenceValue(st, p, type, sizeof type, ivp, txt,                \
-                          sizeof text)) != SQLITE_OK)                        \
+                          sizeof text)) == SQLITE_MISMATCH)                  \
+    FAIL("%s: '%s'" RELATTN_NUL_MSG, what, p + 2);                           \
+  else if (rc != SQLITE_OK)                                                  \
     goto sqlerr;
 #define FAIL(...)                                                            \
   do {                                                                       \

@@ -101,7 +101,8 @@ static int isJson(sqlite3 *db, const char *json, const char *want) {
   sqlite3_stmt *st = NULL;
   int is = -1;
   if (sqlite3_prepare_v2(db,
-                         "SELECT json_valid(?1) AND json_type(?1) = ?2", -1,
+                         "SELECT CASE WHEN json_valid(?1) THEN json_type(?1) "
+                         "= ?2 ELSE 0 END", -1,
                          &st, NULL) != SQLITE_OK)
     return -1;
   sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
@@ -283,7 +284,8 @@ int relattn_hf_st_read(sqlite3 *db, relattn_st_file *files, int n_files,
                          "coalesce(json_extract(value, '$.path'), ''), "
                          "json_type(value, '$.type') = 'text' AND "
                          "coalesce(json_type(value, '$.path'), 'text') = "
-                         "'text' FROM json_each(?1) ORDER BY "
+                         "'text', json_extract(value, '$.type', '$.path') "
+                         "FROM json_each(?1) ORDER BY "
                          "coalesce(json_extract(value, '$.idx'), key)",
                          -1, &st, NULL) != SQLITE_OK)
     goto sqlerr;
@@ -296,6 +298,12 @@ int relattn_hf_st_read(sqlite3 *db, relattn_st_file *files, int n_files,
     if (!sqlite3_column_int(st, 2)) {
       *pzErr = sqlite3_mprintf("%s: modules.json: module %d needs a 'type' "
                                "and a 'path' string", FN, idx);
+      goto fail;
+    }
+    /* as written: SQLite before 3.45 cuts a string at its \u0000 */
+    if (relattn_json_has_nul((const char *)sqlite3_column_text(st, 3))) {
+      *pzErr = sqlite3_mprintf("%s: modules.json: module %d's type or path"
+                               RELATTN_NUL_MSG, FN, idx);
       goto fail;
     }
     dot = strrchr(type, '.');

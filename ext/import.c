@@ -53,6 +53,8 @@ typedef struct import_state {
   unsigned char *skip;   /* (n) 1: not part of the model */
   uint8_t **own;         /* (n) the data, rewritten (transposed), or NULL */
   char **hf_name;        /* (n) the file's name of a renamed tensor */
+  int n_hf;              /* entries of skip, own and hf_name: n when they
+                         ** were made, before a Dense file's tensors come */
   uint8_t *tok_own;      /* the tokenizer file stored in place of
                          ** tokenizer_blob (a tokenizer.json's vocab.txt) */
   relattn_hf_info hf;
@@ -64,8 +66,8 @@ static void importFree(import_state *s) {
   int i;
   for (i = 0; i < s->n; i++) {
     sqlite3_free((char *)s->t[i].name);
-    if (s->own) sqlite3_free(s->own[i]);
-    if (s->hf_name) sqlite3_free(s->hf_name[i]);
+    if (s->own && i < s->n_hf) sqlite3_free(s->own[i]);
+    if (s->hf_name && i < s->n_hf) sqlite3_free(s->hf_name[i]);
   }
   sqlite3_free(s->hf_name);
   sqlite3_free(s->t);
@@ -588,6 +590,7 @@ static int readSentence(sqlite3 *db, import_state *s, relattn_st_file *named,
       s->hf_name = names;
       for (i = n0; i < s->n; i++) s->skip[i] = 0, s->own[i] = NULL,
                                   s->hf_name[i] = NULL;
+      s->n_hf = s->n;
     }
     for (i = n0; i < s->n; i++) {
       const char *part = strcmp(s->t[i].name, "linear.weight") == 0 ? "weight"
@@ -815,6 +818,7 @@ void relattn_import_func(sqlite3_context *ctx, int argc,
     s.own = sqlite3_malloc64(sizeof *s.own * ((sqlite3_uint64)s.n + 1));
     s.hf_name = sqlite3_malloc64(sizeof *s.hf_name * ((sqlite3_uint64)s.n + 1));
     if (!s.skip || !s.own || !s.hf_name) goto nomem;
+    s.n_hf = s.n;
     memset(s.skip, 0, (size_t)s.n + 1);
     memset(s.own, 0, sizeof *s.own * ((size_t)s.n + 1));
     memset(s.hf_name, 0, sizeof *s.hf_name * ((size_t)s.n + 1));

@@ -391,6 +391,35 @@ def test_sharded_checkpoint(db, rng, tmp_path):
     check("bert sharded", got(db, text, "sharded"), want(ck, sd, ids))
 
 
+def test_malformed_files(db, rng, tmp_path):
+    """Files that are not what their names say: refused by name, nothing
+    stored, nothing leaked (the sanitized pass runs this file)."""
+    ck = FAMILIES["bert"](tmp_path, rng)
+    sd = checkpoints.SentenceDir(ck, rng, pooling=["mean"], dense=[dict(out=16)])
+    pre = "relattn_import: "
+    head = sd.args(only={"modules.json", "1_Pooling/config.json", "2_Dense/config.json"})
+    whole = (tmp_path / "2_Dense" / "model.safetensors").read_bytes()
+    # a Dense file cut short: its header parsed, its data missing
+    with pytest.raises(Exception) as e:
+        st_import(db, ck, sd, name="bad", extra=head + ["2_Dense/model.safetensors", whole[:-8]])
+    assert str(e.value).startswith(pre + "2_Dense/model.safetensors")
+    refused(db, ck, sd, pre + "modules.json is not a JSON array",
+            ["modules.json", b"{not json"])
+    refused(db, ck, sd, pre + "modules.json: module 1's type or path holds a NUL character "
+            "(\\u0000), which relattn does not accept",
+            edited(sd, "modules.json", lambda m: m[1].update(
+                type="sentence_transformers.models.Pooling\u0000x")))
+    blob = None
+    st_import(db, ck, sd)
+    blob = db.execute("SELECT relattn_export('st')").fetchone()[0]
+    cfg = json.loads(db.execute("SELECT config FROM relattn_model WHERE name = 'st'").fetchone()[0])
+    cfg["sentence"]["pooling"] = ["mean\u0000x"]
+    with pytest.raises(Exception) as e:
+        db.execute("SELECT relattn_import('bad', ?, ?)", (blob, json.dumps(cfg)))
+    assert str(e.value) == (pre + "config: 'sentence.pooling[0]' holds a NUL character "
+                            "(\\u0000), which relattn does not accept")
+
+
 def test_report():
     """The largest error of each comparison this run made (printed; -s)."""
     for k in sorted(ERRORS):
