@@ -277,6 +277,11 @@ void relattn_svg_profile_step(sqlite3_context *ctx, int argc,
                               sqlite3_value **argv);
 void relattn_svg_profile_final(sqlite3_context *ctx);
 
+/* ext/generate_fn.c: text generation. */
+void relattn_generate_func(sqlite3_context *ctx, int argc,
+                           sqlite3_value **argv);
+extern sqlite3_module relattn_generate_tokens_module;
+
 /* ext/scan.c: the batch virtual table. */
 extern sqlite3_module relattn_scan_module;
 

@@ -228,6 +228,8 @@ static const struct {
 
     /* ext/model_fn.c */
     {"relattn_score", 2, READS, relattn_score_func, 0, 0},
+    {"relattn_generate", 2, READS, relattn_generate_func, 0, 0},
+    {"relattn_generate", 3, READS, relattn_generate_func, 0, 0},
     {"relattn_perplexity", 2, READS, relattn_perplexity_func, 0, 0},
     {"relattn_score", 3, READS, relattn_score_func, 0, 0},
     {"relattn_perplexity", 3, READS, relattn_perplexity_func, 0, 0},
@@ -254,6 +256,7 @@ static const struct {
     /* ext/tokens.c, ext/model_tvf.c, ext/scan.c */
     {"relattn_tokens_each", &relattn_tokens_each_module},
     {"relattn_logprobs", &relattn_logprobs_module},
+    {"relattn_generate_tokens", &relattn_generate_tokens_module},
     {"relattn_labels", &relattn_labels_module},
     {"relattn_attention_weights", &relattn_attention_weights_module},
     {"relattn_scan", &relattn_scan_module},

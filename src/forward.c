@@ -277,7 +277,7 @@ static void linear(float *y /* (rows, ldy) */, int ldy, const float *x,
     }
 }
 
-/* linear() for a layer's weight: the model's weights in panel order go to
+/* linear() for a layer's weight (src/decode.c takes it too): the model's weights in panel order go to
 ** src/gemm.c's kernel (its own fixed order of arithmetic), int8 ones
 ** (quantization int8: w is a relattn_q8w; bf16: a relattn_bf16w) to
 ** src/qgemm.c's, each row of x rounded on the way, else sgemm. 0, or 1 when the worker's scratch

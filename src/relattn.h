@@ -978,4 +978,86 @@ int relattn_s2s_forward(const relattn_model *m, relattn_s2s_req *r,
 size_t relattn_s2s_forward_memory(const relattn_model *m, int n_src,
                                   int n_tgt);
 
+/* ---- generation (src/decode.c, src/generate.c) --------------------------- */
+
+/* Incremental decoding over a key/value cache (relattn_dec above). */
+/* Opens a decoding state for `beams` hypotheses (1 for greedy/sampling). Decoder-only models: src (n_src >= 1
+** ids, the model's own bos already in front if it has one) is the prefix every beam starts with.
+** Encoder-decoder models: src is the encoder input, encoded once; every beam starts from the decoder start token.
+** max_len bounds the tokens each beam's cache will hold (so memory is known up front).
+** Writes the next-token logits of beam 0 to logits (vocab floats; every beam has the same at open). */
+int relattn_dec_open(const relattn_model *m, const int *src, int n_src, int beams, int max_len,
+                     relattn_pool *pool, relattn_dec **out, float *logits, char *err, size_t errsz);
+/* Beam b's history becomes beam parent[b]'s history followed by token[b] (parent NULL: parent[b] = b);
+** writes the next-token logits (beams, vocab). Each new token costs O(history) attention (the cache). */
+int relattn_dec_step(relattn_dec *d, const int *parent, const int *token, float *logits, char *err, size_t errsz);
+void relattn_dec_close(relattn_dec *d);
+/* Bytes relattn_dec_open will allocate for these sizes (for relattn_max_memory). */
+size_t relattn_dec_memory(const relattn_model *m, int n_src, int beams, int max_len);
+
+/* The search over relattn_dec_* (src/generate.c), as Hugging Face's
+** generate defines greedy search, sampling and beam search. */
+enum { RELATTN_EARLY_FALSE = 0, RELATTN_EARLY_TRUE = 1,
+       RELATTN_EARLY_NEVER = 2 };
+#define RELATTN_GEN_MAX_EOS 16
+typedef struct relattn_gen_opts {
+  int max_new_tokens;       /* >= 0 */
+  int do_sample;            /* sample instead of taking the best token */
+  double temperature;       /* > 0 (sampling) */
+  int top_k;                /* >= 0, 0 off (sampling) */
+  double top_p;             /* (0, 1], 1 off (sampling) */
+  uint64_t seed;            /* the sampler's generator */
+  int num_beams;            /* >= 1; > 1 is beam search */
+  double length_penalty;    /* beam search: score = sum / len^lp */
+  int early_stopping;       /* RELATTN_EARLY_* */
+  int no_repeat_ngram_size; /* 0 off */
+  int eos[RELATTN_GEN_MAX_EOS]; /* tokens that end a sequence */
+  int n_eos;
+  /* greedy and sampling: after each new token other than eos, stop(ctx,
+  ** ids, n) with the n tokens made so far; nonzero ends the search */
+  int (*stop)(void *ctx, const int32_t *ids, int n);
+  void *stop_ctx;
+} relattn_gen_opts;
+/* Hugging Face's defaults: greedy, 20 new tokens, temperature 1, top_k 0,
+** top_p 1, one beam, length_penalty 1, early_stopping false, no eos. */
+void relattn_gen_defaults(relattn_gen_opts *o);
+
+/* How a search ended. */
+enum { RELATTN_GEN_MAX = 0, RELATTN_GEN_EOS = 1, RELATTN_GEN_STOP = 2 };
+typedef struct relattn_gen_result {
+  int32_t *ids;             /* (n) the new tokens, the ending eos included */
+  float *logprob;           /* (n) ln p(token | what precedes it), the
+                            ** model's own (before temperature, top_k, top_p
+                            ** and the n-gram rule) */
+  int n;
+  int ended;                /* RELATTN_GEN_* */
+  double score;             /* beam search: the hypothesis' score */
+} relattn_gen_result;
+/* Runs the search from input (n_input ids, bos in front when the model
+** has one) on pool (interrupts: RELATTN_ERR_INTERRUPT). out's arrays are
+** relattn_alloc'd: relattn_gen_result_free. Messages start with
+** "relattn_generate: ". */
+int relattn_generate(const relattn_model *m, const int32_t *input,
+                     int n_input, const relattn_gen_opts *o,
+                     relattn_pool *pool, relattn_gen_result *out, char *err,
+                     size_t errsz);
+void relattn_gen_result_free(relattn_gen_result *r);
+/* Bytes relattn_generate allocates (the cache included); SIZE_MAX on
+** overflow. */
+size_t relattn_generate_memory(const relattn_model *m, int n_input,
+                               const relattn_gen_opts *o);
+/* The generator the sampler draws from: xoshiro256** (Blackman & Vigna
+** 2018) seeded by splitmix64, the same numbers on every machine. */
+typedef struct relattn_rng { uint64_t s[4]; } relattn_rng;
+void relattn_rng_seed(relattn_rng *r, uint64_t seed);
+uint64_t relattn_rng_next(relattn_rng *r);
+double relattn_rng_uniform(relattn_rng *r); /* [0, 1), 53 bits */
+/* The text of new tokens, as it grows: the length of s's longest prefix
+** that does not end inside a character still to come (a lead byte and the
+** good continuation bytes after it); relattn_utf8_repair writes s with each
+** byte that starts no valid character as U+FFFD into out (NULL: only
+** count) and returns its length, at most 3 n. */
+size_t relattn_utf8_complete(const uint8_t *s, size_t n);
+size_t relattn_utf8_repair(uint8_t *out, const uint8_t *s, size_t n);
+
 #endif /* RELATTN_H */

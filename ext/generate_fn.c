@@ -1,0 +1,573 @@
+/*
+** generate_fn.c: text generation in SQL (src/generate.c does the search).
+**
+**   relattn_generate(model, input [, options])          -> TEXT
+**   SELECT * FROM relattn_generate_tokens(model, input [, options])
+**       -> step, token, text, logprob
+**
+** Example:
+**   SELECT relattn_generate('tiny', 'In the beginning',
+**                           '{"max_new_tokens": 40, "num_beams": 4}');
+**
+** input is TEXT for the model's tokenizer or a BLOB of int32 ids, bos put
+** in front as every model function does; NULL gives NULL (no rows).
+** options is a JSON object (docs/reference.md, Generation): max_new_tokens,
+** do_sample, temperature, top_k, top_p, seed, num_beams, length_penalty,
+** early_stopping, no_repeat_ngram_size, eos_token_id, stop. The text is the
+** new tokens' (eos left out), cut before the first stop string it holds;
+** bytes that make no valid UTF-8 character become U+FFFD. A row of
+** relattn_generate_tokens is one new token: its id, what it adds to the
+** text (the rows' texts joined are relattn_generate's text), and its
+** log-probability under the model.
+*/
+#include "ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "functions.h"
+#include "generate.h"
+
+#define MAX_STOPS 16
+#define MAX_BEAMS 64
+
+static const char FN[] = "relattn_generate";
+
+/* The options' keys, for the message about one it does not know. */
+static const char KEYS[] =
+    "max_new_tokens, do_sample, temperature, top_k, top_p, seed, num_beams, "
+    "length_penalty, early_stopping, no_repeat_ngram_size, eos_token_id, stop";
+
+void relattn_gen_clear(relattn_gen_call *g) {
+  int i;
+  relattn_call_clear(&g->mc);
+  relattn_gen_result_free(&g->r);
+  for (i = 0; i < g->n_stops; i++) sqlite3_free(g->stops[i]);
+  sqlite3_free(g->raw);
+  sqlite3_free(g->ends);
+  memset(g, 0, sizeof *g);
+}
+
+/* The text of ids (eos left out) in bytes as the tokenizer gives them, into
+** *raw (sqlite3_malloc'd). */
+static int decodeRaw(const relattn_model *m, const relattn_gen_opts *o,
+                     const int32_t *ids, int n, uint8_t **raw, size_t *len,
+                     char *err, size_t errsz) {
+  int32_t *keep = sqlite3_malloc64(sizeof(int32_t) * ((sqlite3_uint64)n + 1));
+  uint8_t *text = NULL;
+  int i, k = 0, j, rc;
+  *raw = NULL;
+  *len = 0;
+  if (!keep) return RELATTN_ERR_NOMEM;
+  for (i = 0; i < n; i++) {
+    for (j = 0; j < o->n_eos && o->eos[j] != ids[i]; j++) {
+    }
+    if (j == o->n_eos) keep[k++] = ids[i];
+  }
+  rc = relattn_tokenizer_decode(m->tok, keep, (size_t)k, &text, len, FN, err,
+                                errsz);
+  sqlite3_free(keep);
+  if (rc != RELATTN_OK) return rc;
+  *raw = sqlite3_malloc64(*len + 1);
+  if (*raw) memcpy(*raw, text, *len);
+  free(text);
+  return *raw ? RELATTN_OK : RELATTN_ERR_NOMEM;
+}
+
+/* Where the first stop string starts in text, or len. */
+static size_t stopAt(const relattn_gen_call *g, const uint8_t *text,
+                     size_t len) {
+  size_t cut = len;
+  int i;
+  for (i = 0; i < g->n_stops; i++) {
+    const uint8_t *p = memmem(text, len, g->stops[i], strlen(g->stops[i]));
+    if (p && (size_t)(p - text) < cut) cut = (size_t)(p - text);
+  }
+  return cut;
+}
+
+/* opts->stop: has the text of the tokens so far a stop string? */
+static int stopCheck(void *ctx, const int32_t *ids, int n) {
+  relattn_gen_call *g = ctx;
+  uint8_t *raw;
+  size_t len, cut;
+  char err[64];
+  if (decodeRaw(g->mc.m, &g->o, ids, n, &raw, &len, err, sizeof err))
+    return 0; /* the final decode reports it */
+  cut = stopAt(g, raw, len);
+  sqlite3_free(raw);
+  return cut < len;
+}
+
+/* ---- options --------------------------------------------------------------- */
+
+static char *optBad(const char *key, const char *want, const char *json) {
+  char e[RELATTN_ECHO_BUF];
+  return sqlite3_mprintf("%s: options.%s must be %s, not %s", FN, key, want,
+                         relattn_echo(e, json, -1));
+}
+
+/* An integer in [lo, hi] of JSON type type ('integer'), or sets *zErr. */
+static int optInt(const char *key, const char *type, sqlite3_value *v,
+                  const char *json, sqlite3_int64 lo, sqlite3_int64 hi,
+                  sqlite3_int64 *out, char **zErr) {
+  char want[96];
+  sqlite3_int64 x = sqlite3_value_int64(v);
+  if (strcmp(type, "integer") != 0 || x < lo || x > hi) {
+    if (hi == INT64_MAX)
+      sqlite3_snprintf(sizeof want, want, "an integer of at least %lld", lo);
+    else
+      sqlite3_snprintf(sizeof want, want, "an integer from %lld to %lld", lo,
+                       hi);
+    *zErr = optBad(key, want, json);
+    return 0;
+  }
+  *out = x;
+  return 1;
+}
+
+static int optNum(const char *type, sqlite3_value *v, double *out) {
+  if (strcmp(type, "integer") != 0 && strcmp(type, "real") != 0) return 0;
+  *out = sqlite3_value_double(v);
+  return 1;
+}
+
+/* One token id or a list of them into o->eos. */
+static char *optEos(sqlite3 *db, relattn_gen_opts *o, const relattn_model *m,
+                    const char *type, sqlite3_value *v, const char *json) {
+  char want[96];
+  sqlite3_snprintf(sizeof want, want,
+                   "null, a token id below vocab_size (%d) or a list of at "
+                   "most %d",
+                   m->cfg.vocab_size, RELATTN_GEN_MAX_EOS);
+  o->n_eos = 0;
+  if (strcmp(type, "null") == 0) return NULL;
+  if (strcmp(type, "integer") == 0) {
+    sqlite3_int64 x = sqlite3_value_int64(v);
+    if (x < 0 || x >= m->cfg.vocab_size) return optBad("eos_token_id", want, json);
+    o->eos[o->n_eos++] = (int)x;
+    return NULL;
+  }
+  if (strcmp(type, "array") == 0) {
+    sqlite3_stmt *st = NULL;
+    char *zErr = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT type, atom FROM json_each(?1)", -1, &st,
+                           NULL) != SQLITE_OK)
+      return relattn_sql_errmsg(db, FN, relattn_sql_code(db));
+    sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+    while (!zErr && sqlite3_step(st) == SQLITE_ROW) {
+      sqlite3_int64 x = sqlite3_column_int64(st, 1);
+      if (strcmp((const char *)sqlite3_column_text(st, 0), "integer") != 0 ||
+          x < 0 || x >= m->cfg.vocab_size || o->n_eos == RELATTN_GEN_MAX_EOS)
+        zErr = optBad("eos_token_id", want, json);
+      else
+        o->eos[o->n_eos++] = (int)x;
+    }
+    sqlite3_finalize(st);
+    return zErr;
+  }
+  return optBad("eos_token_id", want, json);
+}
+
+/* A string or a list of strings into g->stops. */
+static char *optStop(sqlite3 *db, relattn_gen_call *g, const char *type,
+                     sqlite3_value *v, const char *json) {
+  char want[96];
+  sqlite3_snprintf(sizeof want, want,
+                   "a non-empty string or a list of at most %d", MAX_STOPS);
+  if (strcmp(type, "text") == 0) {
+    const char *s = (const char *)sqlite3_value_text(v);
+    if (!s || !*s || relattn_json_has_nul(json)) return optBad("stop", want, json);
+    if (!(g->stops[0] = sqlite3_mprintf("%s", s))) return NULL;
+    g->n_stops = 1;
+    return NULL;
+  }
+  if (strcmp(type, "array") == 0 && !relattn_json_has_nul(json)) {
+    sqlite3_stmt *st = NULL;
+    char *zErr = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT type, atom FROM json_each(?1)", -1, &st,
+                           NULL) != SQLITE_OK)
+      return relattn_sql_errmsg(db, FN, relattn_sql_code(db));
+    sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+    while (!zErr && sqlite3_step(st) == SQLITE_ROW) {
+      const char *s = (const char *)sqlite3_column_text(st, 1);
+      if (strcmp((const char *)sqlite3_column_text(st, 0), "text") != 0 ||
+          !s || !*s || g->n_stops == MAX_STOPS)
+        zErr = optBad("stop", want, json);
+      else if ((g->stops[g->n_stops] = sqlite3_mprintf("%s", s)) != NULL)
+        g->n_stops++;
+    }
+    sqlite3_finalize(st);
+    if (!zErr && g->n_stops == 0) zErr = optBad("stop", want, json);
+    return zErr;
+  }
+  return optBad("stop", want, json);
+}
+
+/* Reads options (NULL: the defaults) into g->o; a message on failure. */
+static char *parseOptions(relattn_conn *conn, relattn_gen_call *g,
+                          sqlite3_value *options) {
+  sqlite3 *db = conn->db;
+  relattn_gen_opts *o = &g->o;
+  const relattn_model *m = g->mc.m;
+  sqlite3_stmt *st = NULL;
+  char *zErr = NULL;
+  const char *json;
+  int rc;
+  relattn_gen_defaults(o);
+  if (m->cfg.eos >= 0) o->eos[o->n_eos++] = m->cfg.eos;
+  if (!options || sqlite3_value_type(options) == SQLITE_NULL) return NULL;
+  if (sqlite3_value_type(options) != SQLITE_TEXT)
+    return sqlite3_mprintf("%s: options must be a JSON object (TEXT)", FN);
+  json = (const char *)sqlite3_value_text(options);
+  if (!json) return NULL; /* out of memory: the caller's check */
+  rc = sqlite3_prepare_v2(db,
+                          "SELECT json_valid(?1) AND json_type(?1) = 'object'",
+                          -1, &st, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0)
+             ? SQLITE_OK
+             : SQLITE_ERROR;
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc != SQLITE_OK) {
+      char e[RELATTN_ECHO_BUF];
+      return sqlite3_mprintf("%s: options must be a JSON object, not %s", FN,
+                             relattn_echo(e, json, -1));
+    }
+  }
+  if (sqlite3_prepare_v2(db,
+                         "SELECT key, type, atom, json_quote(value) FROM "
+                         "json_each(?1)",
+                         -1, &st, NULL) != SQLITE_OK)
+    return relattn_sql_errmsg(db, FN, relattn_sql_code(db));
+  sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+  while (!zErr && sqlite3_step(st) == SQLITE_ROW) {
+    const char *key = (const char *)sqlite3_column_text(st, 0);
+    const char *type = (const char *)sqlite3_column_text(st, 1);
+    sqlite3_value *v = sqlite3_column_value(st, 2);
+    const char *vj = (const char *)sqlite3_column_text(st, 3);
+    sqlite3_int64 x;
+    double f;
+    if (!key || !type || !vj) {
+      zErr = sqlite3_mprintf("%s: out of memory", FN);
+    } else if (strcmp(key, "max_new_tokens") == 0) {
+      if (optInt(key, type, v, vj, 0, conn->max_tokens, &x, &zErr))
+        o->max_new_tokens = (int)x;
+    } else if (strcmp(key, "do_sample") == 0) {
+      if (strcmp(type, "true") && strcmp(type, "false"))
+        zErr = optBad(key, "true or false", vj);
+      else
+        o->do_sample = strcmp(type, "true") == 0;
+    } else if (strcmp(key, "temperature") == 0) {
+      if (!optNum(type, v, &f) || !(f > 0.0) || f > 1e300)
+        zErr = optBad(key, "a number over 0", vj);
+      else
+        o->temperature = f;
+    } else if (strcmp(key, "top_k") == 0) {
+      if (optInt(key, type, v, vj, 0, INT32_MAX, &x, &zErr))
+        o->top_k = (int)x;
+    } else if (strcmp(key, "top_p") == 0) {
+      if (!optNum(type, v, &f) || !(f > 0.0 && f <= 1.0))
+        zErr = optBad(key, "a number over 0 and at most 1", vj);
+      else
+        o->top_p = f;
+    } else if (strcmp(key, "seed") == 0) {
+      if (strcmp(type, "integer") != 0)
+        zErr = optBad(key, "an integer", vj);
+      else
+        o->seed = (uint64_t)sqlite3_value_int64(v);
+    } else if (strcmp(key, "num_beams") == 0) {
+      if (optInt(key, type, v, vj, 1, MAX_BEAMS, &x, &zErr))
+        o->num_beams = (int)x;
+    } else if (strcmp(key, "length_penalty") == 0) {
+      if (!optNum(type, v, &f) || f < -1e6 || f > 1e6)
+        zErr = optBad(key, "a number", vj);
+      else
+        o->length_penalty = f;
+    } else if (strcmp(key, "early_stopping") == 0) {
+      const char *s = (const char *)sqlite3_value_text(v);
+      if (strcmp(type, "true") == 0) o->early_stopping = RELATTN_EARLY_TRUE;
+      else if (strcmp(type, "false") == 0)
+        o->early_stopping = RELATTN_EARLY_FALSE;
+      else if (strcmp(type, "text") == 0 && s && strcmp(s, "never") == 0)
+        o->early_stopping = RELATTN_EARLY_NEVER;
+      else
+        zErr = optBad(key, "true, false or \"never\"", vj);
+    } else if (strcmp(key, "no_repeat_ngram_size") == 0) {
+      if (optInt(key, type, v, vj, 0, INT32_MAX, &x, &zErr))
+        o->no_repeat_ngram_size = (int)x;
+    } else if (strcmp(key, "eos_token_id") == 0) {
+      zErr = optEos(db, o, m, type, v, vj);
+    } else if (strcmp(key, "stop") == 0) {
+      zErr = optStop(db, g, type, v, vj);
+    } else {
+      char e[RELATTN_ECHO_BUF];
+      zErr = sqlite3_mprintf("%s: options has no key '%s' (its keys: %s)", FN,
+                             relattn_echo(e, key, -1), KEYS);
+    }
+  }
+  sqlite3_finalize(st);
+  if (zErr) return zErr;
+  if (o->num_beams > 1 && o->do_sample)
+    return sqlite3_mprintf("%s: options.do_sample and options.num_beams > 1 "
+                           "together (beam sampling) are not supported",
+                           FN);
+  if (o->num_beams > 1 && g->n_stops)
+    return sqlite3_mprintf("%s: options.stop works with greedy search and "
+                           "sampling, not with options.num_beams > 1",
+                           FN);
+  return NULL;
+}
+
+/* ---- the call ---------------------------------------------------------------- */
+
+int relattn_gen_run(relattn_conn *conn, sqlite3_value *model,
+                    sqlite3_value *input, sqlite3_value *options, int pieces,
+                    relattn_gen_call *g, char **pzErr) {
+  relattn_pool *pool;
+  relattn_watch watch;
+  char err[256] = "";
+  int rc, blas, n, s;
+  size_t need, cut;
+  memset(g, 0, sizeof *g);
+  *pzErr = NULL;
+  rc = relattn_call_init(conn, FN, model, input, RELATTN_NEED_LM, &g->mc,
+                         pzErr);
+  if (rc != SQLITE_OK || g->mc.n == 0) return rc;
+  *pzErr = parseOptions(conn, g, options);
+  if (*pzErr) return SQLITE_ERROR;
+  /* the model's input without the token a tokenizer appends to a sequence
+  ** to be scored ([SEP], </s>): generation continues the text */
+  n = g->mc.m->cfg.append >= 0 && g->mc.n > 1 ? g->mc.n - 1 : g->mc.n;
+  if (g->n_stops) {
+    g->o.stop = stopCheck;
+    g->o.stop_ctx = g;
+  }
+  need = relattn_generate_memory(g->mc.m, n, &g->o);
+  *pzErr = relattn_memory_check(conn, FN, need);
+  if (*pzErr) return SQLITE_TOOBIG;
+  pool = relattn_conn_pool(conn);
+  if (!pool) return SQLITE_NOMEM;
+  blas = relattn_blas_single();
+  relattn_watch_begin(&watch, conn, pool); /* sqlite3_interrupt stops it */
+  rc = relattn_generate(g->mc.m, g->mc.input, n, &g->o, pool, &g->r, err,
+                        sizeof err);
+  relattn_watch_end(&watch);
+  relattn_blas_restore(blas);
+  if (rc != RELATTN_OK) {
+    /* src/ messages name relattn_generate; the pool's own say "interrupted" */
+    *pzErr = strncmp(err, FN, sizeof FN - 1) == 0
+                 ? sqlite3_mprintf("%s", err)
+                 : sqlite3_mprintf("%s: %s", FN, err);
+    return relattn_status_code(rc);
+  }
+  rc = decodeRaw(g->mc.m, &g->o, g->r.ids, g->r.n, &g->raw, &g->len, err,
+                 sizeof err);
+  if (rc != RELATTN_OK) {
+    *pzErr = sqlite3_mprintf("%s", err);
+    return relattn_status_code(rc);
+  }
+  cut = stopAt(g, g->raw, g->len);
+  if (pieces && g->r.n > 0) {
+    /* where each token's text ends in raw: the decode of the tokens up to
+    ** it, to its last whole character (the last token: all of it) */
+    g->ends = sqlite3_malloc64(sizeof(size_t) * (sqlite3_uint64)g->r.n);
+    if (!g->ends) return SQLITE_NOMEM;
+    for (s = 0; s < g->r.n; s++) {
+      uint8_t *part;
+      size_t len, e;
+      rc = decodeRaw(g->mc.m, &g->o, g->r.ids, s + 1, &part, &len, err,
+                     sizeof err);
+      if (rc != RELATTN_OK) {
+        *pzErr = sqlite3_mprintf("%s", err);
+        return relattn_status_code(rc);
+      }
+      e = s + 1 == g->r.n ? len : relattn_utf8_complete(part, len);
+      sqlite3_free(part);
+      if (e > cut) e = cut;
+      if (s > 0 && e < g->ends[s - 1]) e = g->ends[s - 1];
+      g->ends[s] = e;
+    }
+  }
+  g->len = cut;
+  return SQLITE_OK;
+}
+
+/* raw[from, to) as valid UTF-8, the result of ctx. */
+static void resultText(sqlite3_context *ctx, const uint8_t *raw, size_t from,
+                       size_t to) {
+  const size_t n = relattn_utf8_repair(NULL, raw + from, to - from);
+  uint8_t *out = sqlite3_malloc64(n + 1);
+  if (!out) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  relattn_utf8_repair(out, raw + from, to - from);
+  sqlite3_result_text64(ctx, (const char *)out, n, sqlite3_free, SQLITE_UTF8);
+}
+
+void relattn_generate_func(sqlite3_context *ctx, int argc,
+                           sqlite3_value **argv) {
+  relattn_gen_call g;
+  char *zErr = NULL;
+  int rc = relattn_gen_run(sqlite3_user_data(ctx), argv[0], argv[1],
+                           argc > 2 ? argv[2] : NULL, 0, &g, &zErr);
+  if (rc != SQLITE_OK) {
+    if (zErr || rc == SQLITE_NOMEM)
+      relattn_result_error(ctx, rc, zErr);
+    else
+      sqlite3_result_error_code(ctx, rc);
+  } else if (g.mc.n == 0) {
+    sqlite3_result_null(ctx);
+  } else {
+    resultText(ctx, g.raw, 0, g.len);
+  }
+  relattn_gen_clear(&g);
+}
+
+/* ---- relattn_generate_tokens(model, input [, options]) ----------------------- */
+
+enum { GT_STEP, GT_TOKEN, GT_TEXT, GT_LOGPROB, GT_MODEL, GT_INPUT,
+       GT_OPTIONS };
+
+typedef struct gtVtab {
+  sqlite3_vtab base; /* must be first */
+  relattn_conn *conn;
+} gtVtab;
+
+typedef struct gtCursor {
+  sqlite3_vtab_cursor base; /* must be first */
+  relattn_gen_call g;
+  int row;
+} gtCursor;
+
+static int gtConnect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                     sqlite3_vtab **ppVtab, char **pzErr) {
+  gtVtab *v;
+  int rc = sqlite3_declare_vtab(
+      db, "CREATE TABLE x(step INTEGER, token INTEGER, text TEXT, logprob "
+          "REAL, model HIDDEN, input HIDDEN, options HIDDEN)");
+  (void)argc;
+  (void)argv;
+  (void)pzErr;
+  if (rc != SQLITE_OK) return rc;
+  v = sqlite3_malloc64(sizeof *v);
+  if (!v) return SQLITE_NOMEM;
+  memset(v, 0, sizeof *v);
+  v->conn = aux;
+  *ppVtab = &v->base;
+  return SQLITE_OK;
+}
+
+static int gtDisconnect(sqlite3_vtab *pVtab) {
+  sqlite3_free(pVtab);
+  return SQLITE_OK;
+}
+
+static int gtOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCursor) {
+  gtCursor *c = sqlite3_malloc64(sizeof *c);
+  (void)pVtab;
+  if (!c) return SQLITE_NOMEM;
+  memset(c, 0, sizeof *c);
+  *ppCursor = &c->base;
+  return SQLITE_OK;
+}
+
+static int gtClose(sqlite3_vtab_cursor *cur) {
+  relattn_gen_clear(&((gtCursor *)cur)->g);
+  sqlite3_free(cur);
+  return SQLITE_OK;
+}
+
+/* model, input and options (the last optional) as = constraints, in order. */
+static int gtBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *info) {
+  int i, c, idx[3] = {-1, -1, -1}, present = 0, argv_i = 0, mask = 0;
+  (void)pVtab;
+  for (i = 0; i < info->nConstraint; i++) {
+    const struct sqlite3_index_constraint *k = &info->aConstraint[i];
+    c = k->iColumn - GT_MODEL;
+    if (c < 0 || c > 2 || k->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
+    present |= 1 << c;
+    if (k->usable && idx[c] < 0) idx[c] = i;
+  }
+  for (c = 0; c < 3; c++) {
+    if (idx[c] < 0) {
+      if ((present >> c) & 1) return SQLITE_CONSTRAINT;
+      continue;
+    }
+    mask |= 1 << c;
+    info->aConstraintUsage[idx[c]].argvIndex = ++argv_i;
+    info->aConstraintUsage[idx[c]].omit = 1;
+  }
+  info->idxNum = mask;
+  info->estimatedCost = (mask & 3) == 3 ? 1000.0 : 1e12;
+  info->estimatedRows = 100;
+  return SQLITE_OK;
+}
+
+static int gtFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
+                    int argc, sqlite3_value **argv) {
+  gtCursor *c = (gtCursor *)cur;
+  gtVtab *v = (gtVtab *)cur->pVtab;
+  char *zErr = NULL;
+  int rc;
+  (void)idxStr;
+  (void)argc;
+  relattn_gen_clear(&c->g);
+  c->row = 0;
+  if ((idxNum & 3) != 3)
+    return relattn_vtab_error(v->conn->db, cur->pVtab, SQLITE_ERROR,
+                              sqlite3_mprintf("relattn_generate_tokens: model "
+                                              "and input arguments are "
+                                              "required"));
+  rc = relattn_gen_run(v->conn, argv[0], argv[1], idxNum & 4 ? argv[2] : NULL,
+                       1, &c->g, &zErr);
+  if (rc != SQLITE_OK) {
+    relattn_gen_clear(&c->g);
+    if (!zErr && rc != SQLITE_NOMEM) return rc;
+    return relattn_vtab_error(v->conn->db, cur->pVtab, rc, zErr);
+  }
+  return SQLITE_OK;
+}
+
+static int gtNext(sqlite3_vtab_cursor *cur) {
+  ((gtCursor *)cur)->row++;
+  return SQLITE_OK;
+}
+
+static int gtEof(sqlite3_vtab_cursor *cur) {
+  gtCursor *c = (gtCursor *)cur;
+  return c->g.mc.n == 0 || c->row >= c->g.r.n;
+}
+
+static int gtColumn(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  gtCursor *c = (gtCursor *)cur;
+  const int r = c->row;
+  switch (col) {
+    case GT_STEP: sqlite3_result_int(ctx, r); break;
+    case GT_TOKEN: sqlite3_result_int(ctx, c->g.r.ids[r]); break;
+    case GT_TEXT:
+      resultText(ctx, c->g.raw, r ? c->g.ends[r - 1] : 0, c->g.ends[r]);
+      break;
+    case GT_LOGPROB: sqlite3_result_double(ctx, c->g.r.logprob[r]); break;
+    default: break;
+  }
+  return SQLITE_OK;
+}
+
+static int gtRowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *rowid) {
+  *rowid = ((gtCursor *)cur)->row;
+  return SQLITE_OK;
+}
+
+sqlite3_module relattn_generate_tokens_module = {
+    0,            /* iVersion */
+    0,            /* xCreate: eponymous only */
+    gtConnect, gtBestIndex, gtDisconnect,
+    0,            /* xDestroy */
+    gtOpen, gtClose, gtFilter, gtNext, gtEof, gtColumn, gtRowid,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 /* xUpdate .. xShadowName */
+};
