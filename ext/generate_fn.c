@@ -49,7 +49,7 @@ void relattn_gen_clear(relattn_gen_call *g) {
   memset(g, 0, sizeof *g);
 }
 
-/* The text of ids (eos left out) in bytes as the tokenizer gives them, into
+/* The text of ids (eos and ids without text left out) in bytes as the tokenizer gives them, into
 ** *raw (sqlite3_malloc'd). */
 static int decodeRaw(const relattn_model *m, const relattn_gen_opts *o,
                      const int32_t *ids, int n, uint8_t **raw, size_t *len,
@@ -59,11 +59,14 @@ static int decodeRaw(const relattn_model *m, const relattn_gen_opts *o,
   int i, k = 0, j, rc;
   *raw = NULL;
   *len = 0;
+  const int bytes = relattn_tokenizer_kind(m->tok) == RELATTN_TOK_BYTES;
+  const int n_ids = bytes ? 256 : relattn_tokenizer_n_ids(m->tok);
   if (!keep) return RELATTN_ERR_NOMEM;
   for (i = 0; i < n; i++) {
     for (j = 0; j < o->n_eos && o->eos[j] != ids[i]; j++) {
     }
-    if (j == o->n_eos) keep[k++] = ids[i];
+    /* an id with no text (a byte model's past 255) adds none */
+    if (j == o->n_eos && ids[i] < n_ids) keep[k++] = ids[i];
   }
   rc = relattn_tokenizer_decode(m->tok, keep, (size_t)k, &text, len, FN, err,
                                 errsz);
@@ -115,7 +118,7 @@ static int optInt(const char *key, const char *type, sqlite3_value *v,
   char want[96];
   sqlite3_int64 x = sqlite3_value_int64(v);
   if (strcmp(type, "integer") != 0 || x < lo || x > hi) {
-    if (hi == INT64_MAX)
+    if (hi >= INT32_MAX)
       sqlite3_snprintf(sizeof want, want, "an integer of at least %lld", lo);
     else
       sqlite3_snprintf(sizeof want, want, "an integer from %lld to %lld", lo,

@@ -610,17 +610,26 @@ static int utf8_len(uint8_t c) {
   return 0;
 }
 
-/* Is s[0..len) one valid character (RFC 3629: no overlong forms, no
-** surrogates, nothing past U+10FFFF)? */
-static int utf8_ok(const uint8_t *s, int len) {
-  unsigned cp = len == 1 ? s[0] : s[0] & (0x7f >> len);
-  int i;
-  for (i = 1; i < len; i++) {
-    if ((s[i] & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (s[i] & 0x3f);
+/* How many bytes from s (n of them) make the start of a character
+** (Unicode's "maximal subpart", as Python's decode with errors="replace"
+** counts them): the whole character when it is valid. *whole says which. */
+static size_t utf8_part(const uint8_t *s, size_t n, int *whole) {
+  const int len = utf8_len(s[0]);
+  uint8_t lo = 0x80, hi = 0xbf;
+  size_t j = 1;
+  *whole = len == 1;
+  if (len <= 1) return 1;
+  /* no overlong forms, no surrogates, nothing past U+10FFFF */
+  if (s[0] == 0xe0) lo = 0xa0;
+  if (s[0] == 0xed) hi = 0x9f;
+  if (s[0] == 0xf0) lo = 0x90;
+  if (s[0] == 0xf4) hi = 0x8f;
+  if (n > 1 && s[1] >= lo && s[1] <= hi) {
+    j = 2;
+    while (j < (size_t)len && j < n && (s[j] & 0xc0) == 0x80) j++;
   }
-  return !((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-           (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff);
+  *whole = j == (size_t)len;
+  return j;
 }
 
 size_t relattn_utf8_complete(const uint8_t *s, size_t n) {
@@ -646,17 +655,17 @@ size_t relattn_utf8_complete(const uint8_t *s, size_t n) {
 size_t relattn_utf8_repair(uint8_t *out, const uint8_t *s, size_t n) {
   size_t i = 0, o = 0;
   while (i < n) {
-    const int len = utf8_len(s[i]);
-    if (len && i + (size_t)len <= n && utf8_ok(s + i, len)) {
-      if (out) memcpy(out + o, s + i, (size_t)len);
-      o += (size_t)len;
-      i += (size_t)len;
+    int whole;
+    const size_t j = utf8_part(s + i, n - i, &whole);
+    if (whole) {
+      if (out) memcpy(out + o, s + i, j);
+      o += j;
     } else {
-      /* one U+FFFD for each byte that starts no valid character */
+      /* one U+FFFD for each maximal part that starts no valid character */
       if (out) memcpy(out + o, "\xEF\xBF\xBD", 3);
       o += 3;
-      i++;
     }
+    i += j;
   }
   return o;
 }

@@ -1055,8 +1055,9 @@ double relattn_rng_uniform(relattn_rng *r); /* [0, 1), 53 bits */
 /* The text of new tokens, as it grows: the length of s's longest prefix
 ** that does not end inside a character still to come (a lead byte and the
 ** good continuation bytes after it); relattn_utf8_repair writes s with each
-** byte that starts no valid character as U+FFFD into out (NULL: only
-** count) and returns its length, at most 3 n. */
+** maximal part that starts no valid character as U+FFFD (as Python's
+** decode with errors="replace") into out (NULL: only count) and returns its
+** length, at most 3 n. */
 size_t relattn_utf8_complete(const uint8_t *s, size_t n);
 size_t relattn_utf8_repair(uint8_t *out, const uint8_t *s, size_t n);
 
