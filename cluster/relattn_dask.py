@@ -69,10 +69,11 @@ from distributed import Client, LocalCluster, as_completed, get_worker
 from distributed.diagnostics.plugin import WorkerPlugin
 
 # relattn_scan's columns; error is always kept
-COLUMNS = ("n_tokens", "score", "perplexity", "embedding", "label", "prob", "logit", "error")
+COLUMNS = ("n_tokens", "score", "perplexity", "embedding", "label", "prob", "logit",
+           "generated", "error")
 COLUMN_TYPES = {"n_tokens": "INTEGER", "score": "REAL", "perplexity": "REAL",
                 "embedding": "BLOB", "label": "TEXT", "prob": "REAL", "logit": "REAL",
-                "error": "TEXT"}
+                "generated": "TEXT", "error": "TEXT"}
 # the columns kept without --columns, by the model's kind (default_columns)
 DEFAULT_COLUMNS = {"decoder": ["n_tokens", "score", "perplexity"],
                    "classifier": ["n_tokens", "label", "prob", "logit"],
@@ -140,7 +141,15 @@ class ScanPlugin(WorkerPlugin):
         self.db.close()
 
 
-def scan_range(db, model, shard, source, tokens, id_col, lo, hi, select):
+def scan_arguments(model, source, tokens, generate):
+    """relattn_scan's arguments: generate= (the generated column's options,
+    as relattn_generate's JSON) when given."""
+    args = "model={}, source={}, tokens={}".format(
+        *(sql_string(v) for v in (model, source, tokens)))
+    return args + (f", generate={sql_string(generate)}" if generate is not None else "")
+
+
+def scan_range(db, model, shard, source, tokens, id_col, lo, hi, select, generate=None):
     """SELECT select FROM relattn_scan over ids lo..hi of one shard, copied
     next to the model in db's main schema (relattn_scan reads its source and
     the model from one schema)."""
@@ -154,15 +163,15 @@ def scan_range(db, model, shard, source, tokens, id_col, lo, hi, select):
                        "BETWEEN ? AND ?", (lo, hi))
         finally:
             db.execute("DETACH corpus")
-        db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model={}, source={}, "
-                   "tokens={})".format(*(sql_string(v) for v in (model, ROWS_TABLE, tokens))))
+        db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan({})".format(
+            scan_arguments(model, ROWS_TABLE, tokens, generate)))
         return db.execute(f"SELECT {select} FROM temp.job").fetchall()
     finally:
         db.execute("DROP TABLE IF EXISTS temp.job")
         db.execute(f"DROP TABLE {ROWS_TABLE}")
 
 
-def score_range(plugin_name, shard, source, tokens, id_col, lo, hi, columns):
+def score_range(plugin_name, shard, source, tokens, id_col, lo, hi, columns, generate=None):
     """One task: relattn_scan over ids lo..hi of one shard. Returns the rows
     (id, the columns, error), their token count, how many have an error, the
     worker and the time."""
@@ -174,7 +183,7 @@ def score_range(plugin_name, shard, source, tokens, id_col, lo, hi, columns):
     select = ", ".join(["id", "n_tokens"] + list(columns) + ["error"])
     with plugin.lock:
         rows = scan_range(plugin.db, plugin.model, shard, source, tokens, id_col, lo, hi,
-                          select)
+                          select, generate)
     return {"rows": [(r[0],) + r[2:] for r in rows], "tokens": sum(r[1] or 0 for r in rows),
             "errors": sum(r[-1] is not None for r in rows), "worker": worker.address,
             "seconds": time.perf_counter() - t}
@@ -514,13 +523,13 @@ def default_columns(config):
     return DEFAULT_COLUMNS["encoder"]
 
 
-def check_columns(db, model, columns):
+def check_columns(db, model, columns, generate=None):
     """relattn_scan's own error when the model cannot give a column
     (score of an encoder, label of a decoder): a scan over no row."""
     db.execute(f"CREATE TABLE {ROWS_TABLE}(id INTEGER PRIMARY KEY, body)")
     try:
-        db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model={}, source={}, "
-                   "tokens='body')".format(sql_string(model), sql_string(ROWS_TABLE)))
+        db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan({})".format(
+            scan_arguments(model, ROWS_TABLE, "body", generate)))
         db.execute(f"SELECT {', '.join(columns + ['error'])} FROM temp.job").fetchall()
     except sqlite3.Error as e:
         raise JobError(f"--columns: {e}") from None
@@ -549,6 +558,9 @@ def parse_args(argv):
                    ", ".join(COLUMNS) + " (error is always kept; default: by the model: a "
                    "decoder n_tokens,score,perplexity, a classifier n_tokens,label,prob,logit, "
                    "a regression model n_tokens,logit, another encoder n_tokens,embedding)")
+    p.add_argument("--generate",
+                   help="the generated column's options, a JSON object as relattn_generate "
+                   "takes, e.g. '{\"max_new_tokens\": 40}' (default: its defaults)")
     p.add_argument("--range-rows", type=int,
                    help=f"rows per task (default: the rows to plan cut into "
                    f"{RANGES_PER_WORKER} ranges per worker, of at most {RANGE_ROWS} rows)")
@@ -645,7 +657,7 @@ def run(args):
 def run_job(args, extension, weights, sha, config, model_db):
     if args.columns is None:
         args.columns = default_columns(config)
-    check_columns(model_db, args.model, args.columns)
+    check_columns(model_db, args.model, args.columns, args.generate)
     job = {"model": args.model, "model_sha256": sha, "source": args.source,
            "tokens": args.tokens, "id": args.id, "columns": ",".join(args.columns)}
     check_source(args)
@@ -702,7 +714,7 @@ def run_dask(args, extension, weights, sha, job, model_db, client):
         for shard, lo, hi, _ in todo:
             key = f"relattn-scan-{args.shards.index(shard)}-{lo}-{hi}-{run_id}"
             fut = client.submit(score_range, name, shard, args.source, args.tokens, args.id,
-                                lo, hi, args.columns, key=key, pure=False)
+                                lo, hi, args.columns, args.generate, key=key, pure=False)
             futures[fut] = (shard, lo, hi)
         progress = Progress(*totals)
         wait.progress = progress

@@ -662,7 +662,7 @@ def test_classifier_job_killed_equals_the_scalar_functions(cluster, tmp_path):
 
 def test_bad_columns_write_nothing(corpus, tmp_path):
     out = tmp_path / "scores.db"
-    choose = "n_tokens, score, perplexity, embedding, label, prob, logit, error"
+    choose = "n_tokens, score, perplexity, embedding, label, prob, logit, generated, error"
     for columns, error in [
             ("labl,prob", f"--columns: relattn_scan has no column 'labl' (choose from {choose})"),
             ("score, Score", "--columns names 'score' twice"),
@@ -673,3 +673,23 @@ def test_bad_columns_write_nothing(corpus, tmp_path):
     assert r.stderr == ("relattn_dask: --columns: relattn_scan: model 'tiny' has no classifier "
                         "head (its head is 'lm'): no label, logit or prob\n")
     assert not out.exists()
+
+
+def test_generated_column_equals_relattn_generate(tmp_path):
+    """--columns generated with --generate: each row's text is
+    relattn_generate's on its body with the same options."""
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    path = tmp_path / "corpus.db"
+    make_corpus(path, rng, 12)
+    out = tmp_path / "scores.db"
+    options = '{"max_new_tokens": 8, "num_beams": 2}'
+    run(path, "--results", out, "--workers", 1, "--range-rows", 5,
+        "--columns", "n_tokens,generated", "--generate", options)
+    db = connect(path)
+    want = db.execute("SELECT id, relattn_generate('tiny', body, ?) FROM docs "
+                      "WHERE length(body) > 0 ORDER BY id", (options,)).fetchall()
+    db.close()
+    got = sqlite3.connect(out).execute(
+        "SELECT id, generated FROM docs_scores WHERE error IS NULL AND generated "
+        "IS NOT NULL ORDER BY id").fetchall()
+    assert got == want and len(got) == 10

@@ -30,4 +30,20 @@ int relattn_gen_run(relattn_conn *conn, sqlite3_value *model,
                     relattn_gen_call *g, char **pzErr);
 void relattn_gen_clear(relattn_gen_call *g);
 
+/* Reads options (JSON text, NULL: the defaults) for model m into o and
+** stops (up to 16, each sqlite3_malloc'd; *n_stops of them, also on
+** failure): NULL, or a message "<fn>: <what>.top_p must be ...". On the
+** connection's thread (it runs SQLite's JSON functions). */
+char *relattn_gen_parse(relattn_conn *conn, const relattn_model *m,
+                        const char *fn, const char *what, const char *json,
+                        relattn_gen_opts *o, char **stops, int *n_stops);
+/* One generation to its text (malloc'd, valid UTF-8, cut before the first
+** stop string; *len bytes): the memory checked against max_memory first.
+** Calls no SQLite function, so relattn_scan's workers run it on their own
+** pools. Returns a relattn_status with err set. */
+int relattn_gen_text(const relattn_model *m, const relattn_gen_opts *o,
+                     char *const *stops, int n_stops, const int32_t *input,
+                     int n, relattn_pool *pool, sqlite3_int64 max_memory,
+                     char **text, size_t *len, char *err, size_t errsz);
+
 #endif /* RELATTN_GENERATE_H */

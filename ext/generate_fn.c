@@ -44,23 +44,31 @@ void relattn_gen_clear(relattn_gen_call *g) {
   relattn_call_clear(&g->mc);
   relattn_gen_result_free(&g->r);
   for (i = 0; i < g->n_stops; i++) sqlite3_free(g->stops[i]);
-  sqlite3_free(g->raw);
+  free(g->raw);
   sqlite3_free(g->ends);
   memset(g, 0, sizeof *g);
 }
 
-/* The text of ids (eos and ids without text left out) in bytes as the tokenizer gives them, into
-** *raw (sqlite3_malloc'd). */
+/* What the stop check reads: the model, the options, the stop strings. */
+typedef struct gen_ctx {
+  const relattn_model *m;
+  const relattn_gen_opts *o;
+  char *const *stops;
+  int n_stops;
+} gen_ctx;
+
+/* The text of ids (eos and ids without text left out) in bytes as the
+** tokenizer gives them, into *raw (malloc'd). No SQLite call: relattn_scan's
+** workers run it. */
 static int decodeRaw(const relattn_model *m, const relattn_gen_opts *o,
                      const int32_t *ids, int n, uint8_t **raw, size_t *len,
                      char *err, size_t errsz) {
-  int32_t *keep = sqlite3_malloc64(sizeof(int32_t) * ((sqlite3_uint64)n + 1));
-  uint8_t *text = NULL;
+  int32_t *keep = malloc(sizeof(int32_t) * ((size_t)n + 1));
+  const int bytes = relattn_tokenizer_kind(m->tok) == RELATTN_TOK_BYTES;
+  const int n_ids = bytes ? 256 : relattn_tokenizer_n_ids(m->tok);
   int i, k = 0, j, rc;
   *raw = NULL;
   *len = 0;
-  const int bytes = relattn_tokenizer_kind(m->tok) == RELATTN_TOK_BYTES;
-  const int n_ids = bytes ? 256 : relattn_tokenizer_n_ids(m->tok);
   if (!keep) return RELATTN_ERR_NOMEM;
   for (i = 0; i < n; i++) {
     for (j = 0; j < o->n_eos && o->eos[j] != ids[i]; j++) {
@@ -68,19 +76,14 @@ static int decodeRaw(const relattn_model *m, const relattn_gen_opts *o,
     /* an id with no text (a byte model's past 255) adds none */
     if (j == o->n_eos && ids[i] < n_ids) keep[k++] = ids[i];
   }
-  rc = relattn_tokenizer_decode(m->tok, keep, (size_t)k, &text, len, FN, err,
+  rc = relattn_tokenizer_decode(m->tok, keep, (size_t)k, raw, len, FN, err,
                                 errsz);
-  sqlite3_free(keep);
-  if (rc != RELATTN_OK) return rc;
-  *raw = sqlite3_malloc64(*len + 1);
-  if (*raw) memcpy(*raw, text, *len);
-  free(text);
-  return *raw ? RELATTN_OK : RELATTN_ERR_NOMEM;
+  free(keep);
+  return rc;
 }
 
 /* Where the first stop string starts in text, or len. */
-static size_t stopAt(const relattn_gen_call *g, const uint8_t *text,
-                     size_t len) {
+static size_t stopAt(const gen_ctx *g, const uint8_t *text, size_t len) {
   size_t cut = len;
   int i;
   for (i = 0; i < g->n_stops; i++) {
@@ -92,27 +95,76 @@ static size_t stopAt(const relattn_gen_call *g, const uint8_t *text,
 
 /* opts->stop: has the text of the tokens so far a stop string? */
 static int stopCheck(void *ctx, const int32_t *ids, int n) {
-  relattn_gen_call *g = ctx;
+  const gen_ctx *g = ctx;
   uint8_t *raw;
   size_t len, cut;
   char err[64];
-  if (decodeRaw(g->mc.m, &g->o, ids, n, &raw, &len, err, sizeof err))
+  if (decodeRaw(g->m, g->o, ids, n, &raw, &len, err, sizeof err))
     return 0; /* the final decode reports it */
   cut = stopAt(g, raw, len);
-  sqlite3_free(raw);
+  free(raw);
   return cut < len;
+}
+
+int relattn_gen_text(const relattn_model *m, const relattn_gen_opts *opts,
+                     char *const *stops, int n_stops, const int32_t *input,
+                     int n, relattn_pool *pool, sqlite3_int64 max_memory,
+                     char **text, size_t *len, char *err, size_t errsz) {
+  relattn_gen_opts o = *opts;
+  gen_ctx g;
+  relattn_gen_result r;
+  uint8_t *raw = NULL;
+  size_t raw_len, cut, need;
+  int rc;
+  *text = NULL;
+  *len = 0;
+  g.m = m;
+  g.o = &o;
+  g.stops = stops;
+  g.n_stops = n_stops;
+  if (n_stops) {
+    o.stop = stopCheck;
+    o.stop_ctx = &g;
+  }
+  need = relattn_generate_memory(m, n, &o);
+  if (need == SIZE_MAX || (sqlite3_uint64)need > (sqlite3_uint64)max_memory)
+    return relattn_errorf(err, errsz, RELATTN_ERR_TOOBIG,
+                          "%s: needs %llu bytes, over the limit of %lld per "
+                          "call (relattn_max_memory)",
+                          FN, (unsigned long long)need, max_memory);
+  rc = relattn_generate(m, input, n, &o, pool, &r, err, errsz);
+  if (rc != RELATTN_OK) return rc;
+  rc = decodeRaw(m, &o, r.ids, r.n, &raw, &raw_len, err, errsz);
+  relattn_gen_result_free(&r);
+  if (rc != RELATTN_OK) return rc;
+  cut = stopAt(&g, raw, raw_len);
+  *text = malloc(relattn_utf8_repair(NULL, raw, cut) + 1);
+  if (!*text) {
+    free(raw);
+    return relattn_errorf(err, errsz, RELATTN_ERR_NOMEM, "%s: out of memory",
+                          FN);
+  }
+  *len = relattn_utf8_repair((uint8_t *)*text, raw, cut);
+  free(raw);
+  return RELATTN_OK;
 }
 
 /* ---- options --------------------------------------------------------------- */
 
-static char *optBad(const char *key, const char *want, const char *json) {
+/* Who reads the options, for messages: "<fn>: <what>.key must be ...". */
+typedef struct opt_who {
+  const char *fn, *what;
+} opt_who;
+
+static char *optBad(const opt_who *w, const char *key, const char *want,
+                    const char *json) {
   char e[RELATTN_ECHO_BUF];
-  return sqlite3_mprintf("%s: options.%s must be %s, not %s", FN, key, want,
-                         relattn_echo(e, json, -1));
+  return sqlite3_mprintf("%s: %s.%s must be %s, not %s", w->fn, w->what, key,
+                         want, relattn_echo(e, json, -1));
 }
 
 /* An integer in [lo, hi] of JSON type type ('integer'), or sets *zErr. */
-static int optInt(const char *key, const char *type, sqlite3_value *v,
+static int optInt(const opt_who *w, const char *key, const char *type, sqlite3_value *v,
                   const char *json, sqlite3_int64 lo, sqlite3_int64 hi,
                   sqlite3_int64 *out, char **zErr) {
   char want[96];
@@ -123,7 +175,7 @@ static int optInt(const char *key, const char *type, sqlite3_value *v,
     else
       sqlite3_snprintf(sizeof want, want, "an integer from %lld to %lld", lo,
                        hi);
-    *zErr = optBad(key, want, json);
+    *zErr = optBad(w, key, want, json);
     return 0;
   }
   *out = x;
@@ -137,7 +189,7 @@ static int optNum(const char *type, sqlite3_value *v, double *out) {
 }
 
 /* One token id or a list of them into o->eos. */
-static char *optEos(sqlite3 *db, relattn_gen_opts *o, const relattn_model *m,
+static char *optEos(const opt_who *w, sqlite3 *db, relattn_gen_opts *o, const relattn_model *m,
                     const char *type, sqlite3_value *v, const char *json) {
   char want[96];
   sqlite3_snprintf(sizeof want, want,
@@ -148,7 +200,7 @@ static char *optEos(sqlite3 *db, relattn_gen_opts *o, const relattn_model *m,
   if (strcmp(type, "null") == 0) return NULL;
   if (strcmp(type, "integer") == 0) {
     sqlite3_int64 x = sqlite3_value_int64(v);
-    if (x < 0 || x >= m->cfg.vocab_size) return optBad("eos_token_id", want, json);
+    if (x < 0 || x >= m->cfg.vocab_size) return optBad(w, "eos_token_id", want, json);
     o->eos[o->n_eos++] = (int)x;
     return NULL;
   }
@@ -157,33 +209,34 @@ static char *optEos(sqlite3 *db, relattn_gen_opts *o, const relattn_model *m,
     char *zErr = NULL;
     if (sqlite3_prepare_v2(db, "SELECT type, atom FROM json_each(?1)", -1, &st,
                            NULL) != SQLITE_OK)
-      return relattn_sql_errmsg(db, FN, relattn_sql_code(db));
+      return relattn_sql_errmsg(db, w->fn, relattn_sql_code(db));
     sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
     while (!zErr && sqlite3_step(st) == SQLITE_ROW) {
       sqlite3_int64 x = sqlite3_column_int64(st, 1);
       if (strcmp((const char *)sqlite3_column_text(st, 0), "integer") != 0 ||
           x < 0 || x >= m->cfg.vocab_size || o->n_eos == RELATTN_GEN_MAX_EOS)
-        zErr = optBad("eos_token_id", want, json);
+        zErr = optBad(w, "eos_token_id", want, json);
       else
         o->eos[o->n_eos++] = (int)x;
     }
     sqlite3_finalize(st);
     return zErr;
   }
-  return optBad("eos_token_id", want, json);
+  return optBad(w, "eos_token_id", want, json);
 }
 
-/* A string or a list of strings into g->stops. */
-static char *optStop(sqlite3 *db, relattn_gen_call *g, const char *type,
+/* A string or a list of strings into stops. */
+static char *optStop(const opt_who *w, sqlite3 *db, char **stops,
+                     int *n_stops, const char *type,
                      sqlite3_value *v, const char *json) {
   char want[96];
   sqlite3_snprintf(sizeof want, want,
                    "a non-empty string or a list of at most %d", MAX_STOPS);
   if (strcmp(type, "text") == 0) {
     const char *s = (const char *)sqlite3_value_text(v);
-    if (!s || !*s || relattn_json_has_nul(json)) return optBad("stop", want, json);
-    if (!(g->stops[0] = sqlite3_mprintf("%s", s))) return NULL;
-    g->n_stops = 1;
+    if (!s || !*s || relattn_json_has_nul(json)) return optBad(w, "stop", want, json);
+    if (!(stops[0] = sqlite3_mprintf("%s", s))) return NULL;
+    *n_stops = 1;
     return NULL;
   }
   if (strcmp(type, "array") == 0 && !relattn_json_has_nul(json)) {
@@ -191,40 +244,35 @@ static char *optStop(sqlite3 *db, relattn_gen_call *g, const char *type,
     char *zErr = NULL;
     if (sqlite3_prepare_v2(db, "SELECT type, atom FROM json_each(?1)", -1, &st,
                            NULL) != SQLITE_OK)
-      return relattn_sql_errmsg(db, FN, relattn_sql_code(db));
+      return relattn_sql_errmsg(db, w->fn, relattn_sql_code(db));
     sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
     while (!zErr && sqlite3_step(st) == SQLITE_ROW) {
       const char *s = (const char *)sqlite3_column_text(st, 1);
       if (strcmp((const char *)sqlite3_column_text(st, 0), "text") != 0 ||
-          !s || !*s || g->n_stops == MAX_STOPS)
-        zErr = optBad("stop", want, json);
-      else if ((g->stops[g->n_stops] = sqlite3_mprintf("%s", s)) != NULL)
-        g->n_stops++;
+          !s || !*s || *n_stops == MAX_STOPS)
+        zErr = optBad(w, "stop", want, json);
+      else if ((stops[*n_stops] = sqlite3_mprintf("%s", s)) != NULL)
+        (*n_stops)++;
     }
     sqlite3_finalize(st);
-    if (!zErr && g->n_stops == 0) zErr = optBad("stop", want, json);
+    if (!zErr && *n_stops == 0) zErr = optBad(w, "stop", want, json);
     return zErr;
   }
-  return optBad("stop", want, json);
+  return optBad(w, "stop", want, json);
 }
 
-/* Reads options (NULL: the defaults) into g->o; a message on failure. */
-static char *parseOptions(relattn_conn *conn, relattn_gen_call *g,
-                          sqlite3_value *options) {
+char *relattn_gen_parse(relattn_conn *conn, const relattn_model *m,
+                        const char *fn, const char *what, const char *json,
+                        relattn_gen_opts *o, char **stops, int *n_stops) {
   sqlite3 *db = conn->db;
-  relattn_gen_opts *o = &g->o;
-  const relattn_model *m = g->mc.m;
+  const opt_who who = {fn, what}, *w = &who;
   sqlite3_stmt *st = NULL;
   char *zErr = NULL;
-  const char *json;
   int rc;
   relattn_gen_defaults(o);
+  *n_stops = 0;
   if (m->cfg.eos >= 0) o->eos[o->n_eos++] = m->cfg.eos;
-  if (!options || sqlite3_value_type(options) == SQLITE_NULL) return NULL;
-  if (sqlite3_value_type(options) != SQLITE_TEXT)
-    return sqlite3_mprintf("%s: options must be a JSON object (TEXT)", FN);
-  json = (const char *)sqlite3_value_text(options);
-  if (!json) return NULL; /* out of memory: the caller's check */
+  if (!json) return NULL;
   rc = sqlite3_prepare_v2(db,
                           "SELECT json_valid(?1) AND json_type(?1) = 'object'",
                           -1, &st, NULL);
@@ -237,7 +285,7 @@ static char *parseOptions(relattn_conn *conn, relattn_gen_call *g,
     st = NULL;
     if (rc != SQLITE_OK) {
       char e[RELATTN_ECHO_BUF];
-      return sqlite3_mprintf("%s: options must be a JSON object, not %s", FN,
+      return sqlite3_mprintf("%s: %s must be a JSON object, not %s", fn, what,
                              relattn_echo(e, json, -1));
     }
   }
@@ -245,7 +293,7 @@ static char *parseOptions(relattn_conn *conn, relattn_gen_call *g,
                          "SELECT key, type, atom, json_quote(value) FROM "
                          "json_each(?1)",
                          -1, &st, NULL) != SQLITE_OK)
-    return relattn_sql_errmsg(db, FN, relattn_sql_code(db));
+    return relattn_sql_errmsg(db, w->fn, relattn_sql_code(db));
   sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
   while (!zErr && sqlite3_step(st) == SQLITE_ROW) {
     const char *key = (const char *)sqlite3_column_text(st, 0);
@@ -255,39 +303,39 @@ static char *parseOptions(relattn_conn *conn, relattn_gen_call *g,
     sqlite3_int64 x;
     double f;
     if (!key || !type || !vj) {
-      zErr = sqlite3_mprintf("%s: out of memory", FN);
+      zErr = sqlite3_mprintf("%s: out of memory", fn);
     } else if (strcmp(key, "max_new_tokens") == 0) {
-      if (optInt(key, type, v, vj, 0, conn->max_tokens, &x, &zErr))
+      if (optInt(w, key, type, v, vj, 0, conn->max_tokens, &x, &zErr))
         o->max_new_tokens = (int)x;
     } else if (strcmp(key, "do_sample") == 0) {
       if (strcmp(type, "true") && strcmp(type, "false"))
-        zErr = optBad(key, "true or false", vj);
+        zErr = optBad(w, key, "true or false", vj);
       else
         o->do_sample = strcmp(type, "true") == 0;
     } else if (strcmp(key, "temperature") == 0) {
       if (!optNum(type, v, &f) || !(f > 0.0) || f > 1e300)
-        zErr = optBad(key, "a number over 0", vj);
+        zErr = optBad(w, key, "a number over 0", vj);
       else
         o->temperature = f;
     } else if (strcmp(key, "top_k") == 0) {
-      if (optInt(key, type, v, vj, 0, INT32_MAX, &x, &zErr))
+      if (optInt(w, key, type, v, vj, 0, INT32_MAX, &x, &zErr))
         o->top_k = (int)x;
     } else if (strcmp(key, "top_p") == 0) {
       if (!optNum(type, v, &f) || !(f > 0.0 && f <= 1.0))
-        zErr = optBad(key, "a number over 0 and at most 1", vj);
+        zErr = optBad(w, key, "a number over 0 and at most 1", vj);
       else
         o->top_p = f;
     } else if (strcmp(key, "seed") == 0) {
       if (strcmp(type, "integer") != 0)
-        zErr = optBad(key, "an integer", vj);
+        zErr = optBad(w, key, "an integer", vj);
       else
         o->seed = (uint64_t)sqlite3_value_int64(v);
     } else if (strcmp(key, "num_beams") == 0) {
-      if (optInt(key, type, v, vj, 1, MAX_BEAMS, &x, &zErr))
+      if (optInt(w, key, type, v, vj, 1, MAX_BEAMS, &x, &zErr))
         o->num_beams = (int)x;
     } else if (strcmp(key, "length_penalty") == 0) {
       if (!optNum(type, v, &f) || f < -1e6 || f > 1e6)
-        zErr = optBad(key, "a number", vj);
+        zErr = optBad(w, key, "a number", vj);
       else
         o->length_penalty = f;
     } else if (strcmp(key, "early_stopping") == 0) {
@@ -298,30 +346,30 @@ static char *parseOptions(relattn_conn *conn, relattn_gen_call *g,
       else if (strcmp(type, "text") == 0 && s && strcmp(s, "never") == 0)
         o->early_stopping = RELATTN_EARLY_NEVER;
       else
-        zErr = optBad(key, "true, false or \"never\"", vj);
+        zErr = optBad(w, key, "true, false or \"never\"", vj);
     } else if (strcmp(key, "no_repeat_ngram_size") == 0) {
-      if (optInt(key, type, v, vj, 0, INT32_MAX, &x, &zErr))
+      if (optInt(w, key, type, v, vj, 0, INT32_MAX, &x, &zErr))
         o->no_repeat_ngram_size = (int)x;
     } else if (strcmp(key, "eos_token_id") == 0) {
-      zErr = optEos(db, o, m, type, v, vj);
+      zErr = optEos(w, db, o, m, type, v, vj);
     } else if (strcmp(key, "stop") == 0) {
-      zErr = optStop(db, g, type, v, vj);
+      zErr = optStop(w, db, stops, n_stops, type, v, vj);
     } else {
       char e[RELATTN_ECHO_BUF];
-      zErr = sqlite3_mprintf("%s: options has no key '%s' (its keys: %s)", FN,
-                             relattn_echo(e, key, -1), KEYS);
+      zErr = sqlite3_mprintf("%s: %s has no key '%s' (its keys: %s)", fn,
+                             what, relattn_echo(e, key, -1), KEYS);
     }
   }
   sqlite3_finalize(st);
   if (zErr) return zErr;
   if (o->num_beams > 1 && o->do_sample)
-    return sqlite3_mprintf("%s: options.do_sample and options.num_beams > 1 "
-                           "together (beam sampling) are not supported",
-                           FN);
-  if (o->num_beams > 1 && g->n_stops)
-    return sqlite3_mprintf("%s: options.stop works with greedy search and "
-                           "sampling, not with options.num_beams > 1",
-                           FN);
+    return sqlite3_mprintf("%s: %s.do_sample and %s.num_beams > 1 together "
+                           "(beam sampling) are not supported",
+                           fn, what, what);
+  if (o->num_beams > 1 && *n_stops)
+    return sqlite3_mprintf("%s: %s.stop works with greedy search and "
+                           "sampling, not with %s.num_beams > 1",
+                           fn, what, what);
   return NULL;
 }
 
@@ -332,6 +380,7 @@ int relattn_gen_run(relattn_conn *conn, sqlite3_value *model,
                     relattn_gen_call *g, char **pzErr) {
   relattn_pool *pool;
   relattn_watch watch;
+  gen_ctx gc;
   char err[256] = "";
   int rc, blas, n, s;
   size_t need, cut;
@@ -340,14 +389,28 @@ int relattn_gen_run(relattn_conn *conn, sqlite3_value *model,
   rc = relattn_call_init(conn, FN, model, input, RELATTN_NEED_LM, &g->mc,
                          pzErr);
   if (rc != SQLITE_OK || g->mc.n == 0) return rc;
-  *pzErr = parseOptions(conn, g, options);
+  if (options && sqlite3_value_type(options) != SQLITE_NULL &&
+      sqlite3_value_type(options) != SQLITE_TEXT) {
+    *pzErr = sqlite3_mprintf("%s: options must be a JSON object (TEXT)", FN);
+    return SQLITE_ERROR;
+  }
+  *pzErr = relattn_gen_parse(
+      conn, g->mc.m, FN, "options",
+      options && sqlite3_value_type(options) == SQLITE_TEXT
+          ? (const char *)sqlite3_value_text(options)
+          : NULL,
+      &g->o, g->stops, &g->n_stops);
   if (*pzErr) return SQLITE_ERROR;
   /* the model's input without the token a tokenizer appends to a sequence
   ** to be scored ([SEP], </s>): generation continues the text */
   n = g->mc.m->cfg.append >= 0 && g->mc.n > 1 ? g->mc.n - 1 : g->mc.n;
+  gc.m = g->mc.m;
+  gc.o = &g->o;
+  gc.stops = g->stops;
+  gc.n_stops = g->n_stops;
   if (g->n_stops) {
     g->o.stop = stopCheck;
-    g->o.stop_ctx = g;
+    g->o.stop_ctx = &gc;
   }
   need = relattn_generate_memory(g->mc.m, n, &g->o);
   *pzErr = relattn_memory_check(conn, FN, need);
@@ -373,7 +436,7 @@ int relattn_gen_run(relattn_conn *conn, sqlite3_value *model,
     *pzErr = sqlite3_mprintf("%s", err);
     return relattn_status_code(rc);
   }
-  cut = stopAt(g, g->raw, g->len);
+  cut = stopAt(&gc, g->raw, g->len);
   if (pieces && g->r.n > 0) {
     /* where each token's text ends in raw: the decode of the tokens up to
     ** it, to its last whole character (the last token: all of it) */
@@ -389,7 +452,7 @@ int relattn_gen_run(relattn_conn *conn, sqlite3_value *model,
         return relattn_status_code(rc);
       }
       e = s + 1 == g->r.n ? len : relattn_utf8_complete(part, len);
-      sqlite3_free(part);
+      free(part);
       if (e > cut) e = cut;
       if (s > 0 && e < g->ends[s - 1]) e = g->ends[s - 1];
       g->ends[s] = e;

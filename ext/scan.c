@@ -63,6 +63,7 @@
 #include "ext.h"
 #include "functions.h"
 #include "scan.h"
+#include "generate.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -70,12 +71,13 @@ SQLITE_EXTENSION_INIT3
 #include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 enum { COL_ID, COL_NTOK, COL_SCORE, COL_PPL, COL_EMB, COL_ERR, COL_LABEL,
-       COL_LOGIT, COL_PROB };
+       COL_LOGIT, COL_PROB, COL_GEN };
 #define WANT_SCORE 1  /* score or perplexity: the LM head */
 #define WANT_EMB 2    /* embedding */
 #define WANT_TOKENS 4 /* n_tokens: the tokens are read, no model runs */
@@ -83,6 +85,7 @@ enum { COL_ID, COL_NTOK, COL_SCORE, COL_PPL, COL_EMB, COL_ERR, COL_LABEL,
 #define ID_DESC 16    /* ORDER BY id DESC: the source is read backwards */
 #define WANT_CLASS 32 /* label, logit or prob: the classifier */
 #define WANT_LABEL 64 /* label itself (a regression model has none) */
+#define WANT_GEN 128  /* generated: relattn_generate on each row */
 #define ERR_LEN 320
 #define POLL_MS 50    /* interrupt check while waiting for a row */
 #define BATCH_TOKENS 256 /* pack rows into one pass up to this many tokens */
@@ -107,6 +110,8 @@ typedef struct scan_slot {
   sqlite3_int64 bytes;    /* of its source value: the progress's measure */
   atomic_llong layer_rows; /* n times the layers it has passed (workers add) */
   int counted;            /* in rows_done, tok_done and bytes_done */
+  char *generated;         /* (generated_len) the row's new text, malloc'd */
+  size_t generated_len;
   char err[ERR_LEN];
 } scan_slot;
 
@@ -138,6 +143,11 @@ struct scan_cursor {
   int src_done, eof;
   int keep_errors;        /* the error column is read: rows' errors are data */
   int failed;             /* an error was returned: the scan did not finish */
+  /* the generated column: generate='s options, the memory bound */
+  relattn_gen_opts gen;
+  char *stops[16];
+  int n_stops;
+  sqlite3_int64 max_memory;
   /* workers */
   relattn_batch *runner;  /* src/batch.c: runs the ring's rows in batches */
   scan_worker *workers;   /* (n_workers), or one used inline when 0 threads */
@@ -232,6 +242,7 @@ static int scanBestIndex(sqlite3_vtab *tab, sqlite3_index_info *info) {
                        ((sqlite3_uint64)1 << COL_PROB)))
     want |= WANT_CLASS;
   if (info->colUsed & ((sqlite3_uint64)1 << COL_LABEL)) want |= WANT_LABEL;
+  if (info->colUsed & ((sqlite3_uint64)1 << COL_GEN)) want |= WANT_GEN;
   info->idxNum = want;
   if (n) {
     info->idxStr = sqlite3_mprintf("%s", letters);
@@ -256,6 +267,24 @@ static double nowSeconds(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The generated column of rows [first, first + k): relattn_generate on
+** each, on the worker's pool (src/generate.c; its text as
+** relattn_gen_text makes it). */
+static void scanGenerate(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
+                         int k) {
+  int i;
+  for (i = 0; i < k; i++) {
+    scan_slot *s = &cur->ring[(first + i) % cur->cap];
+    /* generation continues the text: not the token appended for scoring */
+    const int n = cur->model->cfg.append >= 0 && s->n > 1 ? s->n - 1 : s->n;
+    if (s->status != RELATTN_OK || s->n == 0) continue;
+    s->status = relattn_gen_text(cur->model, &cur->gen, cur->stops,
+                                 cur->n_stops, s->tokens, n, w->pool,
+                                 cur->max_memory, &s->generated,
+                                 &s->generated_len, s->err, ERR_LEN);
+  }
+}
+
 /* Runs rows [first, first + k) as one packed forward pass, on a worker (or
 ** inline). Touches no SQLite API: results and errors go into the slots. */
 static void scanRun(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
@@ -263,14 +292,16 @@ static void scanRun(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
   relattn_fwd f[BATCH_ROWS];
   scan_slot *slot[BATCH_ROWS];
   char err[ERR_LEN];
+  const int fwd = cur->want & ~WANT_GEN;
   int count = 0, i, j, rc, total = 0, off = 0;
+  if (cur->want & WANT_GEN) scanGenerate(cur, w, first, k);
   for (i = 0; i < k; i++) {
     scan_slot *s = &cur->ring[(first + i) % cur->cap];
     s->score = 0;
     /* Errors found on reading, NULL tokens, one token without BOS when only
     ** the score is read: nothing to run. */
-    if (s->status != RELATTN_OK || s->n == 0 || !cur->want) continue;
-    if (cur->want == WANT_SCORE && s->n < 2) continue;
+    if (s->status != RELATTN_OK || s->n == 0 || !fwd) continue;
+    if (fwd == WANT_SCORE && s->n < 2) continue;
     slot[count] = s;
     memset(&f[count], 0, sizeof f[count]);
     f[count].tokens = s->tokens;
@@ -357,6 +388,8 @@ static void scanFreeSlots(scan_cursor *cur) {
   for (s = cur->head; s < cur->tail; s++) {
     sqlite3_free(cur->ring[s % cur->cap].tokens);
     cur->ring[s % cur->cap].tokens = NULL;
+    free(cur->ring[s % cur->cap].generated);
+    cur->ring[s % cur->cap].generated = NULL;
   }
   cur->head = cur->tail = 0;
 }
@@ -385,6 +418,7 @@ static void scanReset(scan_cursor *cur) {
   sqlite3_free(cur->logits);
   cur->logits = NULL;
   cur->t0 = 0;
+  while (cur->n_stops > 0) sqlite3_free(cur->stops[--cur->n_stops]);
 }
 
 /* ---- cursor -------------------------------------------------------------- */
@@ -466,6 +500,7 @@ static int scanFill(scan_cursor *cur) {
     s->status = RELATTN_OK;
     s->err[0] = 0;
     s->tokens = NULL;
+    s->generated = NULL;
     s->n = s->n_tokens = 0;
     s->score = 0;
     s->id = sqlite3_column_int64(cur->src, 0);
@@ -683,6 +718,8 @@ static int scanNext(sqlite3_vtab_cursor *p) {
   s = &cur->ring[cur->head % cur->cap];
   sqlite3_free(s->tokens);
   s->tokens = NULL;
+  free(s->generated);
+  s->generated = NULL;
   cur->head++;
   relattn_batch_pop(cur->runner);
   cur->vt->busy++;
@@ -751,7 +788,7 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   cur->src_done = 0;
   cur->rows_done = cur->tok_done = cur->bytes_done = 0;
   cur->total_bytes = 0;
-  cur->want = idxNum & (WANT_SCORE | WANT_EMB | WANT_CLASS);
+  cur->want = idxNum & (WANT_SCORE | WANT_EMB | WANT_CLASS | WANT_GEN);
   cur->keep_errors = (idxNum & WANT_ERRORS) != 0;
   cur->read_tokens = cur->want || (idxNum & (WANT_TOKENS | WANT_ERRORS));
   cur->failed = 0;
@@ -783,6 +820,23 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
                      "(problem_type regression): its value is logit; it has "
                      "no label",
                      vt->model);
+  if ((cur->want & WANT_GEN) &&
+      (cur->model->cfg.arch != RELATTN_DECODER ||
+       cur->model->cfg.head != RELATTN_HEAD_LM))
+    return scanError(cur, SQLITE_ERROR,
+                     "relattn_scan: model '%s' is not a decoder with an LM "
+                     "head: it generates no text",
+                     vt->model);
+  if (cur->want & WANT_GEN) {
+    char *msg = relattn_gen_parse(conn, cur->model, "relattn_scan", "generate",
+                                  vt->generate_arg, &cur->gen, cur->stops,
+                                  &cur->n_stops);
+    if (msg) {
+      cur->failed = 1;
+      return relattn_vtab_error(db, &vt->base, SQLITE_ERROR, msg);
+    }
+    cur->max_memory = conn->max_memory;
+  }
   if (cur->want & WANT_EMB) {
     char *msg = relattn_pooling_check(cur->model, "relattn_scan", vt->model,
                                       vt->pooling);
@@ -1024,6 +1078,11 @@ static int scanColumn(sqlite3_vtab_cursor *p, sqlite3_context *ctx, int col) {
     case COL_PROB:
       if (s->n && cur->model->cfg.problem_type != RELATTN_PROBLEM_REGRESSION)
         sqlite3_result_double(ctx, s->prob);
+      break;
+    case COL_GEN:
+      if (s->n && s->generated)
+        sqlite3_result_text64(ctx, s->generated, s->generated_len,
+                              SQLITE_TRANSIENT, SQLITE_UTF8);
       break;
     case COL_EMB:
       if (s->n) {

@@ -18,6 +18,7 @@ typedef struct scan_vtab {
   char *schema;      /* where the virtual table lives ("main", "temp", ...) */
   char *name;        /* its own name */
   char *pooling_arg; /* pooling=, as given, or NULL */
+  char *generate_arg; /* generate=: the generated column's options (JSON) */
   int pooling;       /* RELATTN_POOL_* of the embedding column */
   int busy;          /* running its own SQL: reading source or the model */
 } scan_vtab;

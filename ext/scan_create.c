@@ -12,6 +12,7 @@
 #include "ext.h"
 #include "functions.h"
 #include "scan.h"
+#include "generate.h"
 
 #include <string.h>
 
@@ -232,6 +233,7 @@ static void scanFreeVtab(scan_vtab *vt) {
   sqlite3_free(vt->schema);
   sqlite3_free(vt->name);
   sqlite3_free(vt->pooling_arg);
+  sqlite3_free(vt->generate_arg);
   sqlite3_free(vt);
 }
 
@@ -318,6 +320,15 @@ static int scanCheckModel(sqlite3 *db, scan_vtab *vt, const char *schema,
                                pzErr);
   if (m) {
     *pzErr = relattn_pooling_check(m, "relattn_scan", vt->model, vt->pooling);
+    if (!*pzErr && vt->generate_arg) {
+      /* generate='{...}': its options, read as each query will */
+      relattn_gen_opts o;
+      char *stops[16];
+      int n_stops = 0, i;
+      *pzErr = relattn_gen_parse(&probe, m, "relattn_scan", "generate",
+                                 vt->generate_arg, &o, stops, &n_stops);
+      for (i = 0; i < n_stops; i++) sqlite3_free(stops[i]);
+    }
     relattn_store_release(&probe, m);
   }
   if (*pzErr)
@@ -382,11 +393,12 @@ static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
     else if (sqlite3_stricmp(key, "tokens") == 0) dst = &vt->tokens;
     else if (sqlite3_stricmp(key, "id") == 0) dst = &vt->id;
     else if (sqlite3_stricmp(key, "pooling") == 0) dst = &vt->pooling_arg;
+    else if (sqlite3_stricmp(key, "generate") == 0) dst = &vt->generate_arg;
     if (!dst || *dst) {
       *pzErr = sqlite3_mprintf(
           dst ? "relattn_scan: argument '%s' given twice"
               : "relattn_scan: unknown argument '%s' (expected model, source, "
-                "tokens, id, pooling)",
+                "tokens, id, pooling, generate)",
           key);
       sqlite3_free(key);
       sqlite3_free(val);
@@ -430,7 +442,8 @@ static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
                             "CREATE TABLE x(id INTEGER, n_tokens INTEGER, "
                             "score REAL, perplexity REAL, embedding BLOB, "
                             "error TEXT HIDDEN, label TEXT HIDDEN, "
-                            "logit REAL HIDDEN, prob REAL HIDDEN)");
+                            "logit REAL HIDDEN, prob REAL HIDDEN, "
+                            "generated TEXT HIDDEN)");
   if (rc != SQLITE_OK) {
     scanFreeVtab(vt);
     return rc;

@@ -14,8 +14,10 @@
 --   @results  the results table                   default @source || '_scores'
 --   @chunk    rows per transaction                default 1000
 --   @columns  relattn_scan's columns to keep, comma-separated, from n_tokens,
---             score, perplexity, embedding, label, prob, logit, error
---             default: by the model's head (below)
+--             score, perplexity, embedding, label, prob, logit, generated,
+--             error                              default: by the model's head (below)
+--   @generate the generated column's options, as relattn_generate's (JSON)
+--                                                default: its defaults
 --   @progress 1: a line per chunk on stderr; 0: none; 2: also relattn_scan's
 --             own line every second, even when stderr is not a terminal
 --                                                default 1
@@ -71,13 +73,13 @@
 .parameter init
 INSERT OR IGNORE INTO temp.sqlite_parameters(key, value) VALUES
   ('@model', 'tiny'), ('@source', 'docs'), ('@tokens', 'body'), ('@id', NULL),
-  ('@chunk', 1000), ('@columns', NULL), ('@progress', 1);
+  ('@chunk', 1000), ('@columns', NULL), ('@progress', 1), ('@generate', NULL);
 INSERT OR IGNORE INTO temp.sqlite_parameters(key, value)
   SELECT '@results', value || '_scores' FROM temp.sqlite_parameters WHERE key = '@source';
 
 .headers off
 .mode list
-WITH s(model, source, tokens, id, results, chunk, columns, progress) AS (
+WITH s(model, source, tokens, id, results, chunk, columns, progress, generate) AS (
   SELECT (SELECT value FROM temp.sqlite_parameters WHERE key = '@model'),
          (SELECT value FROM temp.sqlite_parameters WHERE key = '@source'),
          (SELECT value FROM temp.sqlite_parameters WHERE key = '@tokens'),
@@ -85,12 +87,13 @@ WITH s(model, source, tokens, id, results, chunk, columns, progress) AS (
          (SELECT value FROM temp.sqlite_parameters WHERE key = '@results'),
          (SELECT max(1, CAST(value AS INTEGER)) FROM temp.sqlite_parameters WHERE key = '@chunk'),
          (SELECT value FROM temp.sqlite_parameters WHERE key = '@columns'),
-         (SELECT min(2, max(0, CAST(value AS INTEGER))) FROM temp.sqlite_parameters WHERE key = '@progress')),
+         (SELECT min(2, max(0, CAST(value AS INTEGER))) FROM temp.sqlite_parameters WHERE key = '@progress'),
+         (SELECT value FROM temp.sqlite_parameters WHERE key = '@generate')),
 -- relattn_scan's columns, and the results table's type for each
 scan_column(pos, name, type) AS (VALUES
   (1, 'n_tokens', 'INTEGER'), (2, 'score', 'REAL'), (3, 'perplexity', 'REAL'),
   (4, 'embedding', 'BLOB'), (5, 'label', 'TEXT'), (6, 'prob', 'REAL'), (7, 'logit', 'REAL'),
-  (8, 'error', 'TEXT')),
+  (8, 'generated', 'TEXT'), (9, 'error', 'TEXT')),
 choices(list) AS (SELECT group_concat(name, ', ') FROM (SELECT name FROM scan_column ORDER BY pos)),
 -- @columns cut at its commas
 cut(n, word, rest) AS (
@@ -163,8 +166,9 @@ job(kind, head, start, step, tail) AS (
       'set @columns to its columns, or name another @results', results, held, names))
     ELSE
     '.bail on' || char(10) || '.timeout 60000' || char(10) ||
-    format('CREATE VIRTUAL TABLE temp.score_job USING relattn_scan(model=%Q, source=%Q, tokens=%Q%s);',
-           model, source, tokens, CASE WHEN id IS NULL THEN '' ELSE format(', id=%Q', id) END) || char(10) ||
+    format('CREATE VIRTUAL TABLE temp.score_job USING relattn_scan(model=%Q, source=%Q, tokens=%Q%s%s);',
+           model, source, tokens, CASE WHEN id IS NULL THEN '' ELSE format(', id=%Q', id) END,
+           CASE WHEN generate IS NULL THEN '' ELSE format(', generate=%Q', generate) END) || char(10) ||
     format('SELECT %s FROM temp.score_job WHERE id > 9223372036854775807;', names) || char(10) ||
     format('CREATE TABLE IF NOT EXISTS "%w"(id INTEGER PRIMARY KEY, %s);', results, defs) || char(10) ||
     format('CREATE TEMP TABLE score_chunk(id INTEGER PRIMARY KEY, %s);', staged)

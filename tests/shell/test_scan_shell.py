@@ -498,7 +498,7 @@ def test_score_corpus_bad_columns_change_nothing(tmp_path):
     db.commit()
     schema = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
     before = db.execute(schema).fetchall()
-    choose = "n_tokens, score, perplexity, embedding, label, prob, logit, error"
+    choose = "n_tokens, score, perplexity, embedding, label, prob, logit, generated, error"
     cases = [
         ([("@columns", "labl,prob")],
          f"score_corpus: @columns: relattn_scan has no column 'labl' (choose from {choose})"),
@@ -527,4 +527,43 @@ def test_score_corpus_bad_columns_change_nothing(tmp_path):
                            ("@columns", "n_tokens,score,perplexity")), input=SCRIPT,
                        capture_output=True, text=True, timeout=600, shell=True)
     assert (r.returncode, r.stdout) == (0, 'score_corpus: done, 10 rows in "old_scores"\n')
+    db.close()
+
+
+def test_generated_job_resumes_and_equals_relattn_generate(tmp_path):
+    """@columns generated with @generate: the results are relattn_generate's
+    on each row; a run stopped half-way (its results cut back to a chunk's
+    end, as after SIGKILL) and run again ends with every row once."""
+    path = tmp_path / "c.db"
+    db = connect(str(path))
+    db.execute("SELECT relattn_import('tiny', ?)",
+               ((ROOT / "models" / "tiny.safetensors").read_bytes(),))
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body TEXT)")
+    words = ["And God said", "In the beginning", "Blessed are the", "Let there be",
+             "The LORD is my", None, "", "Thou shalt"]
+    db.executemany("INSERT INTO docs(body) VALUES (?)", [(w,) for w in words * 3])
+    db.commit()
+    options = '{"max_new_tokens": 12, "stop": "."}'
+    want = db.execute("SELECT id, relattn_generate('tiny', body, ?) FROM docs "
+                      "WHERE body IS NOT '' ORDER BY id", (options,)).fetchall()
+    db.close()
+    settings = [("@columns", "generated"), ("@generate", shlex.quote(options)),
+                ("@chunk", 5), ("@progress", 0)]
+    r = subprocess.run(job(path, *settings), input=SCRIPT, shell=True,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == 'score_corpus: done, 24 rows in "docs_scores"'
+    db = sqlite3.connect(str(path))
+    assert db.execute("SELECT id, generated FROM docs_scores WHERE error IS NULL "
+                      "ORDER BY id").fetchall() == want
+    db.execute("DELETE FROM docs_scores WHERE id > 10")
+    db.commit()
+    db.close()
+    r = subprocess.run(job(path, *settings), input=SCRIPT, shell=True,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    db = sqlite3.connect(str(path))
+    assert db.execute("SELECT id, generated FROM docs_scores WHERE error IS NULL "
+                      "ORDER BY id").fetchall() == want
+    assert db.execute("SELECT count(*), count(DISTINCT id) FROM docs_scores").fetchone() == (24, 24)
     db.close()

@@ -511,3 +511,59 @@ def test_interrupt(rng):
                           "'{\"max_new_tokens\": 3}'))").fetchone() == (3,)
     finally:
         db.close()
+
+
+# ---- relattn_scan's generated column ---------------------------------------------
+
+def scan_corpus(db, rng, rows=12):
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
+    db.executemany("INSERT INTO docs(body) VALUES (?)",
+                   [(toks(prompt_of(rng, int(rng.integers(1, 9)))),) for _ in range(rows)]
+                   + [(None,)])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_scan_generated(db, rng, threads):
+    """The generated column is relattn_generate's text of each row, with
+    generate='s options, whatever the threads; id = ? runs inline."""
+    load(db, rng, "alibi")
+    scan_corpus(db, rng)
+    db.execute(f"SELECT relattn_threads({threads})")
+    options = json.dumps({"max_new_tokens": 9, "num_beams": 2, "eos_token_id": None})
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', "
+               f"source='docs', tokens='body', generate='{options}')")
+    want = db.execute("SELECT id, relattn_generate('m', body, ?) FROM docs ORDER BY id",
+                      (options,)).fetchall()
+    assert db.execute("SELECT id, generated FROM temp.job").fetchall() == want
+    assert db.execute("SELECT id, generated, score IS NOT NULL FROM temp.job WHERE id = 3"
+                      ).fetchall() == [(3, want[2][1], 1)]
+    # SELECT * leaves it out (HIDDEN): no generation for the other columns
+    assert len(db.execute("SELECT * FROM temp.job LIMIT 1").fetchone()) == 5
+
+
+def test_scan_generated_errors(db, rng):
+    load(db, rng, "shaw")
+    scan_corpus(db, rng, 3)
+    with pytest.raises(Exception) as e:
+        db.execute("CREATE VIRTUAL TABLE temp.bad USING relattn_scan(model='m', "
+                   "source='docs', tokens='body', generate='{\"top_p\": 2}')")
+    assert str(e.value) == ("relattn_scan: generate.top_p must be a number over 0 "
+                            "and at most 1, not 2")
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', "
+               "source='docs', tokens='body', generate='{\"max_new_tokens\": 5000}')")
+    db.execute("SELECT relattn_max_memory(1048576)")
+    rows = db.execute("SELECT id, generated, error FROM temp.job").fetchall()
+    assert len(rows) == 4 and rows[3] == (4, None, None)
+    for r in rows[:3]:
+        assert r[1] is None
+        assert re.fullmatch(rf"relattn_scan: body of id {r[0]}: needs \d+ bytes, "
+                            r"over the limit of 1048576 per call \(relattn_max_memory\)", r[2])
+    cfg = ref.random_config(rng, arch="encoder", n_heads=3, d_model=24)
+    db.execute("SELECT relattn_import('enc', ?)",
+               (ref.safetensors_bytes(ref.random_params(rng, cfg), cfg),))
+    db.execute("CREATE VIRTUAL TABLE temp.enc USING relattn_scan(model='enc', "
+               "source='docs', tokens='body')")
+    with pytest.raises(Exception) as e:
+        db.execute("SELECT generated FROM temp.enc").fetchall()
+    assert str(e.value) == ("relattn_scan: model 'enc' is not a decoder with an LM "
+                            "head: it generates no text")

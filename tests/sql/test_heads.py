@@ -510,7 +510,8 @@ def test_scan_label_prob_same_bits_as_scalar(db, rng, problem):
     # SELECT * is what it was: the classifier's columns are hidden
     assert db.execute("SELECT name, hidden FROM pragma_table_xinfo('job', 'temp')").fetchall() == [
         ("id", 0), ("n_tokens", 0), ("score", 0), ("perplexity", 0), ("embedding", 0),
-        ("error", 1), ("label", 1), ("logit", 1), ("prob", 1)]
+        ("error", 1), ("label", 1), ("logit", 1), ("prob", 1),
+        ("generated", 1)]
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
@@ -601,7 +602,7 @@ def test_scan_head_errors(db, rng):
     assert create("model='lm', source='docs', tokens='body', pooling='pooler'") == (
         "relattn_scan: model 'lm' has no pooler (pooling 'pooler')")
     assert create("model='lm', source='docs', tokens='body', pool='cls'") == (
-        "relattn_scan: unknown argument 'pool' (expected model, source, tokens, id, pooling)")
+        "relattn_scan: unknown argument 'pool' (expected model, source, tokens, id, pooling, generate)")
     db.execute("CREATE VIRTUAL TABLE temp.a USING relattn_scan(model='lm', source='docs', tokens='body')")
     db.execute("CREATE VIRTUAL TABLE temp.b USING relattn_scan(model='none', source='docs', tokens='body')")
     assert err(db, "SELECT label FROM temp.a") == (
