@@ -52,7 +52,7 @@ DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
 DEB_MODEL ?= python3-torch bible-kjv bible-kjv-text sqlite3-doc
 
-.PHONY: help install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo hf-demo model hf-model embed-model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster bench-deberta bench-qgemm fuzz fuzz-build clean
+.PHONY: help install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo hf-demo model hf-model embed-model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster bench-deberta bench-qgemm bench-generate fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -280,13 +280,19 @@ bench-torch: all
 bench-qgemm: $(BUILD)/bench/bench_qgemm
 	$(BUILD)/bench/bench_qgemm
 
+# Generation: relattn_generate's tokens per second at batch 1 vs a PyTorch decoder with a
+# key/value cache (same model, same threads; target: 2x), and its cost per new token at
+# 16 and at 512 new tokens.
+bench-generate: all
+	$(PYTHON) tests/bench/bench_generate.py $(abspath $(SO))
+
 # How soon sqlite3_interrupt stops each kind of call (target: under 1 s).
 bench-interrupt: all
 	$(PYTHON) tests/bench/bench_interrupt.py $(abspath $(SO))
 
 bench: deps-bench
 	$(MAKE) bench-attention bench-torch bench-forward bench-scan bench-interrupt \
-	  bench-cluster bench-tokenize bench-deberta bench-qgemm
+	  bench-cluster bench-tokenize bench-deberta bench-qgemm bench-generate
 
 # A DeBERTa-v3-style encoder over a table: relattn_scan (embedding; label, prob) vs the same
 # Hugging Face model in PyTorch (float32 and int8) and, exported to ONNX, in ONNX Runtime

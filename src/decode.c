@@ -24,7 +24,7 @@
 **   e_j = s ((q^ + u) . k^_j + (q + w) . rk[b] + k_j . rq[b])
 **         + beta[b] - slope |delta|
 **   z   = sum_j softmax(e)_j (v_j + rv[b])
-** the softmax's sum in double.
+** the softmax that of the attention kernel (src/vecmath.c).
 **
 ** The prefix at open goes through in chunks of up to CHUNK rows (the
 ** products take many rows at once; row r attends to the cache up to r),
@@ -35,6 +35,7 @@
 */
 #include "relattn.h"
 #include "fwd.h"
+#include "vecmath.h"
 
 #include <math.h>
 #include <string.h>
@@ -55,7 +56,9 @@ struct relattn_dec {
   float *h;                   /* (rows_max, hw) normed input, then z */
   float *qkv;                 /* (rows_max, 3 in) */
   float *hid;                 /* (rows_max, ff (2 ff gated)) */
-  double *score;              /* (max_len) one head's scores */
+  float *ef, *tr;             /* (max_len) each: scores then weights, a
+                              ** table's rows (when no more than the keys) */
+  int *rb;                    /* (max_len) each key's table row */
   float *qa;                  /* (2 d_head) q rotated + u, q + w */
   int *row_beam, *row_pos;    /* (rows_max) whose cache each row reads */
   float *last;                /* (rows_max, d) rows the head reads */
@@ -128,7 +131,7 @@ static size_t layout(const relattn_model *m, int n_src, int beams,
   part[2] = round16(rows * (size_t)h_width(c));     /* h */
   part[3] = round16(rows * 3 * in);                 /* qkv */
   part[4] = round16(rows * ff);                     /* hid */
-  part[5] = round16(2 * (size_t)max_len);           /* score (doubles) */
+  part[5] = 3 * round16((size_t)max_len);           /* ef, tr, rb */
   part[6] = round16(2 * (size_t)relattn_config_d_head(c)) +
             round16(2 * rows) +                     /* qa, row_beam/pos */
             round16(rows * (size_t)c->d_model);     /* last */
@@ -210,6 +213,11 @@ static int row_of(const relattn_rel *t, int delta) {
   return t->bucket ? t->bucket[c + t->band] : c + t->band;
 }
 
+/* Does the scheme read a table row per key? */
+static int rk_any(const relattn_rel *t) {
+  return t->rk || t->rq || t->rv || t->beta;
+}
+
 /* The first r dims of x rotated by position p's angles into out, the rest
 ** copied (as src/attention.c rotates its rows). */
 static void rotate(float *out, const float *x, int dh, const relattn_rel *t,
@@ -227,15 +235,26 @@ static void rotate(float *out, const float *x, int dh, const relattn_rel *t,
 }
 
 /* One query at position i over keys and values 0..i of a cache (rows in
-** floats apart): z (H d_head) from q (H d_head, not rotated). */
+** floats apart): z (H d_head) from q (H d_head, not rotated). The products
+** over the keys are sgemm's (one row of the query against the cache's
+** rows, read in place); a table of no more rows than there are keys has
+** its query-side products made once per row and its value rows weighted
+** by each row's summed probability, so Shaw's 2k+1 rows cost O(k d), not
+** O(n d). */
 static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
                        int i, const float *K, const float *V, float *z) {
-  const int H = d->m->cfg.n_heads, dh = d->dh, in = d->in;
+  const int H = d->m->cfg.n_heads, dh = d->dh, in = d->in, n = i + 1;
   const float s = (float)(t->scale > 0 ? t->scale : 1.0 / sqrt((double)dh));
   const size_t ts = t->per_head ? (size_t)t->rows * dh : 0;
+  const int by_row = t->rows <= n;
+  const relattn_vec *vec = relattn_vec_ops();
   float *qa = d->qa, *qw = d->qa + dh;
-  double *e = d->score;
+  float *ef = d->ef, *tr = d->tr;
+  int *rb = d->rb;
   int h, j, c;
+  /* each key's table row, the same for every head */
+  if (rk_any(t))
+    for (j = 0; j < n; j++) rb[j] = row_of(t, j - i);
   for (h = 0; h < H; h++) {
     const float *qh = q + (size_t)h * dh;
     const float *rk = t->rk ? t->rk + h * ts : NULL;
@@ -244,37 +263,51 @@ static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
     const float *beta = t->beta ? t->beta + (size_t)h * t->rows : NULL;
     const float slope = t->slope ? t->slope[h] : 0.0f;
     float *zh = z + (size_t)h * dh;
-    double mx = -INFINITY, sum = 0.0;
+    float mx, sum;
     if (t->rot_dim) rotate(qa, qh, dh, t, i);
     else memcpy(qa, qh, sizeof(float) * dh);
     if (t->u)
       for (c = 0; c < dh; c++) qa[c] += t->u[(size_t)h * dh + c];
+    /* s (q^ + u) . k^_j for every key */
+    relattn_sgemm(0, 1, 1, n, dh, s, qa, dh, K + (size_t)h * dh, in, 0.0f, ef,
+                  n);
     if (rk) {
       memcpy(qw, qh, sizeof(float) * dh);
       if (t->w)
         for (c = 0; c < dh; c++) qw[c] += t->w[(size_t)h * dh + c];
+      if (by_row) {
+        relattn_sgemm(0, 1, 1, t->rows, dh, s, qw, dh, rk, dh, 0.0f, tr,
+                      t->rows);
+        for (j = 0; j < n; j++) ef[j] += tr[rb[j]];
+      } else {
+        for (j = 0; j < n; j++) ef[j] += s * dot(qw, rk + (size_t)rb[j] * dh, dh);
+      }
     }
-    for (j = 0; j <= i; j++) {
-      const float *kj = K + (size_t)j * in + (size_t)h * dh;
-      const int b = row_of(t, j - i);
-      float a = dot(qa, kj, dh);
-      if (rk) a += dot(qw, rk + (size_t)b * dh, dh);
-      if (rq) a += dot(kj, rq + (size_t)b * dh, dh);
-      a *= s;
-      if (beta) a += beta[b];
-      if (slope != 0.0f) a -= slope * (float)(i - j);
-      e[j] = a;
-      if (e[j] > mx) mx = e[j];
-    }
-    for (j = 0; j <= i; j++) sum += e[j] = exp(e[j] - mx);
-    memset(zh, 0, sizeof(float) * dh);
-    for (j = 0; j <= i; j++) {
-      const float p = (float)(e[j] / sum);
-      const float *vj = V + (size_t)j * in + (size_t)h * dh;
-      for (c = 0; c < dh; c++) zh[c] += p * vj[c];
-      if (rv) {
-        const float *r = rv + (size_t)row_of(t, j - i) * dh;
-        for (c = 0; c < dh; c++) zh[c] += p * r[c];
+    if (rq)
+      for (j = 0; j < n; j++)
+        ef[j] += s * dot(K + (size_t)j * in + (size_t)h * dh,
+                         rq + (size_t)rb[j] * dh, dh);
+    if (beta)
+      for (j = 0; j < n; j++) ef[j] += beta[rb[j]];
+    if (slope != 0.0f)
+      for (j = 0; j < n; j++) ef[j] -= slope * (float)(i - j);
+    /* the softmax as the attention kernel takes it (src/vecmath.c) */
+    mx = vec->max(ef, n);
+    sum = vec->exp_sum(ef, n, mx);
+    vec->scale(ef, n, 1.0f / sum);
+    /* z = sum_j p_j (v_j + rv[b]) */
+    relattn_sgemm(0, 0, 1, dh, n, 1.0f, ef, n, V + (size_t)h * dh, in, 0.0f,
+                  zh, dh);
+    if (!rv) continue;
+    if (by_row) {
+      memset(tr, 0, sizeof(float) * (size_t)t->rows);
+      for (j = 0; j < n; j++) tr[rb[j]] += ef[j];
+      relattn_sgemm(0, 0, 1, dh, t->rows, 1.0f, tr, t->rows, rv, dh, 1.0f, zh,
+                    dh);
+    } else {
+      for (j = 0; j < n; j++) {
+        const float *r = rv + (size_t)rb[j] * dh;
+        for (c = 0; c < dh; c++) zh[c] += ef[j] * r[c];
       }
     }
   }
@@ -475,7 +508,10 @@ int relattn_dec_open(const relattn_model *m, const int *src, int n_src,
   d->h = p, p += part[2];
   d->qkv = p, p += part[3];
   d->hid = p, p += part[4];
-  d->score = (double *)p, p += part[5];
+  d->ef = p;
+  d->tr = d->ef + round16((size_t)max_len);
+  d->rb = (int *)(d->tr + round16((size_t)max_len));
+  p += part[5];
   d->qa = p, p += round16(2 * (size_t)d->dh);
   d->row_beam = (int *)p;
   d->row_pos = d->row_beam + d->rows_max;
