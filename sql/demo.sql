@@ -133,3 +133,15 @@ FROM corpus WHERE (kind, label) IN (VALUES ('held-out verse', '1Jn 3:14'), ('oth
 .mode list
 .headers off
 SELECT '  ' || file FROM pictures WHERE writefile(file, svg) > 0 ORDER BY file;
+
+-- 7. Generation: the model continues the start of a verse (relattn_generate, over a key/value
+--    cache): the most likely byte each time, four beams (no 4-gram twice), and a sample.
+.print
+.print The model continues a verse (relattn_generate, 48 new bytes):
+.print
+WITH v(how, options) AS (VALUES
+  ('greedy:', '{"max_new_tokens": 48}'),
+  ('4 beams:', '{"max_new_tokens": 48, "num_beams": 4, "no_repeat_ngram_size": 4}'),
+  ('sampled:', '{"max_new_tokens": 48, "do_sample": true, "seed": 7, "temperature": 0.7, "top_p": 0.9}'))
+SELECT printf('  %-8s %s%s', how, body, relattn_generate('tiny', body, options))
+FROM v, (SELECT 'And God said, Let there be' AS body);

@@ -49,6 +49,13 @@ def test_demo_runs_and_ranks(tmp_path):
         assert new.get("viewBox") == old.get("viewBox") and new.get("width") == old.get("width")
         assert [e.tag for e in new.iter()] == [e.tag for e in old.iter()], name
         assert f"  {tmp_path}/img/{name}\n" in out
+    # the model continues a verse: greedy, 4 beams and a sample, 48 new bytes each
+    tail = out.split("The model continues a verse (relattn_generate, 48 new bytes):\n\n")[1]
+    lines = tail.splitlines()[:3]
+    start = "And God said, Let there be"
+    assert [l[:11] for l in lines] == ["  greedy:  ", "  4 beams: ", "  sampled: "]
+    assert all(l[11:].startswith(start) and len(l[11:]) == len(start) + 48 for l in lines)
+    assert len(set(l[11:] for l in lines)) == 3
     prof = ET.parse(tmp_path / "img" / "distance_profile.svg").getroot()
     panels = prof.findall(".//{http://www.w3.org/2000/svg}g[@class='panel']")
     assert len(panels) == 16  # 4 layers x 4 heads
