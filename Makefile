@@ -186,7 +186,8 @@ NUMERIC_TESTS := tests/sql/test_attention.py tests/sql/test_model_fn.py \
                  'tests/test_unit.py::test_unit[test_attention]' \
                  'tests/test_unit.py::test_unit[test_schemes]' \
                  'tests/test_unit.py::test_unit[test_forward]' \
-                 'tests/test_unit.py::test_unit[test_batch]'
+                 'tests/test_unit.py::test_unit[test_batch]' \
+                 'tests/test_unit.py::test_unit[test_generate]'
 
 # The tests of how the extension calls SQLite, rerun by make test on a SQLite
 # built with SQLITE_DEBUG (tests/sqlite_debug.sh): its assertions catch misuse

@@ -569,8 +569,7 @@ int relattn_dec_step(relattn_dec *d, const int *parent, const int *token,
   c = &d->m->cfg;
   if (d->len >= d->max_len)
     return relattn_errorf(err, errsz, RELATTN_ERR_TOOBIG,
-                          "relattn_generate: the cache holds %d tokens, its "
-                          "most",
+                          "relattn_generate: the cache is full (%d tokens)",
                           d->max_len);
   for (b = 0; b < d->beams; b++) {
     if (token[b] < 0 || token[b] >= c->vocab_size)
