@@ -145,6 +145,7 @@ size_t relattn_dec_memory(const relattn_model *m, int n_src, int beams,
                           int max_len) {
   size_t part[8], floats, bytes, extra = 0;
   if (!m || n_src < 1 || beams < 1 || max_len < n_src) return SIZE_MAX;
+  if (is_seq2seq(m)) return 0; /* relattn_dec_open says why it cannot */
   floats = layout(m, n_src, beams, max_len, part);
   if (!floats || !relattn_mul_ok(floats, sizeof(float), &bytes))
     return SIZE_MAX;
