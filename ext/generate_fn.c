@@ -149,7 +149,7 @@ int relattn_gen_text(const relattn_model *m, const relattn_gen_opts *opts,
   return RELATTN_OK;
 }
 
-/* ---- options --------------------------------------------------------------- */
+/* ---- options ------------------------------------------------------------- */
 
 /* Who reads the options, for messages: "<fn>: <what>.key must be ...". */
 typedef struct opt_who {
@@ -164,7 +164,8 @@ static char *optBad(const opt_who *w, const char *key, const char *want,
 }
 
 /* An integer in [lo, hi] of JSON type type ('integer'), or sets *zErr. */
-static int optInt(const opt_who *w, const char *key, const char *type, sqlite3_value *v,
+static int optInt(const opt_who *w, const char *key, const char *type,
+                  sqlite3_value *v,
                   const char *json, sqlite3_int64 lo, sqlite3_int64 hi,
                   sqlite3_int64 *out, char **zErr) {
   char want[96];
@@ -189,7 +190,8 @@ static int optNum(const char *type, sqlite3_value *v, double *out) {
 }
 
 /* One token id or a list of them into o->eos. */
-static char *optEos(const opt_who *w, sqlite3 *db, relattn_gen_opts *o, const relattn_model *m,
+static char *optEos(const opt_who *w, sqlite3 *db, relattn_gen_opts *o,
+                    const relattn_model *m,
                     const char *type, sqlite3_value *v, const char *json) {
   char want[96];
   sqlite3_snprintf(sizeof want, want,
@@ -200,7 +202,8 @@ static char *optEos(const opt_who *w, sqlite3 *db, relattn_gen_opts *o, const re
   if (strcmp(type, "null") == 0) return NULL;
   if (strcmp(type, "integer") == 0) {
     sqlite3_int64 x = sqlite3_value_int64(v);
-    if (x < 0 || x >= m->cfg.vocab_size) return optBad(w, "eos_token_id", want, json);
+    if (x < 0 || x >= m->cfg.vocab_size)
+      return optBad(w, "eos_token_id", want, json);
     o->eos[o->n_eos++] = (int)x;
     return NULL;
   }
@@ -234,7 +237,8 @@ static char *optStop(const opt_who *w, sqlite3 *db, char **stops,
                    "a non-empty string or a list of at most %d", MAX_STOPS);
   if (strcmp(type, "text") == 0) {
     const char *s = (const char *)sqlite3_value_text(v);
-    if (!s || !*s || relattn_json_has_nul(json)) return optBad(w, "stop", want, json);
+    if (!s || !*s || relattn_json_has_nul(json))
+      return optBad(w, "stop", want, json);
     if (!(stops[0] = sqlite3_mprintf("%s", s))) return NULL;
     *n_stops = 1;
     return NULL;
@@ -373,7 +377,7 @@ char *relattn_gen_parse(relattn_conn *conn, const relattn_model *m,
   return NULL;
 }
 
-/* ---- the call ---------------------------------------------------------------- */
+/* ---- the call ------------------------------------------------------------ */
 
 int relattn_gen_run(relattn_conn *conn, sqlite3_value *model,
                     sqlite3_value *input, sqlite3_value *options, int pieces,
@@ -494,7 +498,7 @@ void relattn_generate_func(sqlite3_context *ctx, int argc,
   relattn_gen_clear(&g);
 }
 
-/* ---- relattn_generate_tokens(model, input [, options]) ----------------------- */
+/* ---- relattn_generate_tokens(model, input [, options]) ------------------- */
 
 enum { GT_STEP, GT_TOKEN, GT_TEXT, GT_LOGPROB, GT_MODEL, GT_INPUT,
        GT_OPTIONS };

@@ -210,7 +210,8 @@ static float dot(const float *a, const float *b, int n) {
 
 /* The table row of distance delta (relattn.h, relattn_rel). */
 static int row_of(const relattn_rel *t, int delta) {
-  const int c = delta < -t->band ? -t->band : (delta > t->band ? t->band : delta);
+  const int c =
+      delta < -t->band ? -t->band : (delta > t->band ? t->band : delta);
   return t->bucket ? t->bucket[c + t->band] : c + t->band;
 }
 
@@ -224,10 +225,12 @@ static int rk_any(const relattn_rel *t) {
 static void rotate(float *out, const float *x, int dh, const relattn_rel *t,
                    int p) {
   const int h2 = t->rot_dim / 2;
-  const float *c = t->rot_cos + (size_t)p * h2, *s = t->rot_sin + (size_t)p * h2;
+  const float *c = t->rot_cos + (size_t)p * h2;
+  const float *s = t->rot_sin + (size_t)p * h2;
   int i;
   for (i = 0; i < h2; i++) {
-    const int ia = t->rot_half ? i : 2 * i, ib = t->rot_half ? i + h2 : 2 * i + 1;
+    const int ia = t->rot_half ? i : 2 * i;
+    const int ib = t->rot_half ? i + h2 : 2 * i + 1;
     const float a = x[ia], b = x[ib];
     out[ia] = a * c[i] - b * s[i];
     out[ib] = b * c[i] + a * s[i];
@@ -281,7 +284,8 @@ static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
                       t->rows);
         for (j = 0; j < n; j++) ef[j] += tr[rb[j]];
       } else {
-        for (j = 0; j < n; j++) ef[j] += s * dot(qw, rk + (size_t)rb[j] * dh, dh);
+        for (j = 0; j < n; j++)
+          ef[j] += s * dot(qw, rk + (size_t)rb[j] * dh, dh);
       }
     }
     if (rq)

@@ -123,17 +123,24 @@ static void top_k_of(int *idx, const double *v, int n, int k) {
   }
 }
 
-/* For top_p: ascending by (value, id), as TopPLogitsWarper sorts. */
-static const double *sort_vals;
+/* For top_p: a token's score and id, sorted ascending by (score, id), as
+** TopPLogitsWarper sorts (the pair carries its own key: generation runs
+** on several threads at once in relattn_scan). */
+typedef struct scored_id {
+  double v;
+  int id;
+} scored_id;
+
 static int cmp_asc(const void *pa, const void *pb) {
-  const int a = *(const int *)pa, b = *(const int *)pb;
-  if (sort_vals[a] != sort_vals[b]) return sort_vals[a] < sort_vals[b] ? -1 : 1;
-  return a < b ? -1 : (a > b);
+  const scored_id *a = pa, *b = pb;
+  if (a->v != b->v) return a->v < b->v ? -1 : 1;
+  return a->id < b->id ? -1 : (a->id > b->id);
 }
 
-/* One draw from softmax(score) after the warpers; work (V ints). */
+/* One draw from softmax(score) after the warpers; work (V ints), pairs
+** (V). */
 static int sample(double *score, int V, const relattn_gen_opts *o,
-                  relattn_rng *rng, int *work) {
+                  relattn_rng *rng, int *work, scored_id *pairs) {
   double mx = -INFINITY, sum = 0.0, u, acc = 0.0;
   int i, last = -1;
   if (o->temperature != 1.0)
@@ -151,15 +158,15 @@ static int sample(double *score, int V, const relattn_gen_opts *o,
     ** never the most likely token */
     double m2 = -INFINITY, s2 = 0.0, cum = 0.0;
     for (i = 0; i < V; i++) {
-      work[i] = i;
+      pairs[i].v = score[i];
+      pairs[i].id = i;
       if (score[i] > m2) m2 = score[i];
     }
-    sort_vals = score;
-    qsort(work, (size_t)V, sizeof(int), cmp_asc);
+    qsort(pairs, (size_t)V, sizeof *pairs, cmp_asc);
     for (i = 0; i < V; i++) s2 += exp(score[i] - m2);
     for (i = 0; i < V - 1; i++) {
-      cum += exp(score[work[i]] - m2) / s2;
-      if (cum <= 1.0 - o->top_p) score[work[i]] = -INFINITY;
+      cum += exp(pairs[i].v - m2) / s2;
+      if (cum <= 1.0 - o->top_p) score[pairs[i].id] = -INFINITY;
       else break;
     }
   }
@@ -179,7 +186,7 @@ static int sample(double *score, int V, const relattn_gen_opts *o,
   return last; /* u within rounding of the sum */
 }
 
-/* ---- greedy and sampling --------------------------------------------------- */
+/* ---- greedy and sampling ------------------------------------------------- */
 
 static int run_single(const relattn_model *m, const int32_t *input,
                       int n_input, const relattn_gen_opts *o,
@@ -191,9 +198,10 @@ static int run_single(const relattn_model *m, const int32_t *input,
   float *logits = relattn_alloc(sizeof(float) * (size_t)V);
   double *score = relattn_alloc(sizeof(double) * (size_t)V);
   int *work = relattn_alloc(sizeof(int) * (size_t)V);
+  scored_id *pairs = relattn_alloc(sizeof(scored_id) * (size_t)V);
   int32_t *seq = relattn_alloc(sizeof(int32_t) * (size_t)total);
   int rc, i, tok;
-  if (!logits || !score || !work || !seq) {
+  if (!logits || !score || !work || !pairs || !seq) {
     rc = relattn_errorf(err, errsz, RELATTN_ERR_NOMEM,
                         "relattn_generate: out of memory");
     goto done;
@@ -221,7 +229,7 @@ static int run_single(const relattn_model *m, const int32_t *input,
     for (t = 0; t < V; t++) score[t] = logits[t];
     ban_ngrams(score, seq, n_input + i, o->no_repeat_ngram_size);
     if (o->do_sample) {
-      tok = sample(score, V, o, &rng, work);
+      tok = sample(score, V, o, &rng, work, pairs);
     } else {
       tok = 0;
       for (t = 1; t < V; t++)
@@ -247,11 +255,12 @@ done:
   relattn_free(logits);
   relattn_free(score);
   relattn_free(work);
+  relattn_free(pairs);
   relattn_free(seq);
   return rc;
 }
 
-/* ---- beam search ----------------------------------------------------------- */
+/* ---- beam search --------------------------------------------------------- */
 
 /* A finished hypothesis: its new tokens (the eos that ended it last, when
 ** one did) and score. */
@@ -363,7 +372,8 @@ static int run_beams(const relattn_model *m, const int32_t *input,
   newlp = relattn_alloc(sizeof(float) * (size_t)K);
   hlp = relattn_alloc(sizeof(float) * (size_t)(T + 1));
   hseq = relattn_alloc(sizeof(int32_t) * (size_t)(T + 1));
-  if (!newlp || !hlp || !hseq || !logits || !flat || !row || !bscore || !nscore || !seq || !seq2 ||
+  if (!newlp || !hlp || !hseq || !logits || !flat || !row || !bscore ||
+      !nscore || !seq || !seq2 ||
       !lp || !lp2 || !cand || !parent || !token || !s.hyps || !hmem ||
       !hmem_lp)
     goto nomem;
@@ -507,7 +517,7 @@ end:
   return rc;
 }
 
-/* ---- the entry ---------------------------------------------------------------- */
+/* ---- the entry ----------------------------------------------------------- */
 
 static int check_opts(const relattn_model *m, int n_input,
                       const relattn_gen_opts *o, char *err, size_t errsz) {
@@ -556,7 +566,7 @@ size_t relattn_generate_memory(const relattn_model *m, int n_input,
       !relattn_mul_ok(K + 1, total + 1, &t) ||
       !relattn_mul_ok(t, 4 * (sizeof(int32_t) + sizeof(float)), &t) ||
       !relattn_add_ok(search, t, &search) ||
-      !relattn_add_ok(search, V * (sizeof(double) + sizeof(int)), &search) ||
+      !relattn_add_ok(search, V * (2 * sizeof(double) + 2 * sizeof(int)), &search) ||
       !relattn_add_ok(dec, search, &dec))
     return SIZE_MAX;
   return dec;
@@ -599,7 +609,7 @@ void relattn_gen_result_free(relattn_gen_result *r) {
   r->n = 0;
 }
 
-/* ---- the text of new tokens ------------------------------------------------ */
+/* ---- the text of new tokens ---------------------------------------------- */
 
 /* Length of the UTF-8 sequence a lead byte starts (0: not a lead byte). */
 static int utf8_len(uint8_t c) {
