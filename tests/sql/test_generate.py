@@ -523,13 +523,18 @@ def scan_corpus(db, rng, rows=12):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_scan_generated(db, rng, threads):
+@pytest.mark.parametrize("options", [
+    {"max_new_tokens": 9, "num_beams": 2, "eos_token_id": None},
+    {"max_new_tokens": 40, "do_sample": True, "seed": 5, "top_p": 0.7,
+     "top_k": 50, "temperature": 1.5, "eos_token_id": None}])
+def test_scan_generated(db, rng, threads, options):
     """The generated column is relattn_generate's text of each row, with
-    generate='s options, whatever the threads; id = ? runs inline."""
+    generate='s options, whatever the threads (samplers on two workers at
+    once); id = ? runs inline."""
     load(db, rng, "alibi")
-    scan_corpus(db, rng)
+    scan_corpus(db, rng, 24)
     db.execute(f"SELECT relattn_threads({threads})")
-    options = json.dumps({"max_new_tokens": 9, "num_beams": 2, "eos_token_id": None})
+    options = json.dumps(options)
     db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', "
                f"source='docs', tokens='body', generate='{options}')")
     want = db.execute("SELECT id, relattn_generate('m', body, ?) FROM docs ORDER BY id",
@@ -537,6 +542,7 @@ def test_scan_generated(db, rng, threads):
     assert db.execute("SELECT id, generated FROM temp.job").fetchall() == want
     assert db.execute("SELECT id, generated, score IS NOT NULL FROM temp.job WHERE id = 3"
                       ).fetchall() == [(3, want[2][1], 1)]
+    assert len({w[1] for w in want}) > 12       # the rows' texts differ
     # SELECT * leaves it out (HIDDEN): no generation for the other columns
     assert len(db.execute("SELECT * FROM temp.job LIMIT 1").fetchone()) == 5
 
