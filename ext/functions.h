@@ -210,7 +210,9 @@ typedef struct relattn_call {
 } relattn_call;
 /* What a call needs of the model. */
 enum { RELATTN_NEED_ANY = 0, RELATTN_NEED_LM = 1, RELATTN_NEED_FILL = 2,
-       RELATTN_NEED_CLASSIFIER = 3 };
+       RELATTN_NEED_CLASSIFIER = 3,
+       RELATTN_NEED_GEN = 4 /* generates: a decoder's LM head, or an
+                            ** encoder-decoder */ };
 /* relattn_call_init loads the model and decodes tokens into *mc
 ** (relattn_model_input: the rules every model function shares), checking
 ** that the model serves need (RELATTN_NEED_*). Returns SQLITE_OK, or an

@@ -37,6 +37,10 @@ void relattn_gen_clear(relattn_gen_call *g);
 char *relattn_gen_parse(relattn_conn *conn, const relattn_model *m,
                         const char *fn, const char *what, const char *json,
                         relattn_gen_opts *o, char **stops, int *n_stops);
+/* How many of a model input's n tokens (relattn_model_input) a search is
+** given: a decoder's without the appended token ([SEP], </s>), which
+** would end the text it continues; an encoder-decoder's source whole. */
+int relattn_gen_input_n(const relattn_model *m, int n);
 /* One generation to its text (malloc'd, valid UTF-8, cut before the first
 ** stop string; *len bytes): the memory checked against max_memory first.
 ** Calls no SQLite function, so relattn_scan's workers run it on their own

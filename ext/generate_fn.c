@@ -57,6 +57,16 @@ typedef struct gen_ctx {
   int n_stops;
 } gen_ctx;
 
+/* How many of a model input's n tokens a search is given: a decoder
+** continues the text, so not the token a tokenizer appends to a sequence
+** to be scored ([SEP], </s>); an encoder-decoder's encoder reads its
+** source as the tokenizer gives it, </s> included, as Hugging Face's
+** generate does. */
+int relattn_gen_input_n(const relattn_model *m, int n) {
+  if (relattn_config_is_s2s(&m->cfg)) return n;
+  return m->cfg.append >= 0 && n > 1 ? n - 1 : n;
+}
+
 /* The text of ids (eos and ids without text left out) in bytes as the
 ** tokenizer gives them, into *raw (malloc'd). No SQLite call: relattn_scan's
 ** workers run it. */
@@ -390,7 +400,7 @@ int relattn_gen_run(relattn_conn *conn, sqlite3_value *model,
   size_t need, cut;
   memset(g, 0, sizeof *g);
   *pzErr = NULL;
-  rc = relattn_call_init(conn, FN, model, input, RELATTN_NEED_LM, &g->mc,
+  rc = relattn_call_init(conn, FN, model, input, RELATTN_NEED_GEN, &g->mc,
                          pzErr);
   if (rc != SQLITE_OK || g->mc.n == 0) return rc;
   if (options && sqlite3_value_type(options) != SQLITE_NULL &&
@@ -405,9 +415,7 @@ int relattn_gen_run(relattn_conn *conn, sqlite3_value *model,
           : NULL,
       &g->o, g->stops, &g->n_stops);
   if (*pzErr) return SQLITE_ERROR;
-  /* the model's input without the token a tokenizer appends to a sequence
-  ** to be scored ([SEP], </s>): generation continues the text */
-  n = g->mc.m->cfg.append >= 0 && g->mc.n > 1 ? g->mc.n - 1 : g->mc.n;
+  n = relattn_gen_input_n(g->mc.m, g->mc.n);
   gc.m = g->mc.m;
   gc.o = &g->o;
   gc.stops = g->stops;

@@ -58,6 +58,18 @@ static char *needMsg(const relattn_model *m, const char *fn,
     return sqlite3_mprintf("%s: model '%s' has no classifier head (its head "
                            "is '%s')",
                            fn, e, head);
+  if (need == RELATTN_NEED_GEN) {
+    if (relattn_config_is_s2s(c)) return NULL;
+    if (c->arch != RELATTN_DECODER)
+      return sqlite3_mprintf("%s: model '%s' is an encoder; only decoder and "
+                             "encoder-decoder models generate text",
+                             fn, e);
+    if (c->head != RELATTN_HEAD_LM)
+      return sqlite3_mprintf("%s: model '%s' has no LM head (its head is "
+                             "'%s')",
+                             fn, e, head);
+    return NULL;
+  }
   if (need == RELATTN_NEED_FILL && c->head == RELATTN_HEAD_MLM) {
     if (c->mask < 0)
       return sqlite3_mprintf("%s: model '%s' has no tokenizer.mask: no "

@@ -275,8 +275,7 @@ static void scanGenerate(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
   int i;
   for (i = 0; i < k; i++) {
     scan_slot *s = &cur->ring[(first + i) % cur->cap];
-    /* generation continues the text: not the token appended for scoring */
-    const int n = cur->model->cfg.append >= 0 && s->n > 1 ? s->n - 1 : s->n;
+    const int n = relattn_gen_input_n(cur->model, s->n);
     if (s->status != RELATTN_OK || s->n == 0) continue;
     s->status = relattn_gen_text(cur->model, &cur->gen, cur->stops,
                                  cur->n_stops, s->tokens, n, w->pool,
@@ -820,12 +819,12 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
                      "(problem_type regression): its value is logit; it has "
                      "no label",
                      vt->model);
-  if ((cur->want & WANT_GEN) &&
+  if ((cur->want & WANT_GEN) && !relattn_config_is_s2s(&cur->model->cfg) &&
       (cur->model->cfg.arch != RELATTN_DECODER ||
        cur->model->cfg.head != RELATTN_HEAD_LM))
     return scanError(cur, SQLITE_ERROR,
-                     "relattn_scan: model '%s' is not a decoder with an LM "
-                     "head: it generates no text",
+                     "relattn_scan: model '%s' is neither a decoder with an "
+                     "LM head nor an encoder-decoder: it generates no text",
                      vt->model);
   if (cur->want & WANT_GEN) {
     char *msg = relattn_gen_parse(conn, cur->model, "relattn_scan", "generate",

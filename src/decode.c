@@ -44,6 +44,7 @@
 
 struct relattn_dec {
   const relattn_model *m;
+  relattn_dec *s2s;           /* an encoder-decoder's state, or NULL */
   relattn_pool *pool;
   int beams, max_len, len;    /* len: tokens each beam's cache holds */
   int d, in, hw, dh, ff, rows_max;
@@ -65,12 +66,10 @@ struct relattn_dec {
   void *mem;
 };
 
-/* Encoder-decoder models (their own decoding, src/seq2seq.c) plug in
-** here; until then every model that reaches relattn_dec_open is
-** decoder-only. */
+/* Encoder-decoder models decode in src/seq2seq.c: their state is held in
+** d->s2s, and open, step, close and memory pass through to it. */
 static int is_seq2seq(const relattn_model *m) {
-  (void)m;
-  return 0;
+  return relattn_config_is_s2s(&m->cfg);
 }
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -144,8 +143,13 @@ static size_t layout(const relattn_model *m, int n_src, int beams,
 size_t relattn_dec_memory(const relattn_model *m, int n_src, int beams,
                           int max_len) {
   size_t part[8], floats, bytes, extra = 0;
+  if (m && is_seq2seq(m)) {
+    size_t b = relattn_s2s_memory(m, n_src, beams, max_len);
+    return b == SIZE_MAX || b > SIZE_MAX - sizeof(relattn_dec)
+               ? SIZE_MAX
+               : b + sizeof(relattn_dec);
+  }
   if (!m || n_src < 1 || beams < 1 || max_len < n_src) return SIZE_MAX;
-  if (is_seq2seq(m)) return 0; /* relattn_dec_open says why it cannot */
   floats = layout(m, n_src, beams, max_len, part);
   if (!floats || !relattn_mul_ok(floats, sizeof(float), &bytes))
     return SIZE_MAX;
@@ -437,10 +441,22 @@ int relattn_dec_open(const relattn_model *m, const int *src, int n_src,
     return relattn_errorf(err, errsz, RELATTN_ERR_ARG,
                           "relattn_generate: model, input, pool and logits "
                           "required");
-  if (is_seq2seq(m))
-    return relattn_errorf(err, errsz, RELATTN_ERR_ARG,
-                          "relattn_generate: encoder-decoder models are not "
-                          "supported yet");
+  if (is_seq2seq(m)) {
+    d = relattn_alloc(sizeof *d);
+    if (!d)
+      return relattn_errorf(err, errsz, RELATTN_ERR_NOMEM,
+                            "relattn_generate: out of memory");
+    memset(d, 0, sizeof *d);
+    d->m = m;
+    rc = relattn_s2s_open(m, src, n_src, beams, max_len, pool, &d->s2s,
+                          logits, err, errsz);
+    if (rc != RELATTN_OK) {
+      relattn_free(d);
+      return rc;
+    }
+    *out = d;
+    return RELATTN_OK;
+  }
   c = &m->cfg;
   if (c->arch != RELATTN_DECODER || c->head != RELATTN_HEAD_LM)
     return relattn_errorf(err, errsz, RELATTN_ERR_ARG,
@@ -571,6 +587,7 @@ int relattn_dec_step(relattn_dec *d, const int *parent, const int *token,
     return relattn_errorf(err, errsz, RELATTN_ERR_ARG,
                           "relattn_generate: state, tokens and logits "
                           "required");
+  if (d->s2s) return relattn_s2s_step(d->s2s, parent, token, logits, err, errsz);
   c = &d->m->cfg;
   if (d->len >= d->max_len)
     return relattn_errorf(err, errsz, RELATTN_ERR_TOOBIG,
@@ -616,6 +633,7 @@ int relattn_dec_step(relattn_dec *d, const int *parent, const int *token,
 
 void relattn_dec_close(relattn_dec *d) {
   if (!d) return;
+  if (d->s2s) relattn_s2s_close(d->s2s);
   relattn_scheme_free(&d->scheme);
   relattn_free(d->mem);
   relattn_free(d);

@@ -188,8 +188,25 @@ static int sample(double *score, int V, const relattn_gen_opts *o,
 
 /* ---- greedy and sampling ------------------------------------------------- */
 
-static int run_single(const relattn_model *m, const int32_t *input,
-                      int n_input, const relattn_gen_opts *o,
+/* The tokens a search continues, which its length, its n-gram rule and its
+** hypotheses count: a decoder's input; an encoder-decoder's decoder start
+** token alone (its input is the encoder's, given to relattn_dec_open), as
+** Hugging Face's generate counts decoder_input_ids. */
+static void prefix_of(const relattn_model *m, const int32_t *input,
+                      int n_input, const int32_t **prefix, int *n_prefix,
+                      int32_t *start) {
+  if (relattn_config_is_s2s(&m->cfg)) {
+    *start = m->cfg.dec_start;
+    *prefix = start;
+    *n_prefix = 1;
+  } else {
+    *prefix = input;
+    *n_prefix = n_input;
+  }
+}
+
+static int run_single(const relattn_model *m, const int32_t *src,
+                      int n_src, const int32_t *input, int n_input, const relattn_gen_opts *o,
                       relattn_pool *pool, relattn_gen_result *out, char *err,
                       size_t errsz) {
   const int V = m->cfg.vocab_size, total = n_input + o->max_new_tokens;
@@ -208,7 +225,7 @@ static int run_single(const relattn_model *m, const int32_t *input,
   }
   memcpy(seq, input, sizeof(int32_t) * (size_t)n_input);
   relattn_rng_seed(&rng, o->seed);
-  rc = relattn_dec_open(m, input, n_input, 1, total, pool, &d, logits, err,
+  rc = relattn_dec_open(m, src, n_src, 1, total, pool, &d, logits, err,
                         errsz);
   out->ended = RELATTN_GEN_MAX;
   for (i = 0; rc == RELATTN_OK && i < o->max_new_tokens; i++) {
@@ -329,8 +346,8 @@ static int hyp_done(const beam_state *s, const relattn_gen_opts *o,
   return s->worst >= high;
 }
 
-static int run_beams(const relattn_model *m, const int32_t *input,
-                     int n_input, const relattn_gen_opts *o,
+static int run_beams(const relattn_model *m, const int32_t *src,
+                     int n_src, const int32_t *input, int n_input, const relattn_gen_opts *o,
                      relattn_pool *pool, relattn_gen_result *out, char *err,
                      size_t errsz) {
   const int V = m->cfg.vocab_size, K = o->num_beams, T = o->max_new_tokens;
@@ -385,7 +402,7 @@ static int run_beams(const relattn_model *m, const int32_t *input,
     memcpy(seq + (size_t)b * total, input, sizeof(int32_t) * (size_t)n_input);
     bscore[b] = b == 0 ? 0.0 : -1e9; /* the first step reads beam 0 alone */
   }
-  rc = relattn_dec_open(m, input, n_input, K, total, pool, &d, logits, err,
+  rc = relattn_dec_open(m, src, n_src, K, total, pool, &d, logits, err,
                         errsz);
   if (rc != RELATTN_OK) goto end;
   for (b = 1; b < K; b++)
@@ -555,7 +572,13 @@ size_t relattn_generate_memory(const relattn_model *m, int n_input,
   size_t total, dec, search, t;
   if (!m || !o || n_input < 1 || o->max_new_tokens < 0 || K < 1)
     return SIZE_MAX;
-  total = (size_t)n_input + (size_t)o->max_new_tokens;
+  {
+    int32_t start;
+    const int32_t *prefix;
+    int n_prefix;
+    prefix_of(m, NULL, n_input, &prefix, &n_prefix, &start);
+    total = (size_t)n_prefix + (size_t)o->max_new_tokens;
+  }
   if (total > INT32_MAX) return SIZE_MAX;
   dec = relattn_dec_memory(m, n_input, (int)K, (int)total);
   if (dec == SIZE_MAX) return SIZE_MAX;
@@ -576,7 +599,9 @@ int relattn_generate(const relattn_model *m, const int32_t *input,
                      int n_input, const relattn_gen_opts *o,
                      relattn_pool *pool, relattn_gen_result *out, char *err,
                      size_t errsz) {
-  int rc;
+  int rc, n_prefix;
+  int32_t start;
+  const int32_t *prefix;
   const size_t n = o ? (size_t)o->max_new_tokens + 1 : 1;
   memset(out, 0, sizeof *out);
   if (!m || !input || !o || !pool)
@@ -593,9 +618,12 @@ int relattn_generate(const relattn_model *m, const int32_t *input,
                           "relattn_generate: out of memory");
   }
   if (o->max_new_tokens == 0) return RELATTN_OK;
+  prefix_of(m, input, n_input, &prefix, &n_prefix, &start);
   rc = o->num_beams > 1
-           ? run_beams(m, input, n_input, o, pool, out, err, errsz)
-           : run_single(m, input, n_input, o, pool, out, err, errsz);
+           ? run_beams(m, input, n_input, prefix, n_prefix, o, pool, out, err,
+                       errsz)
+           : run_single(m, input, n_input, prefix, n_prefix, o, pool, out,
+                        err, errsz);
   if (rc != RELATTN_OK) relattn_gen_result_free(out);
   return rc;
 }

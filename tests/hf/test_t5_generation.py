@@ -267,3 +267,101 @@ def test_reference_example(tmp_path):
     stmts = run_sql(code, line, tmp_path, "docs/reference.md, Encoder-decoder models")
     assert sum(bool(s.want_out) for s in stmts) >= 5
     assert sum(s.want_err is not None for s in stmts) >= 2
+
+
+# ---- relattn_generate on an encoder-decoder -------------------------------------
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "sql"))
+import generate_ref  # noqa: E402
+
+
+def port_next_logprobs(ck, src):
+    """decoder ids (the start token first) -> log p(next token), float64:
+    the port of T5ForConditionalGeneration.forward given src + </s>."""
+    enc = list(src) + [ck.special["eos"]]
+
+    def f(seq):
+        out = ports.t5_conditional_generation_forward(ck.config, ck.params, enc, list(seq))
+        return ports.log_softmax(out["logits"])[-1]
+    return f
+
+
+def generated_ids(db, src, options):
+    """relattn_generate_tokens' tokens (eos included) and log-probs."""
+    rows = db.execute("SELECT step, token, logprob FROM relattn_generate_tokens('m', ?, ?)",
+                      (toks(src), json.dumps(options))).fetchall()
+    assert [r[0] for r in rows] == list(range(len(rows)))
+    return [r[1] for r in rows], np.array([r[2] for r in rows])
+
+
+@pytest.mark.parametrize("case", ["t5-relu-tied", "t5-v1_1-gated-gelu-untied"])
+def test_generation_equals_hf_generate_on_the_port(db, rng, tmp_path, case):
+    """Greedy and beam search (Hugging Face's generate, ported to float64 in
+    tests/sql/generate_ref.py) over the port's decoder: the decoder starts
+    from decoder_start_token_id, the source is encoded with its </s>, the
+    length penalty counts the decoder's tokens, the start token included,
+    as generate counts decoder_input_ids. Random sources; where two
+    candidates are within the tolerance of each other the paths may part,
+    so a source whose path has such a near-tie is drawn again."""
+    ck = make(case, tmp_path, rng)
+    import_checkpoint(db, ck)
+    eos, start = ck.special["eos"], 0
+    checked = {"greedy": 0, "beam": 0}
+    for _ in range(12):
+        src = random_ids(rng, ck, int(rng.integers(3, 20)))
+        lp = port_next_logprobs(ck, src)
+        want = generate_ref.greedy(lp, [start], 12, eos=[eos])
+        # a clear argmax at each step of the reference path
+        seq, clear = [start], True
+        for t in want:
+            s = np.sort(lp(seq))
+            clear &= s[-1] - s[-2] > 1e-3
+            seq.append(t)
+        if not clear:
+            continue
+        got, got_lp = generated_ids(db, src, {"max_new_tokens": 12})
+        assert got == want, (case, src)
+        ref_lp = [lp([start] + want[:i])[t] for i, t in enumerate(want)]
+        assert np.abs(got_lp - ref_lp).max() < TOL
+        text = db.execute("SELECT relattn_generate('m', ?, ?)",
+                          (toks(src), json.dumps({"max_new_tokens": 12}))).fetchone()[0]
+        # the text leaves out eos and the ids past the pieces (the sentinels
+        # <extra_id_N> and the padding of the vocabulary, 8 ids here), as
+        # decode with skip_special_tokens does
+        ids = [t for t in want if t != eos and t < ck.config["vocab_size"] - 8]
+        assert text == db.execute("SELECT relattn_detokenize('m', ?)",
+                                  (toks(ids),)).fetchone()[0]
+        checked["greedy"] += 1
+
+        opts = {"num_beams": 3, "max_new_tokens": 8, "length_penalty": 0.7,
+                "no_repeat_ngram_size": 2}
+        bw, bscore = generate_ref.beam_search(lp, [start], 8, num_beams=3, eos=[eos],
+                                              length_penalty=0.7, no_repeat=2)
+        bg, _ = generated_ids(db, src, opts)
+        assert bg == bw, (case, src, bscore)
+        checked["beam"] += 1
+    assert checked["greedy"] >= 4 and checked["beam"] >= 4, checked
+
+
+def test_generation_in_a_scan_and_its_refusals(db, rng, tmp_path):
+    """The scan's generated column on an encoder-decoder equals
+    relattn_generate row by row; an encoder without a decoder generates
+    nothing, with the message saying which models do."""
+    ck = make("t5-relu-tied", tmp_path, rng)
+    import_checkpoint(db, ck)
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
+    for i in range(1, 7):
+        db.execute("INSERT INTO docs VALUES (?, ?)",
+                   (i, toks(random_ids(rng, ck, int(rng.integers(2, 15))))))
+    opts = json.dumps({"max_new_tokens": 6})
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', source='docs', "
+               f"tokens='body', generate='{opts}')")
+    got = db.execute("SELECT id, generated FROM temp.job ORDER BY id").fetchall()
+    want = db.execute("SELECT id, relattn_generate('m', body, ?) FROM docs ORDER BY id",
+                      (opts,)).fetchall()
+    assert got == want and all(isinstance(g, str) for _, g in got)
+    enc = checkpoints.t5(tmp_path / "enc", rng, "T5EncoderModel")
+    import_checkpoint(db, enc, name="enc")
+    assert err(db, "SELECT relattn_generate('enc', 'x')") == (
+        "relattn_generate: model 'enc' is an encoder; only decoder and "
+        "encoder-decoder models generate text")

@@ -450,7 +450,7 @@ def test_model_kinds_refused(db, rng):
     with pytest.raises(Exception) as e:
         db.execute("SELECT relattn_generate('enc', 'ab')").fetchone()
     assert str(e.value) == ("relattn_generate: model 'enc' is an encoder; only "
-                            "decoder models give next-token probabilities")
+                            "decoder and encoder-decoder models generate text")
 
 
 def test_positions_limit(db, rng):
@@ -571,5 +571,5 @@ def test_scan_generated_errors(db, rng):
                "source='docs', tokens='body')")
     with pytest.raises(Exception) as e:
         db.execute("SELECT generated FROM temp.enc").fetchall()
-    assert str(e.value) == ("relattn_scan: model 'enc' is not a decoder with an LM "
-                            "head: it generates no text")
+    assert str(e.value) == ("relattn_scan: model 'enc' is neither a decoder with an "
+                            "LM head nor an encoder-decoder: it generates no text")
