@@ -7,6 +7,8 @@
 #   make asan       the same tests under -fsanitize=address,undefined
 #   make demo       the bundled model on the bundled corpus, in the sqlite3 shell
 #   make hf-demo    a Hugging Face classifier (models/deberta-licenses) over a table, in SQL
+#   make t5-demo    a Hugging Face T5 encoder-decoder (models/t5-unshuffle) over a table, in SQL
+#   make t5-model   retrain models/t5-unshuffle (PyTorch, a few minutes)
 #   make embed-model  retrain models/embed-manuals (vector search) and measure it in SQL
 #   make bench      ratios: relative vs plain attention, SQL overhead, scaling
 #   make experiments  the position sweep (experiments/sweep.py, docs/experiments.md)
@@ -52,7 +54,7 @@ DEB_ASAN ?= clang libclang-rt-14-dev
 # Retraining the bundled model: PyTorch, and the public-domain texts it learns from.
 DEB_MODEL ?= python3-torch bible-kjv bible-kjv-text sqlite3-doc
 
-.PHONY: help install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo hf-demo model hf-model embed-model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster bench-deberta bench-qgemm bench-generate fuzz fuzz-build clean
+.PHONY: help install uninstall all deps deps-bench deps-fuzz deps-model experiments test unit asan asan-build demo hf-demo t5-demo model hf-model t5-model embed-model bench bench-tokenize bench-attention bench-torch bench-forward bench-scan bench-interrupt bench-cluster bench-deberta bench-qgemm bench-generate fuzz fuzz-build clean
 
 all: $(SO)
 
@@ -108,6 +110,20 @@ hf-demo: deps
 	@test -f models/deberta-licenses/model.safetensors || $(PYTHON) models/train_deberta.py
 	rm -f hf-demo.db
 	sqlite3 hf-demo.db < sql/classify_demo.sql
+
+# A Hugging Face T5ForConditionalGeneration imported from its own files, scoring candidate
+# orders of held-out summaries' shuffled words given the shuffled text: sql/unshuffle_demo.sql
+# on a fresh t5-demo.db. The checkpoint is committed; when it is missing, it is trained first.
+t5-demo: deps
+	$(MAKE) all
+	@test -f models/t5-unshuffle/model.safetensors || $(PYTHON) models/train_t5.py
+	rm -f t5-demo.db
+	sqlite3 t5-demo.db < sql/unshuffle_demo.sql
+
+# Retrains models/t5-unshuffle (PyTorch, python3-sentencepiece, the package summaries of
+# /var/lib/dpkg/status; a few minutes on one thread). Not part of `make test`.
+t5-model: deps
+	$(PYTHON) models/train_t5.py
 
 # Retrains the bundled model from scratch on one thread (about half an hour) and rewrites
 # models/tiny.* and sql/demo_corpus.sql. Not part of `make test`.
@@ -346,4 +362,4 @@ uninstall:
 	  $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR)/models $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz $(SO) demo.db hf-demo.db
+	rm -rf $(BUILD) build-asan build-fuzz $(SO) demo.db hf-demo.db t5-demo.db
