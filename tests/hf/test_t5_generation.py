@@ -28,6 +28,7 @@ under 0.03 and max under 0.15 (measured 0.01-0.015, 0.03-0.08).
 import json
 import os
 import pathlib
+import re
 import sqlite3
 import sys
 
@@ -85,7 +86,7 @@ def reference(ck, src, tgt):
 
 
 def err(db, sql, *args):
-    with pytest.raises(sqlite3.OperationalError) as e:
+    with pytest.raises(sqlite3.Error) as e:
         db.execute(sql, args).fetchall()
     return str(e.value)
 
@@ -241,6 +242,13 @@ def test_refusals(db, rng, tmp_path):
     assert err(db, "SELECT relattn_svg_surprise('m', ?)", tgt) == (
         "relattn_svg_surprise: model 'm' is an encoder-decoder; only decoder "
         "models give next-token probabilities here")
+    # the memory of the encoder pass and the decoder is checked first
+    long = toks(np.arange(3000) % 300 + 3)
+    db.execute("SELECT relattn_max_memory(1048576)")
+    assert re.fullmatch(r"relattn_score: needs \d+ bytes, over the limit of 1048576 per "
+                        r"call \(relattn_max_memory\)",
+                        err(db, "SELECT relattn_score('m', ?, ?)", long, long))
+    db.execute("SELECT relattn_max_memory(1 << 31)")
     # NULL target or source: NULL
     assert db.execute("SELECT relattn_score('m', NULL, ?), relattn_score('m', ?, NULL)",
                       (src, tgt)).fetchone() == (None, None)
