@@ -277,6 +277,29 @@ def test_reference_example(tmp_path):
     assert sum(s.want_err is not None for s in stmts) >= 2
 
 
+def test_decoder_config_refusals(db, rng, tmp_path):
+    """The native config's decoder keys, checked with their message; a
+    refused import writes nothing."""
+    ck = make("t5-relu-tied", tmp_path, rng)
+    import_checkpoint(db, ck)
+    V = ck.config["vocab_size"]
+    before = db.execute("SELECT name, sha256 FROM relattn_model").fetchall()
+    q = ("SELECT relattn_import('m2', relattn_export('m'), json_set((SELECT config FROM "
+         "relattn_model WHERE name = 'm'), ?, json(?)))")
+    for path, value, msg in [
+            ("$.decoder.n_layers", 0, "'decoder.n_layers' must be between 1 and 65536, not 0"),
+            ("$.decoder.start", V, f"'decoder.start' must be a token id below vocab_size ({V})"),
+            ("$.decoder.start", None, f"'decoder.start' must be a token id below vocab_size ({V})"),
+            ("$.arch", "decoder", "'decoder' needs arch 'encoder', head 'lm' and norm 'pre'"),
+            ("$.head", "none", "'decoder' needs arch 'encoder', head 'lm' and norm 'pre'"),
+            ("$.decoder", "x", "'decoder' must be an object or null, not text"),
+            ("$.position", {"type": "alibi"}, "'decoder' needs position type 't5', not 'alibi'")]:
+        assert err(db, q, path, json.dumps(value)) == "relattn_import: config: " + msg, path
+    assert err(db, q, "$.decoder.n_layers", "3") == (
+        "relattn_import: tensor 'dec.layers.2.ln1.weight' is missing (the config needs it)")
+    assert db.execute("SELECT name, sha256 FROM relattn_model").fetchall() == before
+
+
 # ---- relattn_generate on an encoder-decoder -------------------------------------
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "sql"))
