@@ -225,6 +225,32 @@ static void check_errors(void) {
         "interrupt: %d %s", rc, err);
   relattn_pool_set_cancel(pool, NULL, NULL);
   relattn_s2s_close(d);
+  /* open and the teacher-forced pass stop too, nothing left open */
+  relattn_pool_cancel(pool);
+  d = NULL;
+  rc = relattn_s2s_open(&m, src, 3, 1, 4, pool, &d, lg, err, sizeof err);
+  CHECK(rc == RELATTN_ERR_INTERRUPT && d == NULL, "open interrupted: %d %s", rc,
+        err);
+  {
+    relattn_s2s_req r;
+    int32_t s32[3] = {4, 5, 1}, t32[2] = {6, 1};
+    memset(&r, 0, sizeof r);
+    r.src = s32, r.n_src = 3, r.tgt = t32, r.n_tgt = 2, r.logits = lg;
+    rc = relattn_s2s_forward(&m, &r, pool, err, sizeof err);
+    CHECK(rc == RELATTN_ERR_INTERRUPT, "forward interrupted: %d %s", rc, err);
+    relattn_pool_set_cancel(pool, NULL, NULL);
+    rc = relattn_s2s_forward(&e, &r, pool, err, sizeof err);
+    CHECK(rc == RELATTN_ERR_ARG &&
+              strcmp(err, "relattn_s2s_forward: the model is not an "
+                          "encoder-decoder") == 0,
+          "forward of an encoder: %s", err);
+    t32[1] = 300;
+    rc = relattn_s2s_forward(&m, &r, pool, err, sizeof err);
+    CHECK(rc == RELATTN_ERR_ARG &&
+              strcmp(err, "relattn_s2s_forward: target token 300 at position "
+                          "1 is not below vocab_size 300") == 0,
+          "bad target: %s", err);
+  }
   relattn_s2s_close(NULL);
   relattn_pool_free(pool);
   relattn_model_free(&m);
