@@ -796,6 +796,12 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
                                         relattn_scan_model_schema(db, vt),
                                         vt->model, "relattn_scan", &zErr);
   if (!cur->model) return relattn_vtab_error(db, &vt->base, SQLITE_ERROR, zErr);
+  if ((cur->want & WANT_SCORE) && relattn_config_is_s2s(&cur->model->cfg))
+    return scanError(cur, SQLITE_ERROR,
+                     "relattn_scan: model '%s' is an encoder-decoder; score "
+                     "a target given a source with relattn_score(model, "
+                     "target, source) (embedding works: its encoder's)",
+                     vt->model);
   if ((cur->want & WANT_SCORE) && cur->model->cfg.arch != RELATTN_DECODER)
     return scanError(cur, SQLITE_ERROR,
                      "relattn_scan: model '%s' is an encoder; only decoder "

@@ -249,6 +249,15 @@ def test_refusals(db, rng, tmp_path):
                         r"call \(relattn_max_memory\)",
                         err(db, "SELECT relattn_score('m', ?, ?)", long, long))
     db.execute("SELECT relattn_max_memory(1 << 31)")
+    # relattn_scan embeds with the encoder, and says how to score
+    db.execute("CREATE TABLE docs(body TEXT)")
+    db.execute("INSERT INTO docs VALUES ('the quick brown fox'), ('a lazy dog')")
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', source='docs', "
+               "tokens='body')")
+    assert [len(r[0]) for r in db.execute("SELECT embedding FROM temp.job")] == [4 * 32] * 2
+    assert err(db, "SELECT score FROM temp.job") == (
+        "relattn_scan: model 'm' is an encoder-decoder; score a target given a source with "
+        "relattn_score(model, target, source) (embedding works: its encoder's)")
     # NULL target or source: NULL
     assert db.execute("SELECT relattn_score('m', NULL, ?), relattn_score('m', ?, NULL)",
                       (src, tgt)).fetchone() == (None, None)
