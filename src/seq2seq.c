@@ -415,15 +415,18 @@ void relattn_s2s_close(relattn_dec *d) {
 /* ---- teacher forcing ----------------------------------------------------- */
 
 /* Buffers of relattn_s2s_forward, in floats: enc (S, d), x (T, d), h (T,
-** hw), qkv (T, 3 in), att (T, in), cross k, v (S, in) each, hid (T, 2
-** d_ff), scores (max(S, T)), a block of logits (HEAD_ROWS, vocab). */
+** hw), qkv (T, 3 in), att (T, in), cross k, v (S, in) each, hid (FFN_ROWS,
+** 2 d_ff): the FFN runs on blocks of rows, so no (T, d_ff) matrix is made,
+** scores (max(S, T)), a block of logits (HEAD_ROWS, vocab). */
 #define HEAD_ROWS 64
+#define FFN_ROWS 256
 static size_t forward_floats(const relattn_config *c, size_t S, size_t T) {
   const size_t d = (size_t)c->d_model, in = (size_t)relattn_config_inner(c);
   const size_t hw = d > in ? d : in, V = (size_t)c->vocab_size;
   size_t parts[9], total = 0, k;
   parts[0] = S * d, parts[1] = T * d, parts[2] = T * hw, parts[3] = 3 * T * in;
-  parts[4] = T * in, parts[5] = 2 * S * in, parts[6] = 2 * T * (size_t)c->d_ff;
+  parts[4] = T * in, parts[5] = 2 * S * in;
+  parts[6] = 2 * (T < FFN_ROWS ? T : FFN_ROWS) * (size_t)c->d_ff;
   parts[7] = S > T ? S : T, parts[8] = HEAD_ROWS * V;
   for (k = 0; k < 9; k++)
     if (!relattn_add_ok(total, r16(parts[k]), &total)) return 0;
@@ -485,7 +488,7 @@ int relattn_s2s_forward(const relattn_model *m, relattn_s2s_req *r,
   xk = att + r16((size_t)T * in);
   xv = xk + (size_t)S * in;
   hid = xk + r16(2 * (size_t)S * in);
-  scores = hid + r16(2 * (size_t)T * c->d_ff);
+  scores = hid + r16(2 * (size_t)(T < FFN_ROWS ? T : FFN_ROWS) * c->d_ff);
   lg = scores + r16((size_t)(S > T ? S : T));
   blas = relattn_blas_single();
   w = relattn_pool_worker(pool);
@@ -542,8 +545,13 @@ int relattn_s2s_forward(const relattn_model *m, relattn_s2s_req *r,
                            1.0f))
       goto nomem;
     norm_rows(m, h, x, T, L->ln2_w, L->ln2_b);
-    /* the FFN in blocks: hid holds 2 d_ff floats per target row */
-    if (relattn_fwd_ffn(m, L, pool, w, x, h, T, hid)) goto nomem;
+    /* the FFN in blocks of rows: hid holds 2 d_ff floats per row of one */
+    for (i = 0; i < T; i += FFN_ROWS) {
+      const int rows = T - i < FFN_ROWS ? T - i : FFN_ROWS;
+      if (relattn_fwd_ffn(m, L, pool, w, x + (size_t)i * d, h + (size_t)i * d,
+                          rows, hid))
+        goto nomem;
+    }
   }
   norm_rows(m, x, x, T, m->dec_lnf_w, m->dec_lnf_b);
   for (i = 0; i < T; i += HEAD_ROWS) {

@@ -99,7 +99,9 @@ def test_logprobs_equal_the_port(db, rng, tmp_path, case):
     assert cfg["decoder"] == {"n_layers": CASES[case]["decoder_layers"], "start": 0}
     assert cfg["tie_embeddings"] == (CASES[case]["ffn"] == "relu")
     for n_src, n_tgt in ((1, 1), (int(rng.integers(2, 12)), int(rng.integers(2, 12))),
-                         (int(rng.integers(20, 40)), int(rng.integers(12, 30)))):
+                         (int(rng.integers(20, 40)), int(rng.integers(12, 30))),
+                         # over 256 target rows: the FFN's second block of rows
+                         (int(rng.integers(2, 8)), int(rng.integers(257, 330)))):
         src, tgt = random_ids(rng, ck, n_src), random_ids(rng, ck, n_tgt)
         lp, top, top_lp, labels = reference(ck, src, tgt)
         rows = db.execute("SELECT pos, token, logprob, top_token, top_logprob "
