@@ -4,7 +4,8 @@ files), scores four candidate orders of each held-out summary's shuffled words w
 relattn_score(model, target, source), and the share it restores is the one the training run
 measured in PyTorch on the same stored weights (models/t5-unshuffle/train.json), within two
 summaries (float32 here against PyTorch's float32 there: a near-tie may go either way), and
-well above chance (one in four). Also: relattn's scores of the committed model equal the float64
+well above chance (one in four); greedy relattn_generate restores as many exactly as the
+training run's greedy decoding did (within two). Also: relattn's scores of the committed model equal the float64
 port of T5ForConditionalGeneration.forward (tests/hf/ports.py) within 1e-4 per token."""
 import csv
 import json
@@ -42,6 +43,11 @@ def test_demo_runs_and_gives_the_trained_accuracy(tmp_path):
     restored = int(m.group(2))
     assert abs(restored - round(RUN["heldout_original_ranked_first"] * held)) <= 2
     assert restored > 0.5 * held        # chance is a quarter
+    # step 6: greedy generation rewrites the table; as often exact as the
+    # training run's greedy decoding in PyTorch on the same weights
+    m = re.search(r"^written (\d+), exactly the original (\d+)$", out, re.M)
+    assert m and int(m.group(1)) == held
+    assert abs(int(m.group(2)) - round(RUN["heldout_greedy_exact"] * held)) <= 2
     shown = re.findall(r"^(.+) => (.+)$", out, re.M)
     assert len(shown) == 5
     with open(MODEL / "heldout.csv") as f:
