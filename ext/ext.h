@@ -146,6 +146,16 @@ typedef struct relattn_input {
 int relattn_model_input(relattn_conn *conn, const relattn_model *m,
                         sqlite3_value *v, const char *fn, const char *arg,
                         relattn_input *in, char **pzErr);
+/* A pair of texts (or token BLOBs) as Hugging Face's pair template builds
+** it: [bos] a [sep] b [append] ([CLS] a [SEP] b [SEP]); the forward pass
+** gives the rows after the first sep token type 1. A model without
+** tokenizer.sep takes no pair (an error naming model name); either NULL
+** gives SQLITE_OK with in->n == 0. Over the model's positions is an error
+** (no truncation). */
+int relattn_model_pair_input(relattn_conn *conn, const relattn_model *m,
+                             sqlite3_value *a, sqlite3_value *b,
+                             const char *fn, const char *name,
+                             relattn_input *in, char **pzErr);
 
 /* ---- ext/config.c: a model's native config ----------------------------- */
 

@@ -224,6 +224,12 @@ enum { RELATTN_NEED_ANY = 0, RELATTN_NEED_LM = 1, RELATTN_NEED_FILL = 2,
 int relattn_call_init(relattn_conn *conn, const char *fn, sqlite3_value *model,
                       sqlite3_value *tokens, int need, relattn_call *mc,
                       char **pzErr);
+/* The same with a pair of texts (relattn_model_pair_input) when text_b is
+** not NULL; either argument NULL in SQL gives mc->n == 0. */
+int relattn_call_init_pair(relattn_conn *conn, const char *fn,
+                           sqlite3_value *model, sqlite3_value *tokens,
+                           sqlite3_value *text_b, int need, relattn_call *mc,
+                           char **pzErr);
 int relattn_call_memory(relattn_call *mc, const char *fn,
                         sqlite3_uint64 extra, char **pzErr);
 int relattn_call_run(relattn_call *mc, const char *fn, relattn_fwd *f,
@@ -231,10 +237,12 @@ int relattn_call_run(relattn_call *mc, const char *fn, relattn_fwd *f,
 void relattn_call_clear(relattn_call *mc);
 /* The classifier's logits of tokens into *logits (sqlite3_malloc'd,
 ** n_labels), mc left holding the model; NULL tokens give SQLITE_OK with
-** mc->n == 0 and no logits. On an error mc is cleared. */
+** mc->n == 0 and no logits. text_b, when not NULL, makes tokens and it a
+** pair (relattn_model_pair_input). On an error mc is cleared. */
 int relattn_call_classify(relattn_conn *conn, const char *fn,
                           sqlite3_value *model, sqlite3_value *tokens,
-                          relattn_call *mc, float **logits, char **pzErr);
+                          sqlite3_value *text_b, relattn_call *mc,
+                          float **logits, char **pzErr);
 /* The same call on the heap, for ext/svg_fn.c: relattn_call_begin gives
 ** *out, or NULL for NULL tokens (the caller answers NULL); scores: the
 ** model must be a decoder with an LM head. relattn_call_end frees it. */

@@ -14,10 +14,13 @@
 **   relattn_score(model, target, source)      -> REAL  an encoder-decoder's
 **   relattn_perplexity(model, target, source) -> REAL  teacher-forced score
 **       of target given source (T5ForConditionalGeneration's labels)
+**   relattn_classify(model, text_a, text_b) -> TEXT  the same on a pair,
+**       [CLS] text_a [SEP] text_b [SEP] (a cross-encoder, an NLI model)
 **
 ** Example:
 **   SELECT id, relattn_perplexity('tiny', body) FROM docs ORDER BY 2;
 **   SELECT id, relattn_classify('nli', body) FROM docs;
+**   SELECT relattn_classify('nli', 'A cat sat.', 'An animal sat.');
 **
 ** tokens is a BLOB of little-endian int32 ids or TEXT for the model's
 ** tokenizer. The model's input is [bos] + tokens + [append], each special
@@ -111,6 +114,14 @@ static char *needMsg(const relattn_model *m, const char *fn,
 int relattn_call_init(relattn_conn *conn, const char *fn, sqlite3_value *model,
                       sqlite3_value *tokens, int need, relattn_call *mc,
                       char **pzErr) {
+  return relattn_call_init_pair(conn, fn, model, tokens, NULL, need, mc,
+                                pzErr);
+}
+
+int relattn_call_init_pair(relattn_conn *conn, const char *fn,
+                           sqlite3_value *model, sqlite3_value *tokens,
+                           sqlite3_value *text_b, int need, relattn_call *mc,
+                           char **pzErr) {
   relattn_input in;
   int rc;
   memset(mc, 0, sizeof *mc);
@@ -120,7 +131,9 @@ int relattn_call_init(relattn_conn *conn, const char *fn, sqlite3_value *model,
     *pzErr = relattn_bad_model_msg(fn);
     return SQLITE_ERROR;
   }
-  if (sqlite3_value_type(tokens) == SQLITE_NULL) return SQLITE_OK;
+  if (sqlite3_value_type(tokens) == SQLITE_NULL ||
+      (text_b && sqlite3_value_type(text_b) == SQLITE_NULL))
+    return SQLITE_OK;
   mc->m = relattn_store_acquire(conn, (const char *)sqlite3_value_text(model),
                                 fn, pzErr);
   if (!mc->m) {
@@ -132,7 +145,12 @@ int relattn_call_init(relattn_conn *conn, const char *fn, sqlite3_value *model,
     relattn_call_clear(mc);
     return SQLITE_ERROR;
   }
-  rc = relattn_model_input(conn, mc->m, tokens, fn, "tokens", &in, pzErr);
+  if (text_b)
+    rc = relattn_model_pair_input(conn, mc->m, tokens, text_b, fn,
+                                  (const char *)sqlite3_value_text(model), &in,
+                                  pzErr);
+  else
+    rc = relattn_model_input(conn, mc->m, tokens, fn, "tokens", &in, pzErr);
   if (rc != SQLITE_OK) {
     relattn_call_clear(mc);
     return rc;
@@ -526,11 +544,12 @@ void relattn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 ** mc->n == 0 and no logits. On an error mc is ended. */
 int relattn_call_classify(relattn_conn *conn, const char *fn,
                           sqlite3_value *model, sqlite3_value *tokens,
-                          relattn_call *mc, float **logits, char **pzErr) {
+                          sqlite3_value *text_b, relattn_call *mc,
+                          float **logits, char **pzErr) {
   relattn_fwd f;
   sqlite3_uint64 bytes;
-  int rc = relattn_call_init(conn, fn, model, tokens, RELATTN_NEED_CLASSIFIER,
-                             mc, pzErr);
+  int rc = relattn_call_init_pair(conn, fn, model, tokens, text_b,
+                                  RELATTN_NEED_CLASSIFIER, mc, pzErr);
   *logits = NULL;
   if (rc != SQLITE_OK || mc->n == 0) return rc;
   bytes = sizeof(float) * (sqlite3_uint64)mc->m->cfg.n_labels;
@@ -557,9 +576,8 @@ void relattn_classify_func(sqlite3_context *ctx, int argc,
   float *logits;
   char *zErr = NULL;
   int rc;
-  (void)argc;
-  rc = relattn_call_classify(sqlite3_user_data(ctx), fn, argv[0], argv[1], &mc,
-                             &logits, &zErr);
+  rc = relattn_call_classify(sqlite3_user_data(ctx), fn, argv[0], argv[1],
+                             argc > 2 ? argv[2] : NULL, &mc, &logits, &zErr);
   if (rc != SQLITE_OK) {
     resultError(ctx, rc, zErr);
     return;

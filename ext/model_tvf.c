@@ -10,7 +10,8 @@
 **   SELECT * FROM relattn_logprobs(model, target, source)
 **       (an encoder-decoder: the third argument is the source, and row i
 **       is target token i given the source and the target before it)
-**   SELECT * FROM relattn_labels(model, tokens) -> label, logit, prob
+**   SELECT * FROM relattn_labels(model, tokens [, text_b]) -> label, logit, prob
+**       (with text_b: the pair [CLS] tokens [SEP] text_b [SEP])
 **   SELECT * FROM relattn_attention_weights(model, tokens) WHERE layer=0 AND head=1
 **       -> layer, head, qpos, kpos, distance, weight
 **
@@ -667,7 +668,7 @@ sqlite3_module relattn_attention_weights_module = {
 
 /* ---- relattn_labels(model, tokens) ------------------------------------------ */
 
-enum { LB_LABEL, LB_LOGIT, LB_PROB, LB_MODEL, LB_TOKENS };
+enum { LB_LABEL, LB_LOGIT, LB_PROB, LB_MODEL, LB_TOKENS, LB_TEXT_B };
 
 typedef struct lbCursor {
   sqlite3_vtab_cursor base; /* must be first */
@@ -702,9 +703,9 @@ static int lbClose(sqlite3_vtab_cursor *cur) {
 }
 
 static int lbBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *info) {
-  static const int cols[] = {LB_MODEL, LB_TOKENS};
+  static const int cols[] = {LB_MODEL, LB_TOKENS, LB_TEXT_B};
   (void)pVtab;
-  return bestIndexEq(info, cols, 2, 3);
+  return bestIndexEq(info, cols, 3, 3);
 }
 
 static int lbFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
@@ -717,11 +718,12 @@ static int lbFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   (void)idxStr;
   (void)argc;
   lbReset(c);
-  if (idxNum != 3)
+  if ((idxNum & 3) != 3)
     return vtabError(cur->pVtab, SQLITE_ERROR,
                      sqlite3_mprintf("%s: model and tokens arguments are "
                                      "required", fn));
-  rc = relattn_call_classify(v->conn, fn, argv[0], argv[1], &c->mc, &c->logits,
+  rc = relattn_call_classify(v->conn, fn, argv[0], argv[1],
+                             (idxNum & 4) ? argv[2] : NULL, &c->mc, &c->logits,
                              &zErr);
   if (rc != SQLITE_OK) return zErr ? vtabError(cur->pVtab, rc, zErr) : rc;
   if (c->mc.n == 0) return SQLITE_OK; /* NULL tokens: no rows */
@@ -775,7 +777,7 @@ static int lbConnect(sqlite3 *db, void *aux, int argc, const char *const *argv,
   (void)argv;
   return fnConnect(db, aux,
                    "CREATE TABLE x(label TEXT, logit REAL, prob REAL, "
-                   "model HIDDEN, tokens HIDDEN)",
+                   "model HIDDEN, tokens HIDDEN, text_b HIDDEN)",
                    0, NULL, ppVtab, pzErr);
 }
 

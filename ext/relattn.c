@@ -236,6 +236,7 @@ static const struct {
     {"relattn_embed", 2, READS, relattn_embed_func, 0, 0},
     {"relattn_embed", 3, READS, relattn_embed_func, 0, 0},
     {"relattn_classify", 2, READS, relattn_classify_func, 0, 0},
+    {"relattn_classify", 3, READS, relattn_classify_func, 0, 0},
 
     /* ext/svg_fn.c */
     {"relattn_svg_attention", 4, READS, relattn_svg_attention_func, 0, 0},
