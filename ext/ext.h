@@ -149,13 +149,17 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
 /* A pair of texts (or token BLOBs) as Hugging Face's pair template builds
 ** it: [bos] a [sep] b [append] ([CLS] a [SEP] b [SEP]); the forward pass
 ** gives the rows after the first sep token type 1. A model without
-** tokenizer.sep takes no pair (an error naming model name); either NULL
-** gives SQLITE_OK with in->n == 0. Over the model's positions is an error
-** (no truncation). */
+** tokenizer.sep takes no pair (an error naming model name); messages name
+** the arguments arg_a and arg_b ("text_a", "text_b"); either NULL
+** gives SQLITE_OK with in->n == 0. Over the model's positions is an error,
+** or with truncate_a, text_a cut at its end to fit (Hugging Face's
+** truncation 'only_first', what the zero-shot pipeline asks for). */
 int relattn_model_pair_input(relattn_conn *conn, const relattn_model *m,
                              sqlite3_value *a, sqlite3_value *b,
                              const char *fn, const char *name,
-                             relattn_input *in, char **pzErr);
+                             const char *arg_a, const char *arg_b,
+                             int truncate_a, relattn_input *in,
+                             char **pzErr);
 
 /* ---- ext/config.c: a model's native config ----------------------------- */
 

@@ -180,6 +180,8 @@ void relattn_classify_func(sqlite3_context *ctx, int argc,
 /* ext/model_tvf.c: the forward pass as table-valued functions. */
 extern sqlite3_module relattn_logprobs_module;
 extern sqlite3_module relattn_labels_module;
+/* ext/zero_shot.c: zero-shot classification over an NLI classifier. */
+extern sqlite3_module relattn_zero_shot_module;
 extern sqlite3_module relattn_attention_weights_module;
 
 /* ext/model_fn.c: the pooling of an embedding (relattn_embed's third
@@ -224,12 +226,13 @@ enum { RELATTN_NEED_ANY = 0, RELATTN_NEED_LM = 1, RELATTN_NEED_FILL = 2,
 int relattn_call_init(relattn_conn *conn, const char *fn, sqlite3_value *model,
                       sqlite3_value *tokens, int need, relattn_call *mc,
                       char **pzErr);
-/* The same with a pair of texts (relattn_model_pair_input) when text_b is
-** not NULL; either argument NULL in SQL gives mc->n == 0. */
+/* The same with a pair of texts (relattn_model_pair_input, truncate_a its
+** 'only_first') when text_b is not NULL; either argument NULL in SQL gives
+** mc->n == 0. */
 int relattn_call_init_pair(relattn_conn *conn, const char *fn,
                            sqlite3_value *model, sqlite3_value *tokens,
-                           sqlite3_value *text_b, int need, relattn_call *mc,
-                           char **pzErr);
+                           sqlite3_value *text_b, int need, int truncate_a,
+                           relattn_call *mc, char **pzErr);
 int relattn_call_memory(relattn_call *mc, const char *fn,
                         sqlite3_uint64 extra, char **pzErr);
 int relattn_call_run(relattn_call *mc, const char *fn, relattn_fwd *f,

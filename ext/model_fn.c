@@ -114,14 +114,14 @@ static char *needMsg(const relattn_model *m, const char *fn,
 int relattn_call_init(relattn_conn *conn, const char *fn, sqlite3_value *model,
                       sqlite3_value *tokens, int need, relattn_call *mc,
                       char **pzErr) {
-  return relattn_call_init_pair(conn, fn, model, tokens, NULL, need, mc,
+  return relattn_call_init_pair(conn, fn, model, tokens, NULL, need, 0, mc,
                                 pzErr);
 }
 
 int relattn_call_init_pair(relattn_conn *conn, const char *fn,
                            sqlite3_value *model, sqlite3_value *tokens,
-                           sqlite3_value *text_b, int need, relattn_call *mc,
-                           char **pzErr) {
+                           sqlite3_value *text_b, int need, int truncate_a,
+                           relattn_call *mc, char **pzErr) {
   relattn_input in;
   int rc;
   memset(mc, 0, sizeof *mc);
@@ -147,8 +147,10 @@ int relattn_call_init_pair(relattn_conn *conn, const char *fn,
   }
   if (text_b)
     rc = relattn_model_pair_input(conn, mc->m, tokens, text_b, fn,
-                                  (const char *)sqlite3_value_text(model), &in,
-                                  pzErr);
+                                  (const char *)sqlite3_value_text(model),
+                                  truncate_a ? "text" : "text_a",
+                                  truncate_a ? "hypothesis" : "text_b",
+                                  truncate_a, &in, pzErr);
   else
     rc = relattn_model_input(conn, mc->m, tokens, fn, "tokens", &in, pzErr);
   if (rc != SQLITE_OK) {
@@ -549,7 +551,7 @@ int relattn_call_classify(relattn_conn *conn, const char *fn,
   relattn_fwd f;
   sqlite3_uint64 bytes;
   int rc = relattn_call_init_pair(conn, fn, model, tokens, text_b,
-                                  RELATTN_NEED_CLASSIFIER, mc, pzErr);
+                                  RELATTN_NEED_CLASSIFIER, 0, mc, pzErr);
   *logits = NULL;
   if (rc != SQLITE_OK || mc->n == 0) return rc;
   bytes = sizeof(float) * (sqlite3_uint64)mc->m->cfg.n_labels;

@@ -562,7 +562,9 @@ int relattn_model_input(relattn_conn *conn, const relattn_model *m,
 int relattn_model_pair_input(relattn_conn *conn, const relattn_model *m,
                              sqlite3_value *a, sqlite3_value *b,
                              const char *fn, const char *name,
-                             relattn_input *in, char **pzErr) {
+                             const char *arg_a, const char *arg_b,
+                             int truncate_a, relattn_input *in,
+                             char **pzErr) {
   const relattn_config *c = &m->cfg;
   int bos = c->bos >= 0, append = c->append >= 0;
   int n_a = 0, n_b = 0, oom = 0, toobig = 0, i, rows;
@@ -579,14 +581,14 @@ int relattn_model_pair_input(relattn_conn *conn, const relattn_model *m,
   if (sqlite3_value_type(a) == SQLITE_NULL ||
       sqlite3_value_type(b) == SQLITE_NULL)
     return SQLITE_OK;
-  if (overMaxTokens(conn, m, a, fn, "text_a", pzErr) ||
-      overMaxTokens(conn, m, b, fn, "text_b", pzErr))
+  if (overMaxTokens(conn, m, a, fn, arg_a, pzErr) ||
+      overMaxTokens(conn, m, b, fn, arg_b, pzErr))
     return SQLITE_TOOBIG;
   /* [bos] a [sep] b [append]: a with its lead, room for the rest after */
-  in->ids = decodeTokens(a, m, fn, "text_a", bos, 0, (size_t)conn->max_tokens,
+  in->ids = decodeTokens(a, m, fn, arg_a, bos, 0, (size_t)conn->max_tokens,
                          &n_a, &oom, &toobig, pzErr);
   if (in->ids)
-    ids_b = decodeTokens(b, m, fn, "text_b", 0, 0, (size_t)conn->max_tokens,
+    ids_b = decodeTokens(b, m, fn, arg_b, 0, 0, (size_t)conn->max_tokens,
                          &n_b, &oom, &toobig, pzErr);
   if (!in->ids || !ids_b) {
     sqlite3_free(in->ids);
@@ -595,13 +597,13 @@ int relattn_model_pair_input(relattn_conn *conn, const relattn_model *m,
                                                   : SQLITE_ERROR;
   }
   if (n_a == 0 || n_b == 0) {
-    *pzErr = sqlite3_mprintf("%s: %s is empty", fn, n_a ? "text_b" : "text_a");
+    *pzErr = sqlite3_mprintf("%s: %s is empty", fn, n_a ? arg_b : arg_a);
     goto fail;
   }
   if (bos && (in->ids[1] == c->bos || ids_b[0] == c->bos)) {
     *pzErr = sqlite3_mprintf("%s: %s starts with bos (%d); leave it out: "
                              "the model puts bos in front itself",
-                             fn, in->ids[1] == c->bos ? "text_a" : "text_b",
+                             fn, in->ids[1] == c->bos ? arg_a : arg_b,
                              c->bos);
     goto fail;
   }
@@ -609,17 +611,18 @@ int relattn_model_pair_input(relattn_conn *conn, const relattn_model *m,
   ** put the rest of it in the second segment */
   for (i = 0; c->token_types >= 2 && i < n_a; i++)
     if (in->ids[bos + i] == c->sep) {
-      *pzErr = sqlite3_mprintf("%s: text_a holds the separator (token %d at "
+      *pzErr = sqlite3_mprintf("%s: %s holds the separator (token %d at "
                                "position %d); a pair puts it between "
-                               "text_a and text_b itself",
-                               fn, c->sep, i);
+                               "%s and %s itself",
+                               fn, arg_a, c->sep, i, arg_a, arg_b);
       goto fail;
     }
   rows = bos + n_a + 1 + n_b + append;
   if ((sqlite3_int64)n_a + n_b > conn->max_tokens) {
-    *pzErr = sqlite3_mprintf("%s: text_a and text_b have %lld tokens, over "
+    *pzErr = sqlite3_mprintf("%s: %s and %s have %lld tokens, over "
                              "relattn_max_tokens() = %d",
-                             fn, (sqlite3_int64)n_a + n_b, conn->max_tokens);
+                             fn, arg_a, arg_b, (sqlite3_int64)n_a + n_b,
+                             conn->max_tokens);
     sqlite3_free(ids_b);
     sqlite3_free(in->ids);
     in->ids = NULL;
@@ -628,12 +631,21 @@ int relattn_model_pair_input(relattn_conn *conn, const relattn_model *m,
   if ((c->pos.type == RELATTN_POS_ABSOLUTE ||
        c->pos.type == RELATTN_POS_REL_KEY ||
        c->pos.type == RELATTN_POS_REL_KEY_QUERY) &&
+      rows > c->max_len && truncate_a &&
+      c->max_len - (rows - n_a) >= 1) {
+    /* Hugging Face's truncation 'only_first': text_a loses its last tokens */
+    n_a = c->max_len - (rows - n_a);
+    rows = c->max_len;
+  }
+  if ((c->pos.type == RELATTN_POS_ABSOLUTE ||
+       c->pos.type == RELATTN_POS_REL_KEY ||
+       c->pos.type == RELATTN_POS_REL_KEY_QUERY) &&
       rows > c->max_len) {
     /* no truncation: the caller shortens the texts it means to compare */
     *pzErr = sqlite3_mprintf(
-        "%s: text_a and text_b make %d input rows (%d + %d tokens and %d "
+        "%s: %s and %s make %d input rows (%d + %d tokens and %d "
         "special), over the model's position.%s = %d; shorten the texts",
-        fn, rows, n_a, n_b, rows - n_a - n_b,
+        fn, arg_a, arg_b, rows, n_a, n_b, rows - n_a - n_b,
         c->pos.type == RELATTN_POS_ABSOLUTE ? "max_len"
                                             : "max_position_embeddings",
         c->max_len);
@@ -645,7 +657,7 @@ int relattn_model_pair_input(relattn_conn *conn, const relattn_model *m,
   {
     int32_t *all = sqlite3_realloc64(in->ids, 4 * (sqlite3_uint64)rows + 1);
     if (!all) {
-      *pzErr = sqlite3_mprintf("%s: out of memory reading text_b", fn);
+      *pzErr = sqlite3_mprintf("%s: out of memory reading %s", fn, arg_b);
       sqlite3_free(ids_b);
       sqlite3_free(in->ids);
       in->ids = NULL;

@@ -1222,3 +1222,35 @@ int relattn_label_best(const float *logits, int n) {
     if (logits[i] > logits[best]) best = i;
   return best;
 }
+
+void relattn_zero_shot_scores(double *out, int *order, const float *logits,
+                              int n, int n_classes, int entail, int multi) {
+  int i, j;
+  if (multi || n == 1) {
+    int contra = entail == 0 ? n_classes - 1 : 0;
+    for (i = 0; i < n; i++) {
+      const float *z = logits + (size_t)i * n_classes;
+      /* exp(e) / (exp(c) + exp(e)), without overflow */
+      out[i] = 1.0 / (1.0 + exp((double)z[contra] - (double)z[entail]));
+    }
+  } else {
+    double mx = logits[entail], sum = 0;
+    for (i = 1; i < n; i++)
+      if (logits[(size_t)i * n_classes + entail] > mx)
+        mx = logits[(size_t)i * n_classes + entail];
+    for (i = 0; i < n; i++)
+      sum += out[i] = exp((double)logits[(size_t)i * n_classes + entail] - mx);
+    for (i = 0; i < n; i++) out[i] /= sum;
+  }
+  /* a stable ascending sort, read backwards: ties come later index first */
+  for (i = 0; i < n; i++) {
+    for (j = i; j > 0 && out[order[j - 1]] > out[i]; j--)
+      order[j] = order[j - 1];
+    order[j] = i;
+  }
+  for (i = 0, j = n - 1; i < j; i++, j--) {
+    int t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+}

@@ -817,6 +817,16 @@ int relattn_forward_check_finite(const relattn_fwd *f, const relattn_config *c,
 int relattn_label_probs(double *out, const float *logits, int n,
                         int problem_type);
 int relattn_label_best(const float *logits, int n);
+/* Zero-shot classification over an NLI classifier, as transformers'
+** ZeroShotClassificationPipeline.postprocess: logits (n, n_classes) of the
+** pairs (text, hypothesis of candidate i); entail is the entailment class.
+** multi (or n == 1): out[i] = softmax over (contradiction, entailment) of
+** pair i, contradiction the class 0, or the last when entail is 0; else
+** the softmax of the n entailment logits. order (n) gets the candidates
+** best first, as the pipeline's reversed(argsort): equal scores put the
+** later candidate first. */
+void relattn_zero_shot_scores(double *out, int *order, const float *logits,
+                              int n, int n_classes, int entail, int multi);
 /* Bytes of scratch relattn_forward_batch may hold for count sequences of n
 ** tokens in all on a pool of workers workers (0 with an overflow): the one
 ** estimate callers check a memory bound against before anything is
