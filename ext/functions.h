@@ -182,6 +182,8 @@ extern sqlite3_module relattn_logprobs_module;
 extern sqlite3_module relattn_labels_module;
 /* ext/zero_shot.c: zero-shot classification over an NLI classifier. */
 extern sqlite3_module relattn_zero_shot_module;
+/* ext/entities_tvf.c: a token classifier's words and entities. */
+extern sqlite3_module relattn_token_labels_module;
 extern sqlite3_module relattn_attention_weights_module;
 
 /* ext/model_fn.c: the pooling of an embedding (relattn_embed's third

@@ -338,7 +338,7 @@ static int readConfig(relattn_jdoc *j, relattn_hf_model *m,
   }
 
   rc = f->read(j, m, t, n, pzErr);
-  if (rc == SQLITE_OK && m->head == RELATTN_HEAD_CLASSIFIER)
+  if (rc == SQLITE_OK && RELATTN_HEAD_HAS_LABELS(m->head))
     rc = readLabels(j, m, pzErr);
   return rc;
 }
@@ -736,22 +736,22 @@ static char *nativeConfig(sqlite3 *db, const relattn_hf_model *m,
                         m->types);
   m->fam->native_position(o, m);
   sqlite3_str_appendf(o, "\"head\": \"%s\", ",
-                      m->head == RELATTN_HEAD_MLM          ? "mlm"
-                      : m->head == RELATTN_HEAD_CLASSIFIER ? "classifier"
-                      : m->head == RELATTN_HEAD_LM         ? "lm"
-                                                           : "none");
+                      relattn_head_name(m->head));
   if (m->head == RELATTN_HEAD_MLM)
     sqlite3_str_appendf(o, "\"head_activation\": \"%s\", ", m->head_act);
   if (m->pooler_act)
     sqlite3_str_appendf(o, "\"pooler\": {\"activation\": \"%s\"}, ",
                         m->pooler_act);
-  if (m->head == RELATTN_HEAD_CLASSIFIER) {
+  if (RELATTN_HEAD_HAS_LABELS(m->head)) {
     sqlite3_str_appendf(o, "\"labels\": [");
     for (i = 0; i < m->n_labels; i++) {
       if (i) sqlite3_str_appendf(o, ", ");
       relattn_json_string(o, m->labels[i]);
     }
-    sqlite3_str_appendf(o, "], \"problem_type\": ");
+    sqlite3_str_appendf(o, "], ");
+  }
+  if (m->head == RELATTN_HEAD_CLASSIFIER) {
+    sqlite3_str_appendf(o, "\"problem_type\": ");
     relattn_json_string(o, m->problem_type);
     sqlite3_str_appendf(o, ", ");
   }
@@ -919,7 +919,7 @@ int relattn_hf_map(sqlite3 *db, const char *hf_config, const char *tok_config,
         has_pred_bias)
       nat = NULL; /* the same parameter as cls.predictions.bias */
     if (nat && strncmp(nat, "classifier.", 11) == 0 &&
-        m.head != RELATTN_HEAD_CLASSIFIER)
+        !RELATTN_HEAD_HAS_LABELS(m.head))
       nat = NULL;
     if (nat && strncmp(nat, "rel_emb_norm.", 13) == 0 && !m.rel_ln) nat = NULL;
     if (nat && (strcmp(s, "encoder.embed_tokens.weight") == 0 ||

@@ -159,12 +159,14 @@ const relattn_hf_class relattn_hf_bert_classes[] = {
     {"ForMaskedLM", RELATTN_HEAD_MLM},
     {"ForPreTraining", RELATTN_HEAD_MLM},
     {"ForSequenceClassification", RELATTN_HEAD_CLASSIFIER},
+    {"ForTokenClassification", RELATTN_HEAD_TOKEN},
     {NULL, 0}};
 
 const relattn_hf_family relattn_hf_bert = {
     "bert", "bert", "bert (relative_key, relative_key_query)", "Bert",
     relattn_hf_bert_classes,
-    "BertModel, BertForMaskedLM and BertForSequenceClassification",
+    "BertModel, BertForMaskedLM, BertForSequenceClassification and "
+    "BertForTokenClassification",
     1, "bert.", "embeddings.|encoder.|pooler.", bert_rules, NULL, NULL,
     readBert, "post", NULL, 1, bertPosition,
     "vocab.txt", RELATTN_TOK_WORDPIECE,

@@ -256,8 +256,8 @@ static void debertaPosition(sqlite3_str *o, const relattn_hf_model *m) {
 const relattn_hf_family relattn_hf_deberta = {
     "deberta-v2", "deberta-v2", "deberta-v2", "DebertaV2",
     relattn_hf_bert_classes,
-    "DebertaV2Model, DebertaV2ForMaskedLM and "
-    "DebertaV2ForSequenceClassification",
+    "DebertaV2Model, DebertaV2ForMaskedLM, "
+    "DebertaV2ForSequenceClassification and DebertaV2ForTokenClassification",
     1, "deberta.", "embeddings.|encoder.", deberta_rules, NULL,
     debertaOtherVariant, readDeberta, "post", NULL, 1, debertaPosition,
     "spm.model", RELATTN_TOK_SENTENCEPIECE,

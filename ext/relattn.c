@@ -254,13 +254,15 @@ static const struct {
   const char *name;
   sqlite3_module *module;
 } modules[] = {
-    /* ext/tokens.c, ext/model_tvf.c, ext/zero_shot.c, ext/scan.c */
+    /* ext/tokens.c, ext/model_tvf.c, ext/zero_shot.c, ext/entities_tvf.c,
+    ** ext/scan.c */
     {"relattn_tokens_each", &relattn_tokens_each_module},
     {"relattn_logprobs", &relattn_logprobs_module},
     {"relattn_generate_tokens", &relattn_generate_tokens_module},
     {"relattn_labels", &relattn_labels_module},
     {"relattn_attention_weights", &relattn_attention_weights_module},
     {"relattn_zero_shot", &relattn_zero_shot_module},
+    {"relattn_token_labels", &relattn_token_labels_module},
     {"relattn_scan", &relattn_scan_module},
     {0, 0},
 };

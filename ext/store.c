@@ -99,7 +99,7 @@ static int labelsLoad(sqlite3 *db, relattn_cache_entry *e, const char *what,
   sqlite3_uint64 bytes = sizeof(char *) * (sqlite3_uint64)n;
   char *p = NULL;
   int i = 0, rc;
-  if (e->model.cfg.head != RELATTN_HEAD_CLASSIFIER) return SQLITE_OK;
+  if (!RELATTN_HEAD_HAS_LABELS(e->model.cfg.head)) return SQLITE_OK;
   st = relattn_prepare(
       db,
       "SELECT value, sum(length(CAST(value AS BLOB)) + 1) OVER () "

@@ -15,10 +15,28 @@ int relattn_idbuf_push(relattn_idbuf *b, int32_t id) {
     if (cap > b->max) cap = b->max;
     p = realloc(b->ids, cap * sizeof *p);
     if (!p) return RELATTN_ERR_NOMEM;
-    b->ids = p, b->cap = cap;
+    b->ids = p;
+    if (b->spans_on) {
+      uint32_t *q = realloc(b->spans, 2 * cap * sizeof *q);
+      if (!q) return RELATTN_ERR_NOMEM;
+      b->spans = q;
+    }
+    b->cap = cap;
+  }
+  if (b->spans_on) {
+    b->spans[2 * b->n] = (uint32_t)(b->base + b->s0);
+    b->spans[2 * b->n + 1] = (uint32_t)(b->base + b->s1);
   }
   b->ids[b->n++] = id;
   return RELATTN_OK;
+}
+
+void relattn_idbuf_move(relattn_idbuf *b, size_t to, size_t from) {
+  b->ids[to] = b->ids[from];
+  if (b->spans_on) {
+    b->spans[2 * to] = b->spans[2 * from];
+    b->spans[2 * to + 1] = b->spans[2 * from + 1];
+  }
 }
 
 int relattn_bytebuf_add(relattn_bytebuf *b, const void *p, size_t n) {

@@ -596,7 +596,7 @@ static int wants_head(const relattn_fwd *f) {
 /* Outputs read from the final hidden rows (all layers run). */
 static int wants_rows(const relattn_fwd *f) {
   return f->embedding || f->cls || f->pooled || f->logits || f->fill ||
-         f->hidden || f->sentence;
+         f->hidden || f->sentence || f->token_logits;
 }
 
 /* Outputs read from the final row 0 alone: the row-0 path makes them. */
@@ -607,7 +607,7 @@ static int wants_row0(const relattn_fwd *f) {
 /* Outputs that read every final row: the last layer runs on all of them. */
 static int wants_all_rows(const relattn_fwd *f) {
   return f->embedding || f->fill || f->hidden || f->sentence ||
-         wants_head(f);
+         f->token_logits || wants_head(f);
 }
 
 /* Logits of a block of rows, then per row the log-softmax at the next token
@@ -729,6 +729,23 @@ static void pool_rows(const fwd_ctx *c, relattn_fwd *f, int s) {
       for (j = 0; j < d; j++) acc += (double)w[j] * in[j];
       f->logits[o] = (float)acc;
     }
+}
+
+/* The token classifier on every final row of sequence s, in double as the
+** sequence classifier (the same bits on any BLAS): logits (n, n_labels). */
+static void token_rows(const fwd_ctx *c, relattn_fwd *f, int s) {
+  const relattn_model *m = c->m;
+  const int d = c->d, L = m->cfg.n_labels;
+  int i, o, j;
+  for (i = 0; i < f->n; i++) {
+    const float *x = c->x + ((size_t)c->start[s] + (size_t)i) * d;
+    for (o = 0; o < L; o++) {
+      const float *w = m->cls_w + (size_t)o * d;
+      double acc = m->cls_b[o];
+      for (j = 0; j < d; j++) acc += (double)w[j] * x[j];
+      f->token_logits[(size_t)i * L + o] = (float)acc;
+    }
+  }
 }
 
 /* The attention of sequence s in the current layer. */
@@ -910,6 +927,11 @@ static int check_request(const relattn_model *m, const relattn_fwd *f, int s,
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "relattn_forward: the model's head is '%s', not "
                           "'classifier'",
+                          relattn_head_name(cfg->head));
+  if (f->token_logits && cfg->head != RELATTN_HEAD_TOKEN)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "relattn_forward: the model's head is '%s', not "
+                          "'token_classifier'",
                           relattn_head_name(cfg->head));
   if (f->fill) {
     if (cfg->head != RELATTN_HEAD_MLM)
@@ -1116,6 +1138,7 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
                                      f[s].n, f[s].sentence, err, errlen)) !=
             RELATTN_OK)
       return rc;
+    if (f[s].token_logits) token_rows(&c, &f[s], s);
     if (!f[s].embedding) continue;
     rows = f[s].n - f[s].mean_from;
     for (j = 0; j < c.d; j++) {
@@ -1183,6 +1206,16 @@ int relattn_forward_check_finite(const relattn_fwd *f, const relattn_config *c,
                        (size_t)c->n_labels)
     return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
                           "the model's logit of label %zu %s", bad, why);
+  if (f->token_logits) {
+    size_t cells = (size_t)f->n * (size_t)c->n_labels;
+    if ((bad = relattn_find_nonfinite(f->token_logits, RELATTN_F32, cells)) <
+        cells)
+      return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                            "the model's logit of label %zu at input row %zu "
+                            "%s",
+                            bad % (size_t)c->n_labels,
+                            bad / (size_t)c->n_labels, why);
+  }
   if (f->fill && f->fill_logprob) {
     size_t cells = (size_t)f->n_fill * (size_t)f->fill_k;
     if ((bad = relattn_find_nonfinite(f->fill_logprob, RELATTN_F32, cells)) <

@@ -195,7 +195,7 @@ static int has_when(const relattn_config *c, int when) {
     case W_EMB_NORM: return c->emb_norm;
     case W_MLM: return c->head == RELATTN_HEAD_MLM;
     case W_POOLER: return c->pooler;
-    case W_CLASSIFIER: return c->head == RELATTN_HEAD_CLASSIFIER;
+    case W_CLASSIFIER: return RELATTN_HEAD_HAS_LABELS(c->head);
     case W_Q8: return c->quant == RELATTN_QUANT_INT8;
     case W_Q8_GATED: return c->quant == RELATTN_QUANT_INT8 && c->ffn_gated;
     case W_DEC: return c->decoder;
@@ -276,8 +276,9 @@ int relattn_config_inner(const relattn_config *c) {
 }
 
 const char *relattn_head_name(int head) {
-  static const char *const names[] = {"lm", "mlm", "classifier", "none"};
-  return head >= 0 && head <= RELATTN_HEAD_NONE ? names[head] : "?";
+  static const char *const names[] = {"lm", "mlm", "classifier", "none",
+                                      "token_classifier"};
+  return head >= 0 && head <= RELATTN_HEAD_TOKEN ? names[head] : "?";
 }
 
 static int known_activation(int a) {
@@ -285,11 +286,12 @@ static int known_activation(int a) {
          a == RELATTN_TANH;
 }
 
-/* The head's keys: labels only (and always) with a classifier; masked-LM and
-** classifier heads read every row, so they need an encoder. */
+/* The head's keys: labels only (and always) with a classifier of sequences
+** or of tokens; masked-LM and classifier heads read every row, so they need
+** an encoder. */
 static int heads_check(const relattn_config *c, const char *what, char *err,
                        size_t errlen) {
-  if (c->head < RELATTN_HEAD_LM || c->head > RELATTN_HEAD_NONE ||
+  if (c->head < RELATTN_HEAD_LM || c->head > RELATTN_HEAD_TOKEN ||
       !known_activation(c->head_activation) ||
       !known_activation(c->pooler_activation) ||
       c->problem_type < RELATTN_PROBLEM_SINGLE ||
@@ -297,24 +299,24 @@ static int heads_check(const relattn_config *c, const char *what, char *err,
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "%s: unknown head, activation or problem_type",
                           what);
-  if ((c->head == RELATTN_HEAD_MLM || c->head == RELATTN_HEAD_CLASSIFIER) &&
+  if ((c->head == RELATTN_HEAD_MLM || RELATTN_HEAD_HAS_LABELS(c->head)) &&
       c->arch != RELATTN_ENCODER)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "%s: head '%s' needs arch 'encoder'", what,
                           relattn_head_name(c->head));
-  if (c->head == RELATTN_HEAD_CLASSIFIER && c->n_labels < 1)
+  if (RELATTN_HEAD_HAS_LABELS(c->head) && c->n_labels < 1)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                          "%s: head 'classifier' needs 'labels' (an array of "
+                          "%s: head '%s' needs 'labels' (an array of "
                           "names, one per class)",
-                          what);
+                          what, relattn_head_name(c->head));
   if (c->n_labels > MAX_DIM)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "%s: 'labels' must have 1 to %d names, not %d", what,
                           MAX_DIM, c->n_labels);
-  if (c->head != RELATTN_HEAD_CLASSIFIER && c->n_labels)
+  if (!RELATTN_HEAD_HAS_LABELS(c->head) && c->n_labels)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
-                          "%s: 'labels' is a key of head 'classifier', not "
-                          "'%s'",
+                          "%s: 'labels' is a key of heads 'classifier' and "
+                          "'token_classifier', not '%s'",
                           what, relattn_head_name(c->head));
   return RELATTN_OK;
 }

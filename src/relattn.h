@@ -374,7 +374,11 @@ enum { RELATTN_LAYERNORM = 0, RELATTN_RMSNORM = 1 };
 enum { RELATTN_TANH = 3 };
 /* What sits on top of the layers (config "head"). */
 enum { RELATTN_HEAD_LM = 0, RELATTN_HEAD_MLM = 1, RELATTN_HEAD_CLASSIFIER = 2,
-       RELATTN_HEAD_NONE = 3 };
+       RELATTN_HEAD_NONE = 3, RELATTN_HEAD_TOKEN = 4 };
+/* Heads with labels and classifier.weight / .bias: the sequence classifier
+** (row 0, through the pooler) and the token classifier (every row). */
+#define RELATTN_HEAD_HAS_LABELS(h) \
+  ((h) == RELATTN_HEAD_CLASSIFIER || (h) == RELATTN_HEAD_TOKEN)
 /* sentence-transformers' pooling modes (config sentence.pooling): bits,
 ** concatenated in this order as its Pooling module concatenates them. */
 enum { RELATTN_SP_CLS = 1, RELATTN_SP_MAX = 2, RELATTN_SP_MEAN = 4,
@@ -726,6 +730,17 @@ int relattn_tokenizer_piece_id(const relattn_tokenizer *t, const char *piece);
 int relattn_tokenizer_encode(const relattn_tokenizer *t, const uint8_t *text,
                              size_t n, size_t lead, size_t max_ids,
                              int32_t **ids, size_t *n_ids);
+/* The same (no lead) with where each id comes from: spans (n_ids, 2),
+** malloc'd, the byte offsets [start, end) in text of the characters it
+** was made from, as Hugging Face's fast tokenizers give offset_mapping
+** (docs/reference.md, relattn_token_labels): a word piece its characters,
+** a SentencePiece piece with its U+2581 the space it stands for (the
+** dummy prefix: nothing, an empty span), a character normalized into
+** several pieces each of them its span, a special token its own text. */
+int relattn_tokenizer_encode_spans(const relattn_tokenizer *t,
+                                   const uint8_t *text, size_t n,
+                                   size_t max_ids, int32_t **ids,
+                                   uint32_t **spans, size_t *n_ids);
 /* tokenizer.split_special: the tokens a text is split on before it is
 ** encoded, each becoming its id, as Hugging Face's tokenizers split their
 ** added tokens out (docs/reference.md, Tokenizers). text NULL: the
@@ -760,6 +775,47 @@ int relattn_detokenize_bytes(const relattn_config *c, const int32_t *ids,
                              size_t n, uint8_t *out, size_t *out_len,
                              const char *what, char *err, size_t errlen);
 
+/* ---- token classification as the pipeline reports it (src/entities.c) -- */
+
+/* aggregation_strategy of transformers' TokenClassificationPipeline */
+enum { RELATTN_AGG_NONE = 0, RELATTN_AGG_SIMPLE = 1, RELATTN_AGG_FIRST = 2,
+       RELATTN_AGG_AVERAGE = 3, RELATTN_AGG_MAX = 4 };
+typedef struct relattn_entities_in {
+  const uint8_t *text;     /* the text the tokens came from */
+  size_t text_n;
+  const int32_t *ids;      /* (n) the text's tokens, special ones left out */
+  const uint32_t *spans;   /* (n, 2) their byte spans in text */
+  const float *logits;     /* (n, n_labels) their rows of the classifier */
+  int n, n_labels;
+  const int *index;        /* (n) each token's index in the model input */
+  const char *const *labels; /* (n_labels) */
+  int kind;                /* RELATTN_TOK_*: how tokens join into words */
+  int unk;                 /* the unknown token's id, or -1 */
+  int strategy;            /* RELATTN_AGG_* */
+  const char *const *ignore; /* labels (none) or groups left out */
+  int n_ignore;
+  /* a token's text in the vocabulary (*len bytes) */
+  const uint8_t *(*token_text)(void *ctx, int32_t id, size_t *len);
+  void *ctx;
+} relattn_entities_in;
+typedef struct relattn_entity {
+  int label;               /* the label (none), the group's first (others) */
+  char *group;             /* the group's name (not none), malloc'd */
+  double score;
+  char *word;              /* malloc'd, NUL-terminated */
+  int64_t start, end;      /* characters (code points) of text: [start, end) */
+  int index;               /* none: the token's model input index; else -1 */
+} relattn_entity;
+/* The rows of the pipeline's answer into *out (malloc'd, *n_out of them,
+** freed by relattn_entities_free): RELATTN_OK or RELATTN_ERR_NOMEM. */
+int relattn_entities_make(const relattn_entities_in *in, relattn_entity **out,
+                          int *n_out);
+void relattn_entities_free(relattn_entity *e, int n);
+/* A token's text in the tokenizer's vocabulary (a piece, a line of
+** vocab.txt, the byte of a byte id), or NULL. */
+const uint8_t *relattn_tokenizer_id_text(const relattn_tokenizer *t,
+                                         int32_t id, size_t *len);
+
 /* ---- forward pass (src/forward.c) --------------------------------------- */
 
 /* One sequence through the model. tokens is the model's input: BOS already
@@ -781,6 +837,7 @@ typedef struct relattn_fwd {
   float *logits;           /* (n_labels): the classifier's (head classifier) */
   float *sentence;         /* (relattn_sentence_dim): the model's sentence-
                            ** transformers vector (config sentence) */
+  float *token_logits;     /* (n, n_labels): each row's (token_classifier) */
   const int32_t *fill;     /* (n_fill) input rows for the masked-LM head */
   int n_fill;
   int fill_k;              /* best tokens per row, >= 1 when fill is set */

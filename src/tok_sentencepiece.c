@@ -324,10 +324,24 @@ static size_t normPrefix(const spm *s, const uint8_t *p, size_t n,
   return (size_t)l;
 }
 
+/* Appends count spans [from, to) to map (uint32 pairs), when map is set. */
+static int mapAdd(relattn_bytebuf *map, size_t count, size_t from, size_t to) {
+  size_t k;
+  int rc;
+  uint32_t pair[2];
+  if (!map) return RELATTN_OK;
+  pair[0] = (uint32_t)from, pair[1] = (uint32_t)to;
+  for (k = 0; k < count; k++)
+    if ((rc = relattn_bytebuf_add(map, pair, sizeof pair)) != RELATTN_OK)
+      return rc;
+  return RELATTN_OK;
+}
+
+/* The normalized text into o; with map, each of its bytes' span of p. */
 static int normalize(const spm *s, const uint8_t *p, size_t n,
-                     relattn_bytebuf *o) {
+                     relattn_bytebuf *o, relattn_bytebuf *map) {
   static const uint8_t ws[3] = {0xE2, 0x96, 0x81}; /* U+2581 */
-  const uint8_t *r;
+  const uint8_t *r, *p0 = p;
   size_t rn, used, k;
   int prev_space = s->extra_ws, rc;
   if (s->extra_ws) /* leading spaces */
@@ -338,8 +352,13 @@ static int normalize(const spm *s, const uint8_t *p, size_t n,
     }
   if (n == 0) return RELATTN_OK;
   if (s->dummy_prefix) {
+    /* the prefix stands for no character: an empty span where the text
+    ** starts, as SentencePiece's own offsets give it */
     rc = s->escape_ws ? relattn_bytebuf_add(o, ws, 3)
                       : relattn_bytebuf_add(o, " ", 1);
+    if (rc == RELATTN_OK)
+      rc = mapAdd(map, s->escape_ws ? 3 : 1, (size_t)(p - p0),
+                  (size_t)(p - p0));
     if (rc) return rc;
   }
   while (n > 0) {
@@ -359,6 +378,9 @@ static int normalize(const spm *s, const uint8_t *p, size_t n,
           *w++ = r[k];
         }
       }
+      if ((rc = mapAdd(map, (size_t)(w - (o->p + o->n)), (size_t)(p - p0),
+                       (size_t)(p - p0) + used)) != RELATTN_OK)
+        return rc;
       o->n = (size_t)(w - o->p);
       prev_space = r[rn - 1] == ' ';
     }
@@ -371,6 +393,7 @@ static int normalize(const spm *s, const uint8_t *p, size_t n,
     else
       while (o->n >= 1 && o->p[o->n - 1] == ' ') o->n--;
   }
+  if (map) map->n = o->n * 2 * sizeof(uint32_t); /* the map follows */
   return RELATTN_OK;
 }
 
@@ -382,6 +405,13 @@ static int emit(const spm *s, int32_t id, const uint8_t *p, size_t n,
                 relattn_idbuf *out) {
   size_t k;
   int rc;
+  if (out->spans_on && out->nmap && n > 0) {
+    /* normalized bytes [p, p + n): from the first one's start to the last
+    ** one's end in the text */
+    size_t i0 = (size_t)(p - out->nbase), i1 = i0 + n - 1;
+    out->s0 = out->nmap[2 * i0];
+    out->s1 = out->nmap[2 * i1 + 1];
+  }
   if (id == s->unk && s->byte_fallback) {
     for (k = 0; k < n; k++)
       if ((rc = relattn_idbuf_push(out, s->bytes[p[k]])) != RELATTN_OK)
@@ -599,19 +629,28 @@ static int bpe(const spm *s, const uint8_t *t, size_t n, relattn_idbuf *out) {
 static int spmEncode(const relattn_tokenizer *t, const uint8_t *text,
                      size_t n, relattn_idbuf *out) {
   const spm *s = (const spm *)t;
-  relattn_bytebuf norm = {0};
+  relattn_bytebuf norm = {0}, map = {0};
   size_t first = out->n, i, m;
-  int rc = normalize(s, text, n, &norm);
+  int rc = normalize(s, text, n, &norm, out->spans_on ? &map : NULL);
+  out->nmap = (const uint32_t *)map.p;
+  out->nbase = norm.p;
   if (rc == RELATTN_OK && norm.n > 0)
     rc = s->model == M_BPE ? bpe(s, norm.p, norm.n, out)
                            : unigram(s, norm.p, norm.n, out);
+  out->nmap = NULL;
+  out->nbase = NULL;
   free(norm.p);
+  free(map.p);
   if (rc == RELATTN_OK && !s->byte_fallback) {
     /* a run of unknown pieces is one, as the reference gives it (with
-    ** byte_fallback they became bytes) */
-    for (i = m = first; i < out->n; i++)
-      if (!(out->ids[i] == s->unk && m > first && out->ids[m - 1] == s->unk))
-        out->ids[m++] = out->ids[i];
+    ** byte_fallback they became bytes); its span is the run's */
+    for (i = m = first; i < out->n; i++) {
+      if (out->ids[i] == s->unk && m > first && out->ids[m - 1] == s->unk) {
+        if (out->spans_on) out->spans[2 * (m - 1) + 1] = out->spans[2 * i + 1];
+        continue;
+      }
+      relattn_idbuf_move(out, m++, i);
+    }
     out->n = m;
   }
   return rc;

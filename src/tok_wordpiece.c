@@ -114,20 +114,35 @@ static void wpDestroy(relattn_tokenizer *t) {
 
 /* ---- encode ----------------------------------------------------------------- */
 
+/* Code points, each with the span [a, b) of the text's bytes it came
+** from (for the spans of the pieces: relattn_tokenizer_encode_spans). */
 typedef struct cpbuf {
   uint32_t *p;
+  uint32_t *a, *b;
   size_t n, cap;
 } cpbuf;
 
-static int cpPush(cpbuf *b, uint32_t c) {
+static int cpPush(cpbuf *b, uint32_t c, size_t from, size_t to) {
   if (b->n == b->cap) {
     size_t cap = b->cap ? 2 * b->cap : 256;
-    uint32_t *q = realloc(b->p, cap * sizeof *q);
+    uint32_t *q = realloc(b->p, cap * sizeof *q), *qa, *qb;
     if (!q) return RELATTN_ERR_NOMEM;
-    b->p = q, b->cap = cap;
+    b->p = q;
+    if (!(qa = realloc(b->a, cap * sizeof *qa))) return RELATTN_ERR_NOMEM;
+    b->a = qa;
+    if (!(qb = realloc(b->b, cap * sizeof *qb))) return RELATTN_ERR_NOMEM;
+    b->b = qb;
+    b->cap = cap;
   }
+  b->a[b->n] = (uint32_t)from, b->b[b->n] = (uint32_t)to;
   b->p[b->n++] = c;
   return RELATTN_OK;
+}
+
+static void cpFree(cpbuf *b) {
+  free(b->p);
+  free(b->a);
+  free(b->b);
 }
 
 static int isChinese(uint32_t cp) {
@@ -143,12 +158,15 @@ static int wpFlags(const wordpiece *w, uint32_t c) {
                                                : relattn_uflags_of(c);
 }
 
-/* One word (after punctuation splitting) to ids. */
-static int wordIds(const wordpiece *w, const uint32_t *cp, size_t n,
-                   relattn_idbuf *out, uint8_t *buf /* 2 + 4 * MAX_WORD_CHARS */) {
+/* One word (after punctuation splitting) to ids; sa, sb: each code
+** point's span. */
+static int wordIds(const wordpiece *w, const uint32_t *cp, const uint32_t *sa,
+                   const uint32_t *sb, size_t n, relattn_idbuf *out,
+                   uint8_t *buf /* 2 + 4 * MAX_WORD_CHARS */) {
   size_t off[MAX_WORD_CHARS + 1], start = 0, mark = out->n, i;
   uint8_t *word = buf + 2; /* "##" goes in front of it when needed */
   int rc;
+  out->s0 = sa[0], out->s1 = sb[n - 1]; /* the whole word, as [UNK] */
   if (n > MAX_WORD_CHARS) return relattn_idbuf_push(out, w->unk);
   off[0] = 0;
   for (i = 0; i < n; i++) off[i + 1] = off[i] + relattn_utf8_encode(cp[i], word + off[i]);
@@ -172,17 +190,21 @@ static int wordIds(const wordpiece *w, const uint32_t *cp, size_t n,
     }
     if (id < 0) {
       out->n = mark; /* the whole word is [UNK] */
+      out->s0 = sa[0], out->s1 = sb[n - 1];
       return relattn_idbuf_push(out, w->unk);
     }
+    out->s0 = sa[start], out->s1 = sb[end - 1];
     if ((rc = relattn_idbuf_push(out, id)) != RELATTN_OK) return rc;
     start = end;
   }
   return RELATTN_OK;
 }
 
-/* One whitespace-separated piece: lower, strip accents, split punctuation. */
-static int pieceIds(const wordpiece *w, const uint32_t *cp, size_t n,
-                    cpbuf *tmp, relattn_idbuf *out, uint8_t *buf) {
+/* One whitespace-separated piece: lower, strip accents, split
+** punctuation; what a character becomes keeps its span (sa, sb). */
+static int pieceIds(const wordpiece *w, const uint32_t *cp, const uint32_t *sa,
+                    const uint32_t *sb, size_t n, cpbuf *tmp,
+                    relattn_idbuf *out, uint8_t *buf) {
   size_t i, start;
   int rc, k;
   tmp->n = 0;
@@ -225,18 +247,22 @@ static int pieceIds(const wordpiece *w, const uint32_t *cp, size_t n,
         for (m = 0; m < nd; m++) {
           uint32_t e = dec ? dec[m] : d;
           if (wpFlags(w, e) & RELATTN_U_MN) continue;
-          if ((rc = cpPush(tmp, e)) != RELATTN_OK) return rc;
+          if ((rc = cpPush(tmp, e, sa[i], sb[i])) != RELATTN_OK) return rc;
         }
-      } else if ((rc = cpPush(tmp, d)) != RELATTN_OK) {
+      } else if ((rc = cpPush(tmp, d, sa[i], sb[i])) != RELATTN_OK) {
         return rc;
       }
     }
   }
   for (i = start = 0; i <= tmp->n; i++) {
     if (i < tmp->n && !(wpFlags(w, tmp->p[i]) & RELATTN_U_PUNCT)) continue;
-    if (i > start && (rc = wordIds(w, tmp->p + start, i - start, out, buf)))
+    if (i > start &&
+        (rc = wordIds(w, tmp->p + start, tmp->a + start, tmp->b + start,
+                      i - start, out, buf)))
       return rc;
-    if (i < tmp->n && (rc = wordIds(w, tmp->p + i, 1, out, buf))) return rc;
+    if (i < tmp->n &&
+        (rc = wordIds(w, tmp->p + i, tmp->a + i, tmp->b + i, 1, out, buf)))
+      return rc;
     start = i + 1;
   }
   return RELATTN_OK;
@@ -244,13 +270,16 @@ static int pieceIds(const wordpiece *w, const uint32_t *cp, size_t n,
 
 /* Steps 1 to 6 on text without special tokens. */
 /* Steps 3 to 6 on cleaned text: its whitespace-separated pieces. */
-static int wpWords(const wordpiece *w, const uint32_t *cp, size_t n,
-                   cpbuf *tmp, relattn_idbuf *out, uint8_t *buf) {
-  size_t i, start;
+static int wpWords(const wordpiece *w, const cpbuf *cps, cpbuf *tmp,
+                   relattn_idbuf *out, uint8_t *buf) {
+  const uint32_t *cp = cps->p;
+  size_t i, start, n = cps->n;
   int rc = RELATTN_OK;
   for (i = start = 0; i <= n && rc == RELATTN_OK; i++) {
     if (i < n && !(wpFlags(w, cp[i]) & RELATTN_U_SPACE)) continue;
-    if (i > start) rc = pieceIds(w, cp + start, i - start, tmp, out, buf);
+    if (i > start)
+      rc = pieceIds(w, cp + start, cps->a + start, cps->b + start, i - start,
+                    tmp, out, buf);
     start = i + 1;
   }
   return rc;
@@ -260,7 +289,7 @@ static int wpWords(const wordpiece *w, const uint32_t *cp, size_t n,
 ** go through steps 3 to 6 as soon as it is seen (no word spans it), so the
 ** work stops soon after out passes its limit, however long the text. */
 static int wpText(const wordpiece *w, const uint8_t *text, size_t n,
-                  relattn_idbuf *out) {
+                  size_t at, relattn_idbuf *out) {
   cpbuf cps = {0}, tmp = {0};
   uint8_t buf[2 + 4 * MAX_WORD_CHARS];
   size_t i = 0;
@@ -268,6 +297,7 @@ static int wpText(const wordpiece *w, const uint8_t *text, size_t n,
   while (i < n && rc == RELATTN_OK) {
     uint32_t c;
     int len = relattn_utf8_decode(text + i, n - i, &c), f;
+    size_t from = at + i; /* the character's span in the caller's text */
     if (len == 0) { /* U+FFFD in Python: dropped */
       i++;
       continue;
@@ -277,21 +307,21 @@ static int wpText(const wordpiece *w, const uint8_t *text, size_t n,
     if (c == 0 || c == 0xFFFD || (f & RELATTN_U_CONTROL)) continue;
     if (f & RELATTN_U_BERT_WS) c = ' ';
     if (w->chinese && isChinese(c)) {
-      if ((rc = cpPush(&cps, ' ')) == RELATTN_OK &&
-          (rc = cpPush(&cps, c)) == RELATTN_OK)
-        rc = cpPush(&cps, ' ');
+      if ((rc = cpPush(&cps, ' ', from, at + i)) == RELATTN_OK &&
+          (rc = cpPush(&cps, c, from, at + i)) == RELATTN_OK)
+        rc = cpPush(&cps, ' ', from, at + i);
     } else {
-      rc = cpPush(&cps, c);
+      rc = cpPush(&cps, c, from, at + i);
     }
     if (rc == RELATTN_OK &&
         (wpFlags(w, cps.p[cps.n - 1]) & RELATTN_U_SPACE)) {
-      rc = wpWords(w, cps.p, cps.n, &tmp, out, buf);
+      rc = wpWords(w, &cps, &tmp, out, buf);
       cps.n = 0;
     }
   }
-  if (rc == RELATTN_OK) rc = wpWords(w, cps.p, cps.n, &tmp, out, buf);
-  free(cps.p);
-  free(tmp.p);
+  if (rc == RELATTN_OK) rc = wpWords(w, &cps, &tmp, out, buf);
+  cpFree(&cps);
+  cpFree(&tmp);
   return rc;
 }
 
@@ -312,7 +342,8 @@ static int wpEncode(const relattn_tokenizer *t, const uint8_t *text, size_t n,
       size_t len = strlen(specials[k]);
       if (w->special[k] >= 0 && n - i >= len &&
           memcmp(text + i, specials[k], len) == 0) {
-        if (i > seg) rc = wpText(w, text + seg, i - seg, out);
+        if (i > seg) rc = wpText(w, text + seg, i - seg, seg, out);
+        out->s0 = i, out->s1 = i + len;
         if (rc == RELATTN_OK) rc = relattn_idbuf_push(out, w->special[k]);
         seg = i + len;
         i = seg - 1;
@@ -320,7 +351,8 @@ static int wpEncode(const relattn_tokenizer *t, const uint8_t *text, size_t n,
       }
     }
   }
-  if (rc == RELATTN_OK && n > seg) rc = wpText(w, text + seg, n - seg, out);
+  if (rc == RELATTN_OK && n > seg)
+    rc = wpText(w, text + seg, n - seg, seg, out);
   return rc;
 }
 

@@ -25,8 +25,10 @@ static int bytesEncode(const relattn_tokenizer *t, const uint8_t *text,
   size_t i;
   int rc = RELATTN_OK;
   (void)t;
-  for (i = 0; i < n && rc == RELATTN_OK; i++)
+  for (i = 0; i < n && rc == RELATTN_OK; i++) {
+    out->s0 = i, out->s1 = i + 1;
     rc = relattn_idbuf_push(out, text[i]);
+  }
   return rc;
 }
 
@@ -197,8 +199,15 @@ static int splitEncode(const relattn_tokenizer *t, const uint8_t *text,
       p += k, len -= k;
     }
     if (s && s->lstrip) len -= trailingSpace(p, len);
-    if (len > 0 && (rc = t->encode(t, p, len, out)) != RELATTN_OK) return rc;
+    if (len > 0) {
+      size_t base = out->base;
+      out->base += (size_t)(p - text);
+      rc = t->encode(t, p, len, out);
+      out->base = base;
+      if (rc != RELATTN_OK) return rc;
+    }
     if (!s) return RELATTN_OK;
+    out->s0 = at, out->s1 = at + s->n; /* the token's text alone */
     if ((rc = relattn_idbuf_push(out, s->id)) != RELATTN_OK) return rc;
     strip_left = s->rstrip;
     start = at + s->n;
@@ -348,34 +357,85 @@ void relattn_tokenizer_free(relattn_tokenizer *t) {
 int relattn_tokenizer_kind(const relattn_tokenizer *t) { return t->kind; }
 int relattn_tokenizer_n_ids(const relattn_tokenizer *t) { return t->n_ids; }
 
+const uint8_t *relattn_tokenizer_id_text(const relattn_tokenizer *t,
+                                         int32_t id, size_t *len) {
+  static const uint8_t bytes[256] = {
+      0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+      20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37,
+      38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55,
+      56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73,
+      74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91,
+      92, 93, 94, 95, 96, 97, 98, 99, 100, 101, 102, 103, 104, 105, 106, 107,
+      108, 109, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121,
+      122, 123, 124, 125, 126, 127, 128, 129, 130, 131, 132, 133, 134, 135,
+      136, 137, 138, 139, 140, 141, 142, 143, 144, 145, 146, 147, 148, 149,
+      150, 151, 152, 153, 154, 155, 156, 157, 158, 159, 160, 161, 162, 163,
+      164, 165, 166, 167, 168, 169, 170, 171, 172, 173, 174, 175, 176, 177,
+      178, 179, 180, 181, 182, 183, 184, 185, 186, 187, 188, 189, 190, 191,
+      192, 193, 194, 195, 196, 197, 198, 199, 200, 201, 202, 203, 204, 205,
+      206, 207, 208, 209, 210, 211, 212, 213, 214, 215, 216, 217, 218, 219,
+      220, 221, 222, 223, 224, 225, 226, 227, 228, 229, 230, 231, 232, 233,
+      234, 235, 236, 237, 238, 239, 240, 241, 242, 243, 244, 245, 246, 247,
+      248, 249, 250, 251, 252, 253, 254, 255};
+  *len = 0;
+  if (t->id_text) return t->id_text(t, id, len);
+  if (t->kind == RELATTN_TOK_BYTES && id >= 0 && id < 256) {
+    *len = 1;
+    return bytes + id;
+  }
+  return NULL;
+}
+
 int relattn_tokenizer_piece_id(const relattn_tokenizer *t, const char *piece) {
   if (!t->piece_id) return -1;
   return t->piece_id(t, (const uint8_t *)piece, strlen(piece));
 }
 
-int relattn_tokenizer_encode(const relattn_tokenizer *t, const uint8_t *text,
-                             size_t n, size_t lead, size_t max_ids,
-                             int32_t **ids, size_t *n_ids) {
+/* Both encodes: with spans, each id's span of the text too. */
+static int encodeWith(const relattn_tokenizer *t, const uint8_t *text,
+                      size_t n, size_t lead, size_t max_ids, int32_t **ids,
+                      uint32_t **spans, size_t *n_ids) {
   relattn_idbuf b;
   size_t i;
   int rc = RELATTN_OK;
   memset(&b, 0, sizeof b);
   b.max = max_ids > SIZE_MAX / 8 - lead ? SIZE_MAX / 8 : max_ids + lead;
+  b.spans_on = spans != NULL;
   *ids = NULL;
+  if (spans) *spans = NULL;
   *n_ids = 0;
+  if (spans && n > UINT32_MAX) return RELATTN_ERR_TOOBIG;
   for (i = 0; i < lead && rc == RELATTN_OK; i++)
     rc = relattn_idbuf_push(&b, 0);
   if (rc == RELATTN_OK)
     rc = t->n_special ? splitEncode(t, text, n, &b) : t->encode(t, text, n, &b);
   if (rc == RELATTN_OK && !b.ids && !(b.ids = malloc(sizeof *b.ids)))
     rc = RELATTN_ERR_NOMEM; /* no text: an empty array, not NULL */
+  if (rc == RELATTN_OK && spans && !b.spans &&
+      !(b.spans = malloc(2 * sizeof *b.spans)))
+    rc = RELATTN_ERR_NOMEM;
   if (rc != RELATTN_OK) {
     free(b.ids);
+    free(b.spans);
     return rc;
   }
   *ids = b.ids;
+  if (spans) *spans = b.spans;
   *n_ids = b.n - lead;
   return RELATTN_OK;
+}
+
+int relattn_tokenizer_encode(const relattn_tokenizer *t, const uint8_t *text,
+                             size_t n, size_t lead, size_t max_ids,
+                             int32_t **ids, size_t *n_ids) {
+  return encodeWith(t, text, n, lead, max_ids, ids, NULL, n_ids);
+}
+
+int relattn_tokenizer_encode_spans(const relattn_tokenizer *t,
+                                   const uint8_t *text, size_t n,
+                                   size_t max_ids, int32_t **ids,
+                                   uint32_t **spans, size_t *n_ids) {
+  return encodeWith(t, text, n, 0, max_ids, ids, spans, n_ids);
 }
 
 int relattn_tokenizer_decode(const relattn_tokenizer *t, const int32_t *ids,

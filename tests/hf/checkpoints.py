@@ -364,9 +364,14 @@ class Checkpoint:
         return self.config["vocab_size"]
 
 
-def labels_config(cfg, n_labels, problem_type):
+NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "MISC"]
+
+
+def labels_config(cfg, n_labels, problem_type, token=False):
     names = ["entailment", "neutral", "contradiction", "other", "maybe",
              "spam"][:n_labels] if n_labels > 1 else ["score"]
+    if token:  # a token classifier's tags (the last one without B-/I-)
+        names = NER_LABELS[:n_labels]
     cfg["id2label"] = {str(i): n for i, n in enumerate(names)}
     cfg["label2id"] = {n: i for i, n in enumerate(names)}
     if problem_type is not None:
@@ -431,13 +436,13 @@ def bert(root, rng, cls, position="relative_key", prefix=None, n_labels=3,
         if position in ("relative_key", "relative_key_query"):
             p[L + "attention.self.distance_embedding.weight"] = W.u(2 * max_pos - 1, dh)
         post_attention(W, p, L, d, ff)
-    if cls != "BertForMaskedLM":
+    if cls not in ("BertForMaskedLM", "BertForTokenClassification"):
         W.linear(p, pre + "pooler.dense", d, d, gain=2.0)
     if cls == "BertForMaskedLM" or extra_heads:
         cls_predictions(W, p, pre, d, V, tied_copy)
     if extra_heads:
         W.linear(p, "cls.seq_relationship", 2, d)
-    if cls == "BertForSequenceClassification":
+    if cls in ("BertForSequenceClassification", "BertForTokenClassification"):
         n = n_labels
         W.linear(p, "classifier", n, d, gain=2.0)
     cfg = {
@@ -455,6 +460,8 @@ def bert(root, rng, cls, position="relative_key", prefix=None, n_labels=3,
     }
     if cls == "BertForSequenceClassification":
         labels_config(cfg, n_labels, problem_type)
+    if cls == "BertForTokenClassification":
+        labels_config(cfg, n_labels, None, token=True)
     buffers = {}
     if position_ids:
         buffers[pre + "embeddings.position_ids"] = np.arange(max_pos)[None, :]
@@ -546,6 +553,8 @@ def deberta(root, rng, cls, style="v3", prefix=None, n_labels=3,
     if cls == "DebertaV2ForSequenceClassification":
         W.linear(p, "pooler.dense", d, d, gain=2.0)
         W.linear(p, "classifier", n_labels, d, gain=2.0)
+    if cls == "DebertaV2ForTokenClassification":
+        W.linear(p, "classifier", n_labels, d, gain=2.0)
     if cls == "DebertaV2ForMaskedLM":
         if legacy:
             cls_predictions(W, p, pre, d, V, tied_copy)
@@ -570,6 +579,8 @@ def deberta(root, rng, cls, style="v3", prefix=None, n_labels=3,
         cfg["legacy"] = False
     if cls == "DebertaV2ForSequenceClassification":
         labels_config(cfg, n_labels, problem_type)
+    if cls == "DebertaV2ForTokenClassification":
+        labels_config(cfg, n_labels, None, token=True)
     special = {"pad": 0, "cls": 1, "sep": 2, "unk": 3, "mask": mask_id}
     decoder = {str(i): {"content": t, "lstrip": False, "normalized": False,
                         "rstrip": False, "single_word": False, "special": True}

@@ -9,6 +9,7 @@ in those forwards is then all ones, and dropout is off at inference).
     out["pooled"]       (d,)   BertPooler / ContextPooler output, when the class has one
     out["logits"]       (L,)   *ForSequenceClassification logits
     out["mlm_logits"]   (n, V) *ForMaskedLM prediction scores
+    out["token_logits"] (n, L) *ForTokenClassification logits
 
 Shares no code with relattn's C nor with tests/sql's reference model.
 """
@@ -164,6 +165,11 @@ def bert_forward(cfg, params, ids, types):
     if cls == "BertForSequenceClassification":
         # BertForSequenceClassification: classifier(dropout(pooled_output))
         out["logits"] = P.linear(out["pooled"], "classifier", head=True)
+    if cls == "BertForTokenClassification":
+        # BertForTokenClassification (BertModel without its pooler):
+        # classifier(dropout(sequence_output)) on every row
+        out.pop("pooled", None)
+        out["token_logits"] = P.linear(x, "classifier", head=True)
     if cls in ("BertForMaskedLM", "BertForPreTraining"):
         # BertOnlyMLMHead (BertForPreTraining: BertPreTrainingHeads, whose
         # .predictions is the same; its seq_relationship is not ported)
@@ -315,6 +321,9 @@ def deberta_forward(cfg, params, ids, types):
         act = ACT2FN[cfg.get("pooler_hidden_act", "gelu")]
         out["pooled"] = act(P.linear(x[0], "pooler.dense", head=True))
         out["logits"] = P.linear(out["pooled"], "classifier", head=True)
+    if cls == "DebertaV2ForTokenClassification":
+        # DebertaV2ForTokenClassification: classifier(dropout(sequence_output))
+        out["token_logits"] = P.linear(x, "classifier", head=True)
     if cls == "DebertaV2ForMaskedLM":
         act = ACT2FN[cfg["hidden_act"]]
         E = P["embeddings.word_embeddings.weight"]

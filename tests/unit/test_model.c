@@ -171,8 +171,8 @@ int main(void) {
             "%s", err);
       c.head = RELATTN_HEAD_NONE, c.n_labels = 2;
       CHECK(relattn_config_check(&c, "cfg", err, sizeof err) == RELATTN_ERR_ARG &&
-                !strcmp(err, "cfg: 'labels' is a key of head 'classifier', "
-                             "not 'none'"),
+                !strcmp(err, "cfg: 'labels' is a key of heads 'classifier' "
+                             "and 'token_classifier', not 'none'"),
             "%s", err);
     }
   }
