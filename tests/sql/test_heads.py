@@ -374,7 +374,7 @@ def test_config_errors_leave_the_database_unchanged(db, rng):
         "'labels' must be an array of strings, not with integer at 1")
     assert imp(dict(good, head="lm")) == pre + "'labels' is not a key of head 'lm'"
     assert imp(dict(good, head="tagger")) == pre + (
-        "'head' must be one of lm,mlm,classifier,none, not 'tagger'")
+        "'head' must be one of lm,mlm,classifier,none,token_classifier, not 'tagger'")
     assert imp(dict(good, problem_type="ordinal")) == pre + (
         "'problem_type' must be one of single_label_classification,"
         "multi_label_classification,regression, not 'ordinal'")

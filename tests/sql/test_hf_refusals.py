@@ -95,9 +95,10 @@ def test_bert_other_refusals(db, bert):
             "(gelu, gelu_new, gelu_pytorch_tanh, relu)",
             config=with_keys(bert, hidden_act="silu"))
     refused(db, bert, "relattn_import: architectures[0] "
-            "'BertForTokenClassification' is not supported; the known ones "
-            "are BertModel, BertForMaskedLM and BertForSequenceClassification",
-            config=with_keys(bert, architectures=["BertForTokenClassification"]))
+            "'BertForQuestionAnswering' is not supported; the known ones "
+            "are BertModel, BertForMaskedLM, BertForSequenceClassification and "
+            "BertForTokenClassification",
+            config=with_keys(bert, architectures=["BertForQuestionAnswering"]))
     refused(db, bert, "relattn_import: is_decoder true (a causal BERT) is "
             "not supported", config=with_keys(bert, is_decoder=True))
     refused(db, bert, "relattn_import: config_json: 'hidden_size' must be an "
