@@ -195,6 +195,8 @@ NUMERIC_TESTS := tests/sql/test_attention.py tests/sql/test_model_fn.py \
                  tests/sql/test_schemes.py tests/sql/test_model_schemes.py \
                  tests/hf/test_ports.py tests/hf/test_hf_import.py \
                  tests/hf/test_sentence_transformers.py \
+                 tests/hf/test_pairs.py tests/hf/test_zero_shot.py \
+                 tests/hf/test_token_classification.py \
                  tests/sql/test_model_options.py tests/sql/test_heads.py \
                  tests/hf/test_t5_generation.py tests/shell/test_t5_demo.py \
                  'tests/test_unit.py::test_unit[test_seq2seq]' \
