@@ -356,3 +356,33 @@ def test_export_round_trip(db, rng, tmp_path):
     text = sample(rng)
     q = "SELECT * FROM relattn_token_labels(?, ?, 'simple')"
     assert db.execute(q, ("copy", text)).fetchall() == db.execute(q, ("m", text)).fetchall()
+
+
+@pytest.mark.parametrize("case", ["deberta-v3", "bert-rk"])
+def test_special_token_typed_in_the_text(db, rng, tmp_path, case):
+    """A [SEP] written in the text is its id and has no row (the
+    pipeline's special_tokens_mask); the rows after it keep their offsets
+    in the whole text."""
+    ck = make(case, tmp_path, rng)
+    import_checkpoint(db, ck)
+    labels = [ck.config["id2label"][str(i)] for i in range(len(ck.config["id2label"]))]
+    a, b = sample(rng), sample(rng)
+    text = a + " [SEP] " + b
+    ids_a, spans_a = spans_of(ck, a)
+    at = len(a) + len(" [SEP] ")
+    ids_b, spans_b = spans_of(ck, b)
+    ids = ids_a + [ck.special["sep"]] + ids_b
+    assert ck.encode(text) == ids
+    out = ports.forward(ck.config, ck.params,
+                        [ck.special["cls"]] + ids + [ck.special["sep"]],
+                        [0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1)
+                        if ck.config.get("type_vocab_size", 0) >= 2 else None)
+    logits = np.delete(out["token_logits"], len(ids_a) + 1, axis=0)   # the [SEP] row
+    want = pipeline(ck, text, ids_a + ids_b,
+                    spans_a + [(s + at, e + at) for s, e in spans_b], logits, labels,
+                    "none", ())
+    # the pipeline's index counts the [SEP]: the rows after it are one further on
+    want = [w[:5] + (w[5] + (1 if k >= len(ids_a) else 0),) for k, w in enumerate(want)]
+    got = db.execute("SELECT entity, score, word, start, \"end\", token_index "
+                     "FROM relattn_token_labels('m', ?, 'none', '[]')", (text,)).fetchall()
+    check_rows(got, want, (case, text))
