@@ -128,7 +128,7 @@ def random_params(rng, cfg):
     if cfg.get("pooler"):
         p["pooler.weight"] = u(d, d, scale=2 / math.sqrt(d))
         p["pooler.bias"] = u(d, scale=0.3)
-    if head == "classifier":
+    if head in ("classifier", "token_classifier"):
         n = len(cfg["labels"])
         p["classifier.weight"] = u(n, d, scale=3 / math.sqrt(d))
         p["classifier.bias"] = u(n, scale=0.3)

@@ -667,3 +667,42 @@ def test_heads_stop_on_interrupt(fn, sql):
     # and the connection goes on working
     assert db.execute("SELECT relattn_classify('clf', 'ab') IN ('a', 'b')").fetchone() == (1,)
     db.close()
+
+
+# ---- the token classifier on a native model ------------------------------------
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_token_classifier_native(db, rng, norm):
+    """head token_classifier on a native config (byte tokenizer): each
+    row of relattn_token_labels('none', nothing ignored) is its byte's
+    softmax over x classifier.weight^T + classifier.bias of the final row
+    (the reference forward in float64), at the byte's offsets."""
+    names = ["O", "B-X", "I-X", "Y"]
+    cfg = ref.with_head(encoder(rng, norm=norm, bos=True), "token_classifier", labels=names)
+    params = ref.random_params(rng, cfg)
+    load(db, "t", cfg, params)
+    text = "".join(chr(int(c)) for c in rng.integers(97, 123, 23))
+    tokens = list(text.encode())
+    ids = ref.model_input(cfg, tokens)
+    x = ref.forward(cfg, params, ids)["hidden"]
+    z = x @ params["classifier.weight"].astype(np.float64).T + params["classifier.bias"]
+    p = np.exp(z - z.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    rows = db.execute("SELECT entity, score, word, start, \"end\", token_index "
+                      "FROM relattn_token_labels('t', ?, 'none', '[]')", (text,)).fetchall()
+    bos = 1
+    assert len(rows) == len(tokens)
+    for k, r in enumerate(rows):
+        j = int(p[k + bos].argmax())
+        assert r[0] == names[j] and abs(r[1] - p[k + bos, j]) < 1e-4, (k, r)
+        assert r[2:] == (text[k], k, k + 1, k + bos)
+    # the classifier's functions and the token classifier's refuse each other
+    assert err(db, "SELECT relattn_classify('t', 'abc')") == (
+        "relattn_classify: model 't' has no classifier head (its head is 'token_classifier')")
+    assert err(db, "SELECT relattn_import('x', ?)", ref.safetensors_bytes(
+        params, dict(cfg, arch="decoder"))) == (
+        "relattn_import: config: head 'token_classifier' needs arch 'encoder'")
+    assert err(db, "SELECT relattn_import('x', ?)", ref.safetensors_bytes(
+        params, dict(cfg, problem_type="regression"))) == (
+        "relattn_import: config: 'problem_type' is not a key of head 'token_classifier'")
+    assert db.execute("SELECT count(*) FROM relattn_model WHERE name = 'x'").fetchone()[0] == 0
