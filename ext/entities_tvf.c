@@ -255,8 +255,8 @@ static int tlFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
                            FN);
     goto fail_ignore;
   }
-  rc = relattn_call_init(v->conn, FN, argv[0], argv[1], RELATTN_NEED_ANY, &mc,
-                         &zErr);
+  rc = relattn_call_init_named(v->conn, FN, argv[0], argv[1], "text",
+                               RELATTN_NEED_ANY, &mc, &zErr);
   if (rc != SQLITE_OK) {
     for (i = 0; i < n_ignore; i++) sqlite3_free(ignore[i]);
     sqlite3_free(ignore);

@@ -228,6 +228,11 @@ enum { RELATTN_NEED_ANY = 0, RELATTN_NEED_LM = 1, RELATTN_NEED_FILL = 2,
 int relattn_call_init(relattn_conn *conn, const char *fn, sqlite3_value *model,
                       sqlite3_value *tokens, int need, relattn_call *mc,
                       char **pzErr);
+/* The same with the argument named arg in messages ("text"). */
+int relattn_call_init_named(relattn_conn *conn, const char *fn,
+                            sqlite3_value *model, sqlite3_value *text,
+                            const char *arg, int need, relattn_call *mc,
+                            char **pzErr);
 /* The same with a pair of texts (relattn_model_pair_input, truncate_a its
 ** 'only_first') when text_b is not NULL; either argument NULL in SQL gives
 ** mc->n == 0. */

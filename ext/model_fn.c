@@ -118,10 +118,31 @@ int relattn_call_init(relattn_conn *conn, const char *fn, sqlite3_value *model,
                                 pzErr);
 }
 
+/* Both: one argument named arg, or a pair. */
+static int callInit(relattn_conn *conn, const char *fn, sqlite3_value *model,
+                    sqlite3_value *tokens, const char *arg,
+                    sqlite3_value *text_b, int need, int truncate_a,
+                    relattn_call *mc, char **pzErr);
+
+int relattn_call_init_named(relattn_conn *conn, const char *fn,
+                            sqlite3_value *model, sqlite3_value *text,
+                            const char *arg, int need, relattn_call *mc,
+                            char **pzErr) {
+  return callInit(conn, fn, model, text, arg, NULL, need, 0, mc, pzErr);
+}
+
 int relattn_call_init_pair(relattn_conn *conn, const char *fn,
                            sqlite3_value *model, sqlite3_value *tokens,
                            sqlite3_value *text_b, int need, int truncate_a,
                            relattn_call *mc, char **pzErr) {
+  return callInit(conn, fn, model, tokens, "tokens", text_b, need, truncate_a,
+                  mc, pzErr);
+}
+
+static int callInit(relattn_conn *conn, const char *fn, sqlite3_value *model,
+                    sqlite3_value *tokens, const char *arg,
+                    sqlite3_value *text_b, int need, int truncate_a,
+                    relattn_call *mc, char **pzErr) {
   relattn_input in;
   int rc;
   memset(mc, 0, sizeof *mc);
@@ -152,7 +173,7 @@ int relattn_call_init_pair(relattn_conn *conn, const char *fn,
                                   truncate_a ? "hypothesis" : "text_b",
                                   truncate_a, &in, pzErr);
   else
-    rc = relattn_model_input(conn, mc->m, tokens, fn, "tokens", &in, pzErr);
+    rc = relattn_model_input(conn, mc->m, tokens, fn, arg, &in, pzErr);
   if (rc != SQLITE_OK) {
     relattn_call_clear(mc);
     return rc;

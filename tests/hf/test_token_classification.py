@@ -255,6 +255,7 @@ def check_rows(got, want, what):
     assert [g[2:] for g in got] == [w[2:] for w in want], what
     if want:
         err = max(abs(g[1] - w[1]) for g, w in zip(got, want))
+        print(f"{what[0]} scores: max abs error {err:.2e}")
         assert err < TOL, (what, err)
 
 
@@ -325,13 +326,13 @@ def test_refusals(db, rng, tmp_path):
     assert error(db, "SELECT * FROM relattn_token_labels('m')") == (
         "relattn_token_labels: model and text arguments are required")
     assert error(db, "SELECT * FROM relattn_token_labels('m', '')") == (
-        "relattn_token_labels: tokens is empty")
+        "relattn_token_labels: text is empty")
     assert error(db, "SELECT * FROM relattn_token_labels('nope', 'a')") == (
         "relattn_token_labels: no model named 'nope'")
     assert db.execute("SELECT count(*) FROM relattn_token_labels('m', NULL)").fetchone()[0] == 0
     long = " ".join(["cat"] * 70)
     assert error(db, "SELECT * FROM relattn_token_labels('m', ?)", long) == (
-        "relattn_token_labels: tokens makes 72 input rows (70 tokens with bos and the "
+        "relattn_token_labels: text makes 72 input rows (70 tokens with bos and the "
         "appended token), over the model's position.max_position_embeddings = 64 (its "
         "rel_k tables cover distances up to 63)")
     seq = checkpoints.bert(tmp_path / "s", rng, "BertForSequenceClassification")
