@@ -4,7 +4,8 @@
 **
 ** Input: 2 bytes little-endian n, then n bytes of text, then the .model
 ** file. When the file parses, the text is encoded (at most 65536 ids) and
-** the ids decoded; then the text's bytes read as int32 ids (some of them
+** the ids decoded, and encoded again with spans (the same ids, each span
+** inside the text); then the text's bytes read as int32 ids (some of them
 ** out of range) are decoded too. Then split_special: the file's first and
 ** last pieces and a token past them whose text is the text's first bytes
 ** (flags from its first byte) are split out, and the text encoded and
@@ -15,6 +16,23 @@
 #include <string.h>
 
 #include "relattn.h"
+
+/* The same text encoded with spans: the same ids, each span inside the
+** text and not reversed. */
+static void spansCheck(const relattn_tokenizer *t, const uint8_t *text,
+                       size_t n, const int32_t *want, size_t n_want) {
+  int32_t *ids = NULL;
+  uint32_t *spans = NULL;
+  size_t n_ids = 0, i;
+  if (relattn_tokenizer_encode_spans(t, text, n, 65536, &ids, &spans,
+                                     &n_ids) != RELATTN_OK)
+    return;
+  if (n_ids != n_want || memcmp(ids, want, n_ids * sizeof *ids) != 0) abort();
+  for (i = 0; i < n_ids; i++)
+    if (spans[2 * i] > spans[2 * i + 1] || spans[2 * i + 1] > n) abort();
+  free(ids);
+  free(spans);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   relattn_config c;
@@ -42,6 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (relattn_tokenizer_decode(t, ids + 1, n_ids, &text, &len, "fuzz", err,
                                  sizeof err) == RELATTN_OK)
       free(text);
+    spansCheck(t, data, n, ids + 1, n_ids);
     free(ids);
   }
   if (n >= 4) {
@@ -76,6 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (relattn_tokenizer_decode(t, ids, n_ids, &text, &len, "fuzz", err,
                                    sizeof err) == RELATTN_OK)
         free(text);
+      spansCheck(t, data, n, ids, n_ids);
       free(ids);
     }
   }
