@@ -187,3 +187,27 @@ def test_zero_shot_refusals(db, rng, tmp_path):
     assert error(db, "SELECT * FROM relattn_zero_shot('nli', 'a cat')") == (
         "relattn_zero_shot: model, text and labels arguments are required")
     assert db.execute(q, ("nli", None, '["a"]')).fetchall() == []
+
+
+def test_over_a_table(db, rng, tmp_path):
+    """In a join each row of a table gets its own answer (the text argument
+    pushed down from the outer table), the same as one call per row; and
+    relattn_labels takes the pair's second text from a column."""
+    ck = make("deberta-v3-cls", tmp_path, rng)
+    relabel(db, ck, ["entailment", "neutral", "contradiction"], "nli")
+    db.execute("CREATE TABLE d(id INTEGER PRIMARY KEY, body TEXT, hyp TEXT)")
+    rows = [(checkpoints.sample_text(rng, 6), checkpoints.sample_text(rng, 4)) for _ in range(4)]
+    db.executemany("INSERT INTO d(body, hyp) VALUES (?, ?)", rows)
+    labels = '["river", "music", "stone"]'
+    joined = db.execute("SELECT d.id, z.rowid, z.label, z.score FROM d, "
+                        "relattn_zero_shot('nli', d.body, ?) AS z ORDER BY d.id, z.rowid",
+                        (labels,)).fetchall()
+    single = [(i + 1,) + r for i, (body, _) in enumerate(rows)
+              for r in db.execute("SELECT rowid, label, score FROM relattn_zero_shot('nli', ?, ?)",
+                                  (body, labels))]
+    assert joined == single and len(joined) == 12
+    pairs = db.execute("SELECT d.id, l.logit FROM d, relattn_labels('nli', d.body, d.hyp) AS l "
+                       "ORDER BY d.id, l.rowid").fetchall()
+    for i, (body, hyp) in enumerate(rows):
+        want = pair_logits(ck, ck.encode(body), ck.encode(hyp))
+        check("table", "pair logits", [p[1] for p in pairs if p[0] == i + 1], want)
