@@ -166,6 +166,8 @@ static int callInit(relattn_conn *conn, const char *fn, sqlite3_value *model,
     relattn_call_clear(mc);
     return SQLITE_ERROR;
   }
+  /* a pair: relattn_classify's text_a and text_b, or relattn_zero_shot's
+  ** text and hypothesis, the one call that cuts its text to fit */
   if (text_b)
     rc = relattn_model_pair_input(conn, mc->m, tokens, text_b, fn,
                                   (const char *)sqlite3_value_text(model),
