@@ -548,6 +548,46 @@ static void check_fill(relattn_pool *pool) {
   free(t.arena), free(t.m.layers);
 }
 
+/* relattn_zero_shot_scores against the zero-shot pipeline's postprocess
+** written out here: fresh random logits, single- and multi-label, the
+** entailment class first, in the middle and last, and ties. */
+static void check_zero_shot(void) {
+  float z[7 * 4];
+  double out[7], want[7];
+  int order[7], n, c, e, multi, i, k;
+  for (k = 0; k < 40; k++) {
+    n = 1 + (int)(unit_next() % 7);
+    c = 2 + (int)(unit_next() % 3);
+    e = (int)(unit_next() % (unsigned)c);
+    multi = (int)(unit_next() % 2);
+    for (i = 0; i < n * c; i++) z[i] = (float)(4 * unit_uniform());
+    relattn_zero_shot_scores(out, order, z, n, c, e, multi);
+    if (multi || n == 1) {
+      int contra = e == 0 ? c - 1 : 0; /* the pipeline's -1 when e is 0 */
+      for (i = 0; i < n; i++) {
+        double a = exp((double)z[i * c + contra]), b = exp((double)z[i * c + e]);
+        want[i] = b / (a + b);
+      }
+    } else {
+      double sum = 0;
+      for (i = 0; i < n; i++) sum += want[i] = exp((double)z[i * c + e]);
+      for (i = 0; i < n; i++) want[i] /= sum;
+    }
+    for (i = 0; i < n; i++)
+      CHECK(fabs(out[i] - want[i]) < 1e-12, "zero-shot score %d: %g vs %g",
+            i, out[i], want[i]);
+    for (i = 1; i < n; i++)
+      CHECK(out[order[i - 1]] >= out[order[i]], "zero-shot order");
+  }
+  /* ties: reversed(argsort) puts the later candidate first */
+  for (i = 0; i < 4 * 3; i++) z[i] = 0.5f;
+  z[1 * 3 + 1] = 2.0f; /* candidate 1 best, 0, 2 and 3 tied */
+  relattn_zero_shot_scores(out, order, z, 4, 3, 1, 0);
+  CHECK(order[0] == 1 && order[1] == 3 && order[2] == 2 && order[3] == 0,
+        "zero-shot ties: %d %d %d %d", order[0], order[1], order[2],
+        order[3]);
+}
+
 int main(void) {
   static const int lens[] = {1, 2, 3, 17, 64, 65, 130};
   static const int clips[] = {0, 1, 16};
@@ -597,5 +637,6 @@ int main(void) {
     check_fill(pool);
     relattn_pool_free(pool);
   }
+  check_zero_shot();
   UNIT_DONE();
 }
