@@ -4,6 +4,8 @@
 **   CREATE VIRTUAL TABLE temp.job
 **     USING relattn_scan(model='tiny', source='docs', tokens='body' [, id='doc_id']);
 **   SELECT id, n_tokens, score, perplexity, embedding FROM temp.job WHERE id > 1000;
+**   (text_b='hyp': each row the pair [CLS] body [SEP] hyp [SEP], as
+**   relattn_classify(model, body, hyp); a NULL in either gives NULL results)
 **
 ** Columns: id (the source's id column, default its rowid), n_tokens (the
 ** sequence's own tokens, BOS not counted), score and perplexity (as
@@ -524,16 +526,28 @@ static int scanFill(scan_cursor *cur) {
                         msg ? msg : "relattn_scan: out of memory", -1);
       sqlite3_free(msg);
     } else if (cur->read_tokens &&
-               sqlite3_column_type(cur->src, 1) != SQLITE_NULL) {
-      /* the rules of every model function: relattn_model_input */
+               sqlite3_column_type(cur->src, 1) != SQLITE_NULL &&
+               !(cur->vt->text_b &&
+                 sqlite3_column_type(cur->src, 2) == SQLITE_NULL)) {
+      /* the rules of every model function: relattn_model_input, or with
+      ** text_b= the pair's, relattn_model_pair_input */
       char *arg = sqlite3_mprintf("%s of id %lld", cur->vt->tokens, s->id);
+      char *arg_b = cur->vt->text_b ? sqlite3_mprintf("%s of id %lld",
+                                                       cur->vt->text_b, s->id)
+                                     : NULL;
       char *zErr = NULL;
       relattn_input in;
-      int rc = arg ? relattn_model_input(cur->vt->conn, m,
+      int rc = !arg || (cur->vt->text_b && !arg_b) ? SQLITE_NOMEM
+               : cur->vt->text_b
+                   ? relattn_model_pair_input(
+                         cur->vt->conn, m, sqlite3_column_value(cur->src, 1),
+                         sqlite3_column_value(cur->src, 2), "relattn_scan",
+                         cur->vt->model, arg, arg_b, 0, &in, &zErr)
+                   : relattn_model_input(cur->vt->conn, m,
                                          sqlite3_column_value(cur->src, 1),
-                                         "relattn_scan", arg, &in, &zErr)
-                   : SQLITE_NOMEM;
+                                         "relattn_scan", arg, &in, &zErr);
       sqlite3_free(arg);
+      sqlite3_free(arg_b);
       if (rc == SQLITE_OK && cur->want &&
           (zErr = relattn_memory_check(cur->vt->conn, "relattn_scan",
                                        scanRowBytes(cur, m, in.n))) != NULL) {
@@ -936,12 +950,15 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   if (offset < 0) offset = 0;
   cur->to_read = limit < 0 || limit > INT64_MAX - offset ? -1 : limit + offset;
   /* With only id read, the token column is not even fetched. */
-  sql = sqlite3_mprintf("SELECT \"%w\", %s%w%s FROM \"%w\".\"%w\"%s ORDER BY "
-                        "\"%w\"%s",
+  sql = sqlite3_mprintf("SELECT \"%w\", %s%w%s, %s%w%s FROM \"%w\".\"%w\"%s "
+                        "ORDER BY \"%w\"%s",
                         idcol, cur->read_tokens ? "\"" : "",
                         cur->read_tokens ? vt->tokens : "NULL",
-                        cur->read_tokens ? "\"" : "", schema, vt->source,
-                        cond ? cond : "", idcol,
+                        cur->read_tokens ? "\"" : "",
+                        cur->read_tokens && vt->text_b ? "\"" : "",
+                        cur->read_tokens && vt->text_b ? vt->text_b : "NULL",
+                        cur->read_tokens && vt->text_b ? "\"" : "", schema,
+                        vt->source, cond ? cond : "", idcol,
                         (idxNum & ID_DESC) ? " DESC" : "");
   if (!sql) {
     sqlite3_free(cond);

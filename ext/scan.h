@@ -14,6 +14,7 @@ typedef struct scan_vtab {
   char *model;       /* model name */
   char *source;      /* source table or view */
   char *tokens;      /* its token column */
+  char *text_b;      /* text_b=: its column of pairs' second texts, or NULL */
   char *id;          /* its INTEGER id column; NULL: rowid */
   char *schema;      /* where the virtual table lives ("main", "temp", ...) */
   char *name;        /* its own name */

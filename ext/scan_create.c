@@ -122,7 +122,7 @@ enum { CHECK_FULL, CHECK_SIDE, CHECK_NARROW };
 static int scanCheckSource(sqlite3 *db, scan_vtab *vt, const char *schema,
                            int mode, char **pzErr) {
   sqlite3_stmt *st = NULL;
-  int found = 0, has_tokens = 0, has_id = 0, is_view = 0, rc;
+  int found = 0, has_tokens = 0, has_id = 0, has_text_b = 0, is_view = 0, rc;
   char *sql;
   sql = sqlite3_mprintf("SELECT type FROM \"%w\".sqlite_master WHERE name = ?1 "
                         "COLLATE NOCASE AND type IN ('table', 'view')",
@@ -172,6 +172,7 @@ static int scanCheckSource(sqlite3 *db, scan_vtab *vt, const char *schema,
     rc = SQLITE_OK;
     if (!name) continue;
     if (sqlite3_stricmp(name, vt->tokens) == 0) has_tokens = 1;
+    if (vt->text_b && sqlite3_stricmp(name, vt->text_b) == 0) has_text_b = 1;
     if (vt->id && sqlite3_stricmp(name, vt->id) == 0) {
       has_id = 1;
       /* A declared type must give INTEGER affinity; views may have none. */
@@ -207,11 +208,17 @@ static int scanCheckSource(sqlite3 *db, scan_vtab *vt, const char *schema,
                              "(id=)", vt->source, vt->id);
     return SQLITE_ERROR;
   }
+  if (vt->text_b && !has_text_b) {
+    *pzErr = sqlite3_mprintf("relattn_scan: source '%s' has no column '%s' "
+                             "(text_b=)", vt->source, vt->text_b);
+    return SQLITE_ERROR;
+  }
   if (mode != CHECK_FULL) return SQLITE_OK;
   /* The query xFilter runs must prepare. */
-  sql = sqlite3_mprintf("SELECT \"%w\", \"%w\" FROM \"%w\".\"%w\"",
-                        vt->id ? vt->id : "rowid", vt->tokens, schema,
-                        vt->source);
+  sql = sqlite3_mprintf("SELECT \"%w\", \"%w\"%s%w%s FROM \"%w\".\"%w\"",
+                        vt->id ? vt->id : "rowid", vt->tokens,
+                        vt->text_b ? ", \"" : "", vt->text_b ? vt->text_b : "",
+                        vt->text_b ? "\"" : "", schema, vt->source);
   if (!sql) return SQLITE_NOMEM;
   rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
   sqlite3_free(sql);
@@ -229,6 +236,7 @@ static void scanFreeVtab(scan_vtab *vt) {
   sqlite3_free(vt->model);
   sqlite3_free(vt->source);
   sqlite3_free(vt->tokens);
+  sqlite3_free(vt->text_b);
   sqlite3_free(vt->id);
   sqlite3_free(vt->schema);
   sqlite3_free(vt->name);
@@ -329,6 +337,13 @@ static int scanCheckModel(sqlite3 *db, scan_vtab *vt, const char *schema,
                                  vt->generate_arg, &o, stops, &n_stops);
       for (i = 0; i < n_stops; i++) sqlite3_free(stops[i]);
     }
+    if (!*pzErr && vt->text_b && m->cfg.sep < 0) {
+      char e[RELATTN_ECHO_BUF];
+      *pzErr = sqlite3_mprintf("relattn_scan: model '%s' has no "
+                               "tokenizer.sep: it takes one text, not a pair "
+                               "(text_b=)",
+                               relattn_echo(e, vt->model, -1));
+    }
     relattn_store_release(&probe, m);
   }
   if (*pzErr)
@@ -394,11 +409,12 @@ static int scanInit(sqlite3 *db, void *aux, int argc, const char *const *argv,
     else if (sqlite3_stricmp(key, "id") == 0) dst = &vt->id;
     else if (sqlite3_stricmp(key, "pooling") == 0) dst = &vt->pooling_arg;
     else if (sqlite3_stricmp(key, "generate") == 0) dst = &vt->generate_arg;
+    else if (sqlite3_stricmp(key, "text_b") == 0) dst = &vt->text_b;
     if (!dst || *dst) {
       *pzErr = sqlite3_mprintf(
           dst ? "relattn_scan: argument '%s' given twice"
               : "relattn_scan: unknown argument '%s' (expected model, source, "
-                "tokens, id, pooling, generate)",
+                "tokens, id, pooling, text_b, generate)",
           key);
       sqlite3_free(key);
       sqlite3_free(val);

@@ -133,3 +133,53 @@ def test_pair_needs_a_separator(db, rng, tmp_path):
     db.execute("UPDATE relattn_model SET config = ? WHERE name = 'm'", (json.dumps(cfg),))
     assert error(db, "SELECT relattn_classify('m', 'a cat', 'a dog')") == ("relattn_classify: model 'm' has no tokenizer.sep: it takes "
                             "one text, not a pair")
+
+
+@pytest.mark.parametrize("case", ["bert-cls-rk", "deberta-v2-cls"])
+def test_scan_over_pairs(db, rng, tmp_path, case):
+    """relattn_scan with text_b=: each row's pair as relattn_classify and
+    relattn_labels give it (the same bits: one forward pass each way), a
+    NULL in either column NULL results, a bad pair the row's error."""
+    ck = make(case, tmp_path, rng)
+    import_checkpoint(db, ck)
+    db.execute("CREATE TABLE p(id INTEGER PRIMARY KEY, a TEXT, b TEXT)")
+    rows = [(checkpoints.sample_text(rng, 5), checkpoints.sample_text(rng, 4)) for _ in range(6)]
+    rows += [("a cat sat", None), (None, "a dog"), ("a cat", "")]
+    db.executemany("INSERT INTO p(a, b) VALUES (?, ?)", rows)
+    db.execute("CREATE VIRTUAL TABLE temp.j USING relattn_scan(model='m', source='p', "
+               "tokens='a', text_b='b')")
+    got = db.execute("SELECT id, n_tokens, label, logit, prob, error FROM temp.j").fetchall()
+    assert len(got) == len(rows)
+    for (i, n_tokens, label, logit, prob, error), (a, b) in zip(got, rows):
+        if a is None or b is None:
+            assert (n_tokens, label, logit, error) == (None, None, None, None)
+            continue
+        if b == "":
+            assert error == "relattn_scan: b of id %d is empty" % i
+            continue
+        want = pair_logits(ck, ck.encode(a), ck.encode(b))
+        assert n_tokens == len(ck.encode(a)) + 1 + len(ck.encode(b))
+        assert label == db.execute("SELECT relattn_classify('m', ?, ?)", (a, b)).fetchone()[0]
+        assert abs(logit - float(want.max())) < 1e-4
+        best = db.execute("SELECT logit, prob FROM relattn_labels('m', ?, ?) "
+                          "ORDER BY logit DESC LIMIT 1", (a, b)).fetchone()
+        assert (logit, prob) == best
+    assert error_of(db, "CREATE VIRTUAL TABLE temp.k USING relattn_scan(model='m', "
+                        "source='p', tokens='a', text_b='c')") == (
+        "relattn_scan: source 'p' has no column 'c' (text_b=)")
+
+
+def error_of(db, sql):
+    with pytest.raises(Exception) as e:
+        db.execute(sql)
+    return str(e.value)
+
+
+def test_scan_pair_needs_a_separator(db, rng, tmp_path):
+    t5 = make("t5-encoder-relu", tmp_path, rng)
+    import_checkpoint(db, t5, "t5")
+    db.execute("CREATE TABLE p(a TEXT, b TEXT)")
+    assert error_of(db, "CREATE VIRTUAL TABLE temp.k USING relattn_scan(model='t5', "
+                        "source='p', tokens='a', text_b='b')") == (
+        "relattn_scan: model 't5' has no tokenizer.sep: it takes one text, not a pair "
+        "(text_b=)")

@@ -602,7 +602,7 @@ def test_scan_head_errors(db, rng):
     assert create("model='lm', source='docs', tokens='body', pooling='pooler'") == (
         "relattn_scan: model 'lm' has no pooler (pooling 'pooler')")
     assert create("model='lm', source='docs', tokens='body', pool='cls'") == (
-        "relattn_scan: unknown argument 'pool' (expected model, source, tokens, id, pooling, generate)")
+        "relattn_scan: unknown argument 'pool' (expected model, source, tokens, id, pooling, text_b, generate)")
     db.execute("CREATE VIRTUAL TABLE temp.a USING relattn_scan(model='lm', source='docs', tokens='body')")
     db.execute("CREATE VIRTUAL TABLE temp.b USING relattn_scan(model='none', source='docs', tokens='body')")
     assert err(db, "SELECT label FROM temp.a") == (

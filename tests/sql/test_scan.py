@@ -181,7 +181,7 @@ def test_create_errors(db, rng):
          "relattn_scan: tokens= is required, as in relattn_scan(model='m', "
          "source='docs', tokens='body')"),
         ("model='m', source='docs', tokens='body', foo=1",
-         "relattn_scan: unknown argument 'foo' (expected model, source, tokens, id, pooling, generate)"),
+         "relattn_scan: unknown argument 'foo' (expected model, source, tokens, id, pooling, text_b, generate)"),
         ("model='m', model='m', source='docs', tokens='body'",
          "relattn_scan: argument 'model' given twice"),
         ("model='m', docs", "relattn_scan: argument 2 (docs) is not key=value"),
