@@ -16,7 +16,11 @@ enum {
   RELATTN_U_PUNCT = 8,     /* P* or ASCII symbols (BERT's _is_punctuation) */
   RELATTN_U_MN = 16,       /* category Mn (nonspacing marks: accents) */
   RELATTN_U_CASED = 32,    /* Cased, not Case_Ignorable (final sigma rule) */
-  RELATTN_U_IGNORABLE = 64 /* Case_Ignorable */
+  RELATTN_U_IGNORABLE = 64, /* Case_Ignorable */
+  RELATTN_U_GEXTEND = 128  /* stays in the grapheme cluster of the character
+                           ** before it (marks, ZWJ, ...: UAX #29 Extend,
+                           ** SpacingMark, ZWJ, approximated from the
+                           ** categories) */
 };
 
 typedef struct relattn_uflag_range { uint32_t start; uint8_t flags; } relattn_uflag_range;

@@ -7,7 +7,8 @@ reference tokenizers see on this machine). Run: /usr/bin/python3 src/unicode_gen
           BERT's whitespace (space, \\t, \\n, \\r, Zs), Python's str.isspace
           (what str.split splits on), BERT's punctuation (P* and the ASCII
           symbols), Mn (dropped by strip_accents), and cased / case-ignorable
-          (str.lower()'s final sigma rule)
+          (str.lower()'s final sigma rule), and grapheme extend (a mark
+          or joiner that stays in the cluster of the character before it)
   flags8  the same flags as Hugging Face's Rust tokenizers library sees
           them: its categories (the unicode_categories crate) are those of
           Unicode 8.0, so a code point assigned later is none of control,
@@ -58,6 +59,12 @@ def flags(cp, cat=None):
         f |= 8
     if cat == "Mn":
         f |= 16
+    # what follows a character in its grapheme cluster (UAX #29's Extend,
+    # SpacingMark and ZWJ), as near as unicodedata gives it: the marks, the
+    # joiners, the halfwidth sound marks, the emoji modifiers and the tags
+    if (cat[0] == "M" or cp in (0x200C, 0x200D) or 0xFF9E <= cp <= 0xFF9F
+            or 0x1F3FB <= cp <= 0x1F3FF or 0xE0020 <= cp <= 0xE007F):
+        f |= 128
     # Cased and Case_Ignorable, as str.lower() sees them when it picks the
     # final sigma (read off its answers: unicodedata has no such property)
     if cp != 0x3A3 and not 0xD800 <= cp < 0xE000:
@@ -85,7 +92,7 @@ def flags8(cp, in8):
     else:
         cat = "Cn"
     f = flags(cp, "Zz" if cat == "Cn" else cat)  # Cn: not control there
-    f &= ~2
+    f &= ~(2 | 128)
     if ch in " \t\n\r" or ch.isspace():
         f |= 2
     return f
