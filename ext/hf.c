@@ -356,6 +356,7 @@ typedef struct hf_tok {
                                    ** tokenizer_blob (a tokenizer.json's
                                    ** vocab.txt), or NULL */
   size_t file_n;
+  int json_unigram;                /* file: a tokenizer.json's Unigram */
 } hf_tok;
 
 /* tokenizer.added_tokens for the special ids: their entries of
@@ -507,7 +508,24 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
       if ((rc = relattn_hf_tokjson_read(db, tok, tok_n, &tj, pzErr)) !=
           SQLITE_OK)
         return rc;
-      out->kind = RELATTN_TOK_WORDPIECE;
+      /* a Unigram's: the SentencePiece kind running Hugging Face's
+      ** pipeline, which the stored file carries */
+      out->kind = tj.unigram ? RELATTN_TOK_SENTENCEPIECE
+                             : RELATTN_TOK_WORDPIECE;
+      out->json_unigram = tj.unigram;
+      if (tj.unigram && (m->fam->eos_only ? tj.cls != NULL : !tj.cls)) {
+        char e[RELATTN_ECHO_BUF];
+        *pzErr = sqlite3_mprintf(
+            m->fam->eos_only
+                ? "%s: tokenizer.json: post_processor: a %s model's input is "
+                  "the text and then '%s', with nothing in front"
+                : "%s: tokenizer.json: post_processor: a %s model's input "
+                  "starts with a token ([CLS]), not with the text, as "
+                  "'$A:0 %s:0' has it",
+            FN, m->fam->name, relattn_echo(e, tj.sep ? tj.sep : "", -1));
+        relattn_hf_tokjson_free(&tj);
+        return SQLITE_ERROR;
+      }
       out->file = tj.vocab, out->file_n = tj.vocab_n;
       tj.vocab = NULL;
       tok = out->file, tok_n = out->file_n;
@@ -518,7 +536,12 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
   out->lower = out->kind == RELATTN_TOK_WORDPIECE ? 1 : 0;
   out->strip = -1;
   out->chinese = 1;
-  if (out->file) {
+  if (out->json_unigram) {
+    out->lower = 0;
+    text[R_CLS] = tj.cls, text[R_UNK] = tj.unk;
+    text[m->fam->eos_only ? R_EOS : R_SEP] = tj.sep;
+    tj.cls = tj.sep = tj.unk = NULL;
+  } else if (out->file) {
     out->lower = tj.lower, out->strip = tj.strip, out->chinese = tj.chinese;
     text[R_CLS] = tj.cls, text[R_SEP] = tj.sep, text[R_UNK] = tj.unk;
     tj.cls = tj.sep = tj.unk = NULL;
@@ -539,7 +562,9 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
         goto done;
       }
     }
-    if (out->file) {
+    if (out->json_unigram) {
+      /* the file's normalizer and pre-tokenizer are the tokenizer's */
+    } else if (out->file) {
       /* BertTokenizerFast rebuilds the normalizer from these when they
       ** differ from tokenizer.json's: one of the two would be wrong */
       static const char *const opt[] = {"do_lower_case", "strip_accents",
@@ -579,7 +604,7 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
       rc = SQLITE_ERROR;
       goto done;
     }
-    if (out->kind == RELATTN_TOK_SENTENCEPIECE &&
+    if (out->kind == RELATTN_TOK_SENTENCEPIECE && !out->json_unigram &&
         relattn_jdoc_bool(&j, "split_by_punct", 0) == 1 && j.rc == SQLITE_OK) {
       /* DebertaV2Tokenizer then cuts the text at punctuation before
       ** SentencePiece sees it: other pieces than ours */
@@ -619,7 +644,8 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
     const char *want = text[i] ? text[i] : m->fam->roles[i];
     id[i] = want ? tokenId(db, t, tok_config, want) : -1;
   }
-  if (out->kind == RELATTN_TOK_SENTENCEPIECE && !m->fam->eos_only) {
+  if (out->kind == RELATTN_TOK_SENTENCEPIECE && !m->fam->eos_only &&
+      !out->json_unigram) {
     /* DebertaV2Tokenizer (a PreTrainedTokenizer) adds the special tokens
     ** its files lack after their ids, in SPECIAL_TOKENS_ATTRIBUTES order:
     ** bos ([CLS] by default), eos ([SEP]), unk, sep, pad, cls, mask. So
@@ -677,7 +703,7 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
     out->eos = out->append = out->sep = id[R_SEP];
     out->mask = id[R_MASK];
   }
-  if (out->kind == RELATTN_TOK_SENTENCEPIECE) {
+  if (out->kind == RELATTN_TOK_SENTENCEPIECE && !out->json_unigram) {
     /* DebertaV2Tokenizer and T5Tokenizer split their special tokens out of
     ** a text: tokenizer.split_special, with the flags the file gives */
     int roles[7];
@@ -764,7 +790,8 @@ static char *nativeConfig(sqlite3 *db, const relattn_hf_model *m,
   idKey(o, "sep", k->sep);
   idKey(o, "mask", k->mask);
   idKey(o, "unk", k->unk);
-  if (k->kind == RELATTN_TOK_SENTENCEPIECE) {
+  if (k->kind == RELATTN_TOK_SENTENCEPIECE && !k->json_unigram) {
+    /* (a tokenizer.json's added tokens are in the stored file) */
     sqlite3_str_appendf(o, ", \"split_special\": true");
     if (k->added) sqlite3_str_appendf(o, ", \"added_tokens\": %s", k->added);
   }

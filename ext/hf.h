@@ -111,6 +111,10 @@ typedef struct relattn_hf_tokjson {
   size_t vocab_n;
   int lower, strip, chinese; /* BertNormalizer's; strip -1: null */
   char *cls, *sep, *unk;   /* the post-processor's and the model's */
+  int unigram;             /* 1: a Unigram model, vocab then holds the
+                           ** SentencePiece ModelProto the sentencepiece
+                           ** kind runs as the tokenizers library does;
+                           ** cls NULL when the template is "$A </s>" */
 } relattn_hf_tokjson;
 int relattn_hf_tokjson_read(sqlite3 *db, const uint8_t *file, size_t n,
                             relattn_hf_tokjson *out, char **pzErr);

@@ -55,3 +55,35 @@ int relattn_bytebuf_add(relattn_bytebuf *b, const void *p, size_t n) {
   b->n += n;
   return RELATTN_OK;
 }
+
+int relattn_base64_decode(const char *s, size_t n, uint8_t *out,
+                          size_t *out_n) {
+  uint32_t acc = 0;
+  int bits = 0, pad = 0;
+  size_t i, o = 0;
+  for (i = 0; i < n; i++) {
+    int c = (unsigned char)s[i], v;
+    if (c == '=') {
+      pad++;
+      continue;
+    }
+    if (pad) return RELATTN_ERR_FORMAT; /* data after padding */
+    v = c >= 'A' && c <= 'Z'   ? c - 'A'
+        : c >= 'a' && c <= 'z' ? c - 'a' + 26
+        : c >= '0' && c <= '9' ? c - '0' + 52
+        : c == '+'             ? 62
+        : c == '/'             ? 63
+                               : -1;
+    if (v < 0) return RELATTN_ERR_FORMAT;
+    acc = acc << 6 | (uint32_t)v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out[o++] = (uint8_t)(acc >> bits);
+    }
+  }
+  if (pad > 2 || bits >= 6 || (acc & ((1u << bits) - 1)) != 0)
+    return RELATTN_ERR_FORMAT;
+  *out_n = o;
+  return RELATTN_OK;
+}

@@ -690,6 +690,12 @@ int relattn_model_slot_packed(const relattn_model *m, int i, int *out,
 size_t relattn_model_prepared_bytes(const relattn_config *c);
 void relattn_model_free(relattn_model *m);          /* frees m->mem */
 
+/* Standard base64 (RFC 4648, '=' padding optional) of s[0..n) into out
+** (room for n * 3 / 4 + 3 bytes), *out_n bytes; RELATTN_ERR_FORMAT when s
+** is not base64 (src/buf.c). */
+int relattn_base64_decode(const char *s, size_t n, uint8_t *out,
+                          size_t *out_n);
+
 /* ---- tokenizers (src/tokenizer.c, tok_wordpiece.c, tok_sentencepiece.c) -- */
 
 /* tokenizer.type, in the config's order; the tensor holding a kind's file

@@ -34,6 +34,7 @@
 #include "unicode.h"
 
 #include <float.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,6 +75,24 @@ typedef struct spm {
   int dummy_prefix, extra_ws, escape_ws;
   const uint8_t *unk_surface;
   size_t unk_surface_n;
+  /* a tokenizer.json's Unigram (below, "Hugging Face's pipeline"): hf 1 */
+  int hf;
+  double *dscore;         /* (n): the JSON's scores */
+  double min_dscore;
+  struct hfstep {         /* one normalizer, pre-tokenizer or decoder */
+    int kind;             /* HN_*, HP_*, HD_* */
+    const uint8_t *a, *b; /* its strings, in file */
+    size_t an, bn;
+    int x, y;             /* its numbers */
+  } *norm, *pre, *dec;    /* (n_norm), (n_pre), (n_dec) */
+  int n_norm, n_pre, n_dec;
+  struct hfadded {        /* added_tokens */
+    int32_t id;
+    const uint8_t *text;  /* (n) in file */
+    size_t n;
+    int special, lstrip, rstrip;
+  } *added;               /* (n_added) */
+  int n_added;
 } spm;
 
 /* ---- protobuf ------------------------------------------------------------- */
@@ -675,7 +694,715 @@ static const uint8_t *spmIdText(const relattn_tokenizer *t, int32_t id,
   return s->file + s->off[id];
 }
 
-/* ---- decode ------------------------------------------------------------------- */
+/* ---- Hugging Face's pipeline (a tokenizer.json's Unigram) -------------------- */
+
+/* A Unigram tokenizer.json (ext/hf_tokjson.c) is stored as a ModelProto
+** whose extension field HF_FIELD holds what the spm model has not: the
+** normalizers, pre-tokenizers and decoders in order, the scores as the
+** JSON's doubles, and the added tokens. With it the model runs as Hugging
+** Face's tokenizers library (0.23) runs the file: added tokens cut out
+** first (added_vocabulary.rs: leftmost-longest, lstrip / rstrip taking the
+** whitespace next to them); each part between them normalized, split into
+** words (metaspace.rs, WhitespaceSplit), and each word through the Viterbi
+** of models/unigram/model.rs (encode_optimized: every piece in the trie,
+** scores and path sums in double, an uncovered character the unknown id at
+** min_score - 10, a run of unknowns fused into one, byte_fallback); decode
+** through the decoders (decoders/ of that crate) with the special tokens skipped. */
+
+enum { HF_FIELD = 777 };
+enum { HN_PRECOMPILED = 1, HN_REPLACE = 2, HN_REPLACE_RUN = 3, HN_STRIP = 4,
+       HN_LOWERCASE = 5 };
+enum { HP_METASPACE = 1, HP_WHITESPACE_SPLIT = 2 };
+enum { HD_METASPACE = 1, HD_REPLACE = 2, HD_BYTE_FALLBACK = 3, HD_FUSE = 4,
+       HD_STRIP = 5 };
+enum { HF_NEVER = 0, HF_FIRST = 1, HF_ALWAYS = 2 };
+
+static const uint8_t fffd3[3] = {0xEF, 0xBF, 0xBD};
+
+/* Rust's char::is_whitespace */
+static int rustSpace(uint32_t c) {
+  return (relattn_uflags8_of(c) & RELATTN_U_BERT_WS) != 0;
+}
+
+/* p[0..n) with each invalid UTF-8 sequence U+FFFD, as a JavaScript or
+** Python caller's string reaches the library */
+static int validUtf8(const uint8_t *p, size_t n, relattn_bytebuf *o) {
+  size_t i = 0;
+  int rc = RELATTN_OK;
+  while (i < n && rc == RELATTN_OK) {
+    uint32_t cp;
+    int l = relattn_utf8_decode(p + i, n - i, &cp);
+    if (l == 0) rc = relattn_bytebuf_add(o, fffd3, 3), i++;
+    else rc = relattn_bytebuf_add(o, p + i, (size_t)l), i += (size_t)l;
+  }
+  return rc;
+}
+
+/* spm_precompiled's transform: the first (shortest) key of the map that
+** is a prefix of p[0..n), its replacement in *out; 0 when none. */
+static int mapFirst(const spm *s, const uint8_t *p, size_t n,
+                    const uint8_t **out, size_t *out_n) {
+  size_t pos = 0, i;
+  uint32_t unit, v;
+  if (!s->units) return 0;
+  unit = s->units[0];
+  pos ^= (unit >> 10) << ((unit & (1u << 9)) >> 6);
+  for (i = 0; i < n; i++) {
+    pos ^= p[i];
+    if (pos >= s->n_units) return 0;
+    unit = s->units[pos];
+    if ((unit & ((1u << 31) | 0xff)) != p[i]) return 0;
+    pos ^= (unit >> 10) << ((unit & (1u << 9)) >> 6);
+    if ((unit >> 8) & 1) {
+      const uint8_t *z;
+      if (pos >= s->n_units) return 0;
+      v = s->units[pos] & 0x7fffffffu;
+      if (v >= s->pool_n) return 0;
+      z = memchr(s->pool + v, 0, s->pool_n - v);
+      *out = s->pool + v;
+      *out_n = z ? (size_t)(z - (s->pool + v)) : s->pool_n - v;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* UAX #29's Control (GB4, GB5), from the categories: Cc, Cf but the
+** joiners, Zl, Zp; private use is not one. */
+static int graphemeControl(uint32_t cp) {
+  if (cp < 0x20 || (cp >= 0x7F && cp < 0xA0) || cp == 0x2028 || cp == 0x2029)
+    return 1;
+  if (cp == 0x200C || cp == 0x200D || (cp >= 0xE000 && cp < 0xF900) ||
+      cp >= 0xF0000)
+    return 0;
+  return (relattn_uflags_of(cp) & RELATTN_U_CONTROL) != 0;
+}
+
+/* Precompiled (normalizers/precompiled.rs): over grapheme clusters, a
+** cluster shorter than 6 bytes replaced whole when the map has a key that
+** is a prefix of it, else each character by itself. The clusters are
+** UAX #29's as far as the Unicode tables give them (a character, then the
+** marks and joiners that follow it; CR LF). */
+static int hfPrecompiled(const spm *s, const uint8_t *p, size_t n,
+                         relattn_bytebuf *o) {
+  size_t i = 0;
+  int rc = RELATTN_OK;
+  while (i < n && rc == RELATTN_OK) {
+    uint32_t cp;
+    size_t g = (size_t)relattn_utf8_decode(p + i, n - i, &cp), k;
+    const uint8_t *r;
+    size_t rn;
+    if (g == 0) g = 1;
+    if (p[i] == '\r' && i + 1 < n && p[i + 1] == '\n') {
+      g = 2;
+    } else if (!graphemeControl(cp)) { /* GB4: nothing joins a control */
+      while (i + g < n) {
+        int l = relattn_utf8_decode(p + i + g, n - i - g, &cp);
+        if (l == 0 || !(relattn_uflags_of(cp) & RELATTN_U_GEXTEND)) break;
+        g += (size_t)l;
+      }
+    }
+    if (g < 6 && mapFirst(s, p + i, g, &r, &rn)) {
+      rc = relattn_bytebuf_add(o, r, rn);
+      i += g;
+      continue;
+    }
+    for (k = 0; k < g && rc == RELATTN_OK;) {
+      int l = relattn_utf8_decode(p + i + k, g - k, &cp);
+      if (l == 0) l = 1;
+      if (mapFirst(s, p + i + k, (size_t)l, &r, &rn))
+        rc = relattn_bytebuf_add(o, r, rn);
+      else
+        rc = relattn_bytebuf_add(o, p + i + k, (size_t)l);
+      k += (size_t)l;
+    }
+    i += g;
+  }
+  return rc;
+}
+
+/* Replace with a string: each leftmost match, not overlapping. */
+static int replaceAll(const uint8_t *p, size_t n, const uint8_t *a, size_t an,
+                      const uint8_t *b, size_t bn, relattn_bytebuf *o) {
+  size_t i = 0;
+  int rc = RELATTN_OK;
+  while (i < n && rc == RELATTN_OK) {
+    if (an > 0 && n - i >= an && memcmp(p + i, a, an) == 0) {
+      rc = relattn_bytebuf_add(o, b, bn);
+      i += an;
+    } else {
+      rc = relattn_bytebuf_add(o, p + i, 1);
+      i++;
+    }
+  }
+  return rc;
+}
+
+/* Replace with the regex "c{m,}": each run of m or more of a's character */
+static int replaceRun(const uint8_t *p, size_t n, const uint8_t *a, size_t an,
+                      int m, const uint8_t *b, size_t bn, relattn_bytebuf *o) {
+  size_t i = 0;
+  int rc = RELATTN_OK;
+  while (i < n && rc == RELATTN_OK) {
+    size_t j = i;
+    int count = 0;
+    while (an > 0 && n - j >= an && memcmp(p + j, a, an) == 0) j += an, count++;
+    if (count > 0 && count >= m) {
+      rc = relattn_bytebuf_add(o, b, bn);
+      i = j;
+    } else if (count > 0) {
+      rc = relattn_bytebuf_add(o, p + i, j - i);
+      i = j;
+    } else {
+      rc = relattn_bytebuf_add(o, p + i, 1);
+      i++;
+    }
+  }
+  return rc;
+}
+
+/* Bytes of Rust whitespace at the start / end of p[0..n) */
+static size_t rustLead(const uint8_t *p, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    uint32_t cp;
+    int l = relattn_utf8_decode(p + i, n - i, &cp);
+    if (l == 0 || !rustSpace(cp)) break;
+    i += (size_t)l;
+  }
+  return i;
+}
+
+static size_t rustTrail(const uint8_t *p, size_t n) {
+  size_t end = n, j;
+  while (end > 0) {
+    uint32_t cp;
+    int l;
+    for (j = end - 1; j > 0 && end - j < 4 && (p[j] & 0xC0) == 0x80; j--) {
+    }
+    l = relattn_utf8_decode(p + j, end - j, &cp);
+    if (l == 0 || (size_t)l != end - j || !rustSpace(cp)) break;
+    end = j;
+  }
+  return n - end;
+}
+
+/* Lowercase: char::to_lowercase of each character */
+static int lowerAll(const uint8_t *p, size_t n, relattn_bytebuf *o) {
+  size_t i = 0;
+  int rc = RELATTN_OK;
+  while (i < n && rc == RELATTN_OK) {
+    uint32_t cp;
+    int l = relattn_utf8_decode(p + i, n - i, &cp), m, k;
+    const uint32_t *lo;
+    if (l == 0) l = 1, cp = 0xFFFD;
+    lo = relattn_ulower(cp, &m);
+    if (!lo) {
+      rc = relattn_bytebuf_add(o, p + i, (size_t)l);
+    } else {
+      for (k = 0; k < m && rc == RELATTN_OK; k++) {
+        uint8_t u[4];
+        rc = relattn_bytebuf_add(o, u, (size_t)relattn_utf8_encode(lo[k], u));
+      }
+    }
+    i += (size_t)l;
+  }
+  return rc;
+}
+
+/* The normalizers in order on p[0..n): the result in *a (b is scratch).
+** *front stays 1 while the result's first character comes from p's first
+** (a NormalizedString slice's original offset then stays that of p: what
+** Metaspace's prepend_scheme first looks at); a step that removes what is
+** at the front makes it 0. */
+static int hfNormalize(const spm *s, const uint8_t *p, size_t n,
+                       relattn_bytebuf *a, relattn_bytebuf *b, int *front) {
+  int k, rc = RELATTN_OK;
+  a->n = 0;
+  if ((rc = relattn_bytebuf_add(a, p, n)) != RELATTN_OK) return rc;
+  for (k = 0; k < s->n_norm && rc == RELATTN_OK; k++) {
+    const struct hfstep *st = &s->norm[k];
+    relattn_bytebuf t;
+    b->n = 0;
+    switch (st->kind) {
+      case HN_PRECOMPILED: {
+        /* the first character replaced by nothing */
+        const uint8_t *r;
+        size_t rn;
+        uint32_t cp;
+        int l = a->n ? relattn_utf8_decode(a->p, a->n, &cp) : 0;
+        if (l > 0 && mapFirst(s, a->p, (size_t)l, &r, &rn) && rn == 0)
+          *front = 0;
+        rc = hfPrecompiled(s, a->p, a->n, b);
+        break;
+      }
+      case HN_REPLACE:
+        if (st->bn == 0 && st->an > 0 && a->n >= st->an &&
+            memcmp(a->p, st->a, st->an) == 0)
+          *front = 0;
+        rc = replaceAll(a->p, a->n, st->a, st->an, st->b, st->bn, b);
+        break;
+      case HN_REPLACE_RUN:
+        rc = replaceRun(a->p, a->n, st->a, st->an, st->x, st->b, st->bn, b);
+        break;
+      case HN_STRIP: {
+        size_t lead = st->x ? rustLead(a->p, a->n) : 0;
+        size_t trail = st->y ? rustTrail(a->p + lead, a->n - lead) : 0;
+        if (lead) *front = 0;
+        rc = relattn_bytebuf_add(b, a->p + lead, a->n - lead - trail);
+        break;
+      }
+      case HN_LOWERCASE: rc = lowerAll(a->p, a->n, b); break;
+      default: rc = relattn_bytebuf_add(b, a->p, a->n);
+    }
+    t = *a, *a = *b, *b = t;
+  }
+  if (rc == RELATTN_OK && a->n == 0 && !a->p)
+    rc = relattn_bytebuf_add(a, "", 0);
+  return rc;
+}
+
+/* Words: byte ranges of one buffer, and whether each starts at the
+** original text's first byte (Metaspace's prepend_scheme first). */
+typedef struct hfwords {
+  relattn_bytebuf text;
+  size_t *off, *len;
+  uint8_t *first;
+  size_t n, cap;
+} hfwords;
+
+static int wordAdd(hfwords *w, const uint8_t *p, size_t n, int first) {
+  int rc;
+  if (w->n == w->cap) {
+    size_t cap = w->cap ? 2 * w->cap : 16;
+    size_t *o = realloc(w->off, cap * sizeof *o);
+    if (!o) return RELATTN_ERR_NOMEM;
+    w->off = o;
+    o = realloc(w->len, cap * sizeof *o);
+    if (!o) return RELATTN_ERR_NOMEM;
+    w->len = o;
+    {
+      uint8_t *f = realloc(w->first, cap);
+      if (!f) return RELATTN_ERR_NOMEM;
+      w->first = f;
+    }
+    w->cap = cap;
+  }
+  w->off[w->n] = w->text.n;
+  w->len[w->n] = n;
+  w->first[w->n] = (uint8_t)first;
+  if ((rc = relattn_bytebuf_add(&w->text, p, n)) != RELATTN_OK) return rc;
+  w->n++;
+  return RELATTN_OK;
+}
+
+static void wordsFree(hfwords *w) {
+  free(w->text.p);
+  free(w->off);
+  free(w->len);
+  free(w->first);
+  memset(w, 0, sizeof *w);
+}
+
+/* One pre-tokenizer over the words of in, into out. */
+static int hfPreStep(const struct hfstep *st, const hfwords *in,
+                     hfwords *out) {
+  size_t k;
+  int rc = RELATTN_OK;
+  relattn_bytebuf tmp = {0};
+  for (k = 0; k < in->n && rc == RELATTN_OK; k++) {
+    const uint8_t *p = in->text.p + in->off[k];
+    size_t n = in->len[k], i = 0;
+    if (st->kind == HP_WHITESPACE_SPLIT) {
+      while (i < n && rc == RELATTN_OK) {
+        size_t lead = rustLead(p + i, n - i), j;
+        int first = in->first[k] && i == 0 && lead == 0;
+        i += lead;
+        for (j = i; j < n;) {
+          uint32_t cp;
+          int l = relattn_utf8_decode(p + j, n - j, &cp);
+          if (l == 0) l = 1;
+          else if (rustSpace(cp)) break;
+          j += (size_t)l;
+        }
+        if (j > i) rc = wordAdd(out, p + i, j - i, first);
+        i = j;
+      }
+    } else { /* HP_METASPACE */
+      const uint8_t *r = st->a;
+      size_t rn = st->an, start;
+      tmp.n = 0;
+      /* (a space at the start is the replacement once replaced) */
+      if ((st->x == HF_ALWAYS || (st->x == HF_FIRST && in->first[k])) &&
+          !(n >= rn && memcmp(p, r, rn) == 0) && !(n > 0 && p[0] == ' '))
+        rc = relattn_bytebuf_add(&tmp, r, rn);
+      for (i = 0; i < n && rc == RELATTN_OK; i++)
+        rc = p[i] == ' ' ? relattn_bytebuf_add(&tmp, r, rn)
+                         : relattn_bytebuf_add(&tmp, p + i, 1);
+      if (rc != RELATTN_OK) break;
+      if (!st->y) {
+        if (tmp.n) rc = wordAdd(out, tmp.p, tmp.n, in->first[k]);
+        continue;
+      }
+      /* split, each replacement merged with what follows it */
+      for (start = 0, i = 0; i <= tmp.n && rc == RELATTN_OK; i++) {
+        if (i == tmp.n || (i > start && tmp.n - i >= rn &&
+                           memcmp(tmp.p + i, r, rn) == 0)) {
+          if (i > start)
+            rc = wordAdd(out, tmp.p + start, i - start,
+                         in->first[k] && start == 0);
+          start = i;
+        }
+      }
+    }
+  }
+  free(tmp.p);
+  return rc;
+}
+
+/* The Viterbi of encode_optimized over one word, then the pieces' ids. */
+typedef struct dbest {
+  double score;
+  int32_t id;
+  int32_t start; /* -1: not reached */
+} dbest;
+
+static int hfUnigram(const spm *s, const uint8_t *t, size_t n,
+                     relattn_idbuf *out) {
+  dbest *b;
+  size_t start, end, nb, k;
+  int32_t *path;
+  const double unk_score = s->min_dscore - 10.0;
+  int rc = RELATTN_OK;
+  if (n > 0x7ffffffe) return RELATTN_ERR_TOOBIG;
+  b = malloc((n + 1) * sizeof *b);
+  if (!b) return RELATTN_ERR_NOMEM;
+  for (end = 0; end <= n; end++) b[end].start = -1, b[end].id = -1;
+  b[0].score = 0;
+  for (start = 0; start < n;) {
+    const double here = b[start].score;
+    size_t mblen = oneCharLen(t[start]), key = start;
+    int32_t node = 0;
+    int single = 0;
+    if (mblen > n - start) mblen = n - start;
+    while (key < n) {
+      int32_t id;
+      node = child(s, node, t[key++]);
+      if (node < 0) break;
+      id = s->node_id[node];
+      if (id >= 0) {
+        dbest *tg = &b[key];
+        double cand = s->dscore[id] + here;
+        if (tg->start < 0 || cand > tg->score)
+          tg->score = cand, tg->start = (int32_t)start, tg->id = id;
+        if (key - start == mblen) single = 1;
+      }
+    }
+    if (!single) {
+      dbest *tg = &b[start + mblen];
+      double cand = unk_score + here;
+      if (tg->start < 0 || cand > tg->score)
+        tg->score = cand, tg->start = (int32_t)start, tg->id = s->unk;
+    }
+    start += mblen;
+  }
+  for (nb = 0, end = n; end > 0; end = (size_t)b[end].start) nb++;
+  path = malloc((nb ? nb : 1) * sizeof *path);
+  if (!path) {
+    free(b);
+    return RELATTN_ERR_NOMEM;
+  }
+  for (end = n, start = nb; end > 0; end = (size_t)b[end].start)
+    path[--start] = (int32_t)end;
+  for (k = 0; k < nb && rc == RELATTN_OK;) {
+    size_t e = (size_t)path[k], s0 = (size_t)b[e].start;
+    int32_t id = b[e].id;
+    if (id == s->unk) { /* a run of unknowns is one token */
+      while (k + 1 < nb && b[path[k + 1]].id == s->unk) e = (size_t)path[++k];
+      id = trieFind(s, t + s0, e - s0);
+      if (id < 0 && s->byte_fallback) {
+        size_t j;
+        for (j = s0; j < e && s->bytes[t[j]] >= 0; j++) {
+        }
+        if (j == e) {
+          for (j = s0; j < e && rc == RELATTN_OK; j++)
+            rc = relattn_idbuf_push(out, s->bytes[t[j]]);
+          k++;
+          continue;
+        }
+      }
+      if (id < 0) id = s->unk;
+    }
+    rc = relattn_idbuf_push(out, id);
+    k++;
+  }
+  free(path);
+  free(b);
+  return rc;
+}
+
+/* One part of the text between added tokens: normalized, split into
+** words, each word's pieces. first: the part starts the text. */
+static int hfPart(const spm *s, const uint8_t *p, size_t n, int first,
+                  relattn_idbuf *out) {
+  relattn_bytebuf a = {0}, b = {0};
+  hfwords w[2];
+  int rc, k, cur = 0;
+  size_t i;
+  memset(w, 0, sizeof w);
+  rc = hfNormalize(s, p, n, &a, &b, &first);
+  if (rc == RELATTN_OK && a.n > 0) rc = wordAdd(&w[0], a.p, a.n, first);
+  for (k = 0; k < s->n_pre && rc == RELATTN_OK && w[cur].n > 0; k++) {
+    hfwords *to = &w[1 - cur];
+    to->n = 0, to->text.n = 0;
+    rc = hfPreStep(&s->pre[k], &w[cur], to);
+    cur = 1 - cur;
+  }
+  for (i = 0; i < w[cur].n && rc == RELATTN_OK; i++)
+    rc = hfUnigram(s, w[cur].text.p + w[cur].off[i], w[cur].len[i], out);
+  free(a.p);
+  free(b.p);
+  wordsFree(&w[0]);
+  wordsFree(&w[1]);
+  return rc;
+}
+
+/* The longest added token at p (n > 0 bytes left), or NULL. */
+static const struct hfadded *addedAt(const spm *s, const uint8_t *p,
+                                     size_t n) {
+  const struct hfadded *best = NULL;
+  int k;
+  for (k = 0; k < s->n_added; k++) {
+    const struct hfadded *a = &s->added[k];
+    if (a->n <= n && (!best || a->n > best->n) && memcmp(a->text, p, a->n) == 0)
+      best = a;
+  }
+  return best;
+}
+
+static int hfEncode(const relattn_tokenizer *t, const uint8_t *text, size_t n,
+                    relattn_idbuf *out) {
+  const spm *s = (const spm *)t;
+  relattn_bytebuf u = {0};
+  size_t done = 0, at = 0;
+  int rc = validUtf8(text, n, &u);
+  while (rc == RELATTN_OK && done < u.n) {
+    const struct hfadded *a = NULL;
+    size_t start, stop;
+    for (at = done; at < u.n; at++)
+      if ((a = addedAt(s, u.p + at, u.n - at)) != NULL) break;
+    start = at, stop = a ? at + a->n : u.n;
+    if (a && a->lstrip) start -= rustTrail(u.p + done, at - done);
+    if (a && a->rstrip) stop += rustLead(u.p + stop, u.n - stop);
+    if (start > done) rc = hfPart(s, u.p + done, start - done, done == 0, out);
+    if (rc == RELATTN_OK && a) rc = relattn_idbuf_push(out, a->id);
+    done = stop;
+  }
+  free(u.p);
+  return rc;
+}
+
+/* ---- decode -------------------------------------------------------------- */
+
+/* A list of token strings, as the decoders pass it along. */
+typedef struct hftoks {
+  relattn_bytebuf text;
+  size_t *off, *len;
+  size_t n, cap;
+} hftoks;
+
+static int tokAdd(hftoks *l, const uint8_t *p, size_t n) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 16, *o;
+    o = realloc(l->off, cap * sizeof *o);
+    if (!o) return RELATTN_ERR_NOMEM;
+    l->off = o;
+    o = realloc(l->len, cap * sizeof *o);
+    if (!o) return RELATTN_ERR_NOMEM;
+    l->len = o;
+    l->cap = cap;
+  }
+  l->off[l->n] = l->text.n;
+  l->len[l->n] = n;
+  l->n++;
+  return relattn_bytebuf_add(&l->text, p, n);
+}
+
+static void toksFree(hftoks *l) {
+  free(l->text.p);
+  free(l->off);
+  free(l->len);
+  memset(l, 0, sizeof *l);
+}
+
+/* "<0xNN>" (either case of hex digit): its byte, else -1 */
+static int byteToken(const uint8_t *p, size_t n) {
+  int v = 0, d;
+  if (n != 6 || memcmp(p, "<0x", 3) != 0 || p[5] != '>') return -1;
+  for (d = 3; d < 5; d++) {
+    int c = p[d];
+    v = v * 16 + (c >= '0' && c <= '9'   ? c - '0'
+                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                         : -1000);
+  }
+  return v < 0 ? -1 : v;
+}
+
+static int utf8Valid(const uint8_t *p, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    uint32_t cp;
+    int l = relattn_utf8_decode(p + i, n - i, &cp);
+    if (l == 0) return 0;
+    i += (size_t)l;
+  }
+  return 1;
+}
+
+static int hfDecodeStep(const struct hfstep *st, const hftoks *in,
+                        hftoks *out) {
+  size_t k, i;
+  int rc = RELATTN_OK;
+  relattn_bytebuf tmp = {0};
+  if (st->kind == HD_FUSE) {
+    rc = tokAdd(out, in->text.p, in->text.n);
+    return rc;
+  }
+  for (k = 0; k < in->n && rc == RELATTN_OK; k++) {
+    const uint8_t *p = in->text.p + in->off[k];
+    size_t n = in->len[k];
+    tmp.n = 0;
+    switch (st->kind) {
+      case HD_METASPACE:
+        for (i = 0; i < n && rc == RELATTN_OK;) {
+          if (n - i >= st->an && memcmp(p + i, st->a, st->an) == 0) {
+            if (!(k == 0 && st->x != HF_NEVER))
+              rc = relattn_bytebuf_add(&tmp, " ", 1);
+            i += st->an;
+          } else {
+            rc = relattn_bytebuf_add(&tmp, p + i, 1);
+            i++;
+          }
+        }
+        break;
+      case HD_REPLACE:
+        rc = replaceAll(p, n, st->a, st->an, st->b, st->bn, &tmp);
+        break;
+      case HD_BYTE_FALLBACK: {
+        size_t j = k;
+        if (byteToken(p, n) < 0) {
+          rc = relattn_bytebuf_add(&tmp, p, n);
+          break;
+        }
+        while (j < in->n && rc == RELATTN_OK &&
+               byteToken(in->text.p + in->off[j], in->len[j]) >= 0) {
+          uint8_t v = (uint8_t)byteToken(in->text.p + in->off[j], in->len[j]);
+          rc = relattn_bytebuf_add(&tmp, &v, 1);
+          j++;
+        }
+        if (rc == RELATTN_OK && !utf8Valid(tmp.p, tmp.n)) {
+          size_t m = tmp.n;
+          for (i = 0; i < m && rc == RELATTN_OK; i++)
+            rc = tokAdd(out, fffd3, 3);
+          k = j - 1;
+          continue;
+        }
+        k = j - 1;
+        break;
+      }
+      case HD_STRIP: {
+        /* whole characters: up to x of st->a's at the start, y at the end */
+        size_t lo = 0, hi = n;
+        int c;
+        for (c = 0; c < st->x && hi - lo >= st->an &&
+                    memcmp(p + lo, st->a, st->an) == 0; c++)
+          lo += st->an;
+        for (c = 0; c < st->y && hi - lo >= st->an &&
+                    memcmp(p + hi - st->an, st->a, st->an) == 0; c++)
+          hi -= st->an;
+        rc = relattn_bytebuf_add(&tmp, p + lo, hi - lo);
+        break;
+      }
+      default: rc = relattn_bytebuf_add(&tmp, p, n);
+    }
+    if (rc == RELATTN_OK) rc = tokAdd(out, tmp.p ? tmp.p : (const uint8_t *)"",
+                                      tmp.n);
+  }
+  free(tmp.p);
+  return rc;
+}
+
+static const struct hfadded *addedOf(const spm *s, int32_t id) {
+  int k;
+  for (k = 0; k < s->n_added; k++)
+    if (s->added[k].id == id) return &s->added[k];
+  return NULL;
+}
+
+static int hfDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
+                    size_t at, relattn_bytebuf *out, const char *what,
+                    char *err, size_t errlen) {
+  const spm *s = (const spm *)t;
+  hftoks l[2];
+  size_t i;
+  int rc = RELATTN_OK, k, cur = 0;
+  memset(l, 0, sizeof l);
+  for (i = 0; i < n && rc == RELATTN_OK; i++) {
+    const struct hfadded *a = addedOf(s, ids[i]);
+    if (a) {
+      if (!a->special) rc = tokAdd(&l[0], a->text, a->n);
+      continue;
+    }
+    if (ids[i] < 0 || ids[i] >= s->n) {
+      toksFree(&l[0]);
+      return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                            "%s: token %d at position %zu is not in the "
+                            "tokenizer's vocabulary (%d ids)",
+                            what, (int)ids[i], at + i, s->base.n_ids);
+    }
+    rc = tokAdd(&l[0], s->file + s->off[ids[i]], s->len[ids[i]]);
+  }
+  for (k = 0; k < s->n_dec && rc == RELATTN_OK; k++) {
+    hftoks *to = &l[1 - cur];
+    to->n = 0, to->text.n = 0;
+    rc = hfDecodeStep(&s->dec[k], &l[cur], to);
+    cur = 1 - cur;
+  }
+  /* the decoder's strings joined; with no decoder, by spaces */
+  for (i = 0; i < l[cur].n && rc == RELATTN_OK; i++) {
+    if (i > 0 && s->n_dec == 0) rc = relattn_bytebuf_add(out, " ", 1);
+    if (rc == RELATTN_OK)
+      rc = relattn_bytebuf_add(out, l[cur].text.p + l[cur].off[i],
+                               l[cur].len[i]);
+  }
+  toksFree(&l[0]);
+  toksFree(&l[1]);
+  return rc;
+}
+
+static int32_t hfPieceId(const relattn_tokenizer *t, const uint8_t *p,
+                         size_t n) {
+  const spm *s = (const spm *)t;
+  int k;
+  for (k = 0; k < s->n_added; k++)
+    if (s->added[k].n == n && memcmp(s->added[k].text, p, n) == 0)
+      return s->added[k].id;
+  return trieFind(s, p, n);
+}
+
+static const uint8_t *hfIdText(const relattn_tokenizer *t, int32_t id,
+                               size_t *n) {
+  const spm *s = (const spm *)t;
+  const struct hfadded *a = addedOf(s, id);
+  if (a) {
+    *n = a->n;
+    return a->text;
+  }
+  return spmIdText(t, id, n);
+}
+
+/* ---- decode (SentencePiece) ------------------------------------------------------ */
 
 static int spmDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
                      size_t at, relattn_bytebuf *out, const char *what,
@@ -772,7 +1499,94 @@ static void spmDestroy(relattn_tokenizer *t) {
   free(s->l1);
   free(s->reserved);
   free(s->units);
+  free(s->dscore);
+  free(s->norm);
+  free(s->pre);
+  free(s->dec);
+  free(s->added);
   free(s);
+}
+
+
+/* The pipeline of HF_FIELD: fields 1, 2, 3 a normalizer, pre-tokenizer,
+** decoder step each (a message: 1 kind, 2 a, 3 b, 4 x, 5 y), 4 the scores
+** (little-endian doubles, one per piece), 5 an added token (1 id, 2 text,
+** 3 flags: 1 special, 2 lstrip, 4 rstrip), 6 the unknown piece's id. */
+static int hfRead(spm *s, const uint8_t *d, size_t len, const uint8_t **cmap,
+                  size_t *cmap_n, const char *what, char *err,
+                  size_t errlen) {
+  pb r, q;
+  pbfield f, g;
+  int cap = 0, rc, k;
+  const uint8_t *scores = NULL;
+  size_t scores_n = 0;
+  s->hf = 1;
+  s->unk = -1;
+  r.p = d, r.end = d + len;
+  while ((rc = pbNext(&r, &f)) == 1) cap++;
+  if (rc < 0) goto bad;
+  s->norm = calloc((size_t)cap + 1, sizeof *s->norm);
+  s->pre = calloc((size_t)cap + 1, sizeof *s->pre);
+  s->dec = calloc((size_t)cap + 1, sizeof *s->dec);
+  s->added = calloc((size_t)cap + 1, sizeof *s->added);
+  if (!s->norm || !s->pre || !s->dec || !s->added) return RELATTN_ERR_NOMEM;
+  r.p = d, r.end = d + len;
+  while (pbNext(&r, &f) == 1) {
+    if (f.num >= 1 && f.num <= 3 && f.wire == 2) {
+      struct hfstep *st = f.num == 1   ? &s->norm[s->n_norm++]
+                          : f.num == 2 ? &s->pre[s->n_pre++]
+                                       : &s->dec[s->n_dec++];
+      q.p = f.data, q.end = f.data + f.len;
+      while ((rc = pbNext(&q, &g)) == 1) {
+        if (g.num == 1 && g.wire == 0) st->kind = (int)(g.v > 99 ? 99 : g.v);
+        if (g.num == 2 && g.wire == 2) st->a = g.data, st->an = g.len;
+        if (g.num == 3 && g.wire == 2) st->b = g.data, st->bn = g.len;
+        if (g.num == 4 && g.wire == 0) st->x = (int)(g.v > 1000000 ? 1000000 : g.v);
+        if (g.num == 5 && g.wire == 0) st->y = (int)(g.v > 1000000 ? 1000000 : g.v);
+      }
+      if (rc < 0) goto bad;
+      if (f.num == 1 && st->kind == HN_PRECOMPILED) *cmap = st->a, *cmap_n = st->an;
+      if ((f.num == 2 && st->kind == HP_METASPACE && st->an == 0) ||
+          (f.num == 3 && (st->kind == HD_METASPACE || st->kind == HD_STRIP) &&
+           st->an == 0))
+        goto bad;
+    } else if (f.num == 4 && f.wire == 2) {
+      scores = f.data, scores_n = f.len;
+    } else if (f.num == 5 && f.wire == 2) {
+      struct hfadded *a = &s->added[s->n_added++];
+      a->id = -1;
+      q.p = f.data, q.end = f.data + f.len;
+      while ((rc = pbNext(&q, &g)) == 1) {
+        if (g.num == 1 && g.wire == 0 && g.v < 0x7fffffff) a->id = (int32_t)g.v;
+        if (g.num == 2 && g.wire == 2) a->text = g.data, a->n = g.len;
+        if (g.num == 3 && g.wire == 0) {
+          a->special = (g.v & 1) != 0;
+          a->lstrip = (g.v & 2) != 0;
+          a->rstrip = (g.v & 4) != 0;
+        }
+      }
+      if (rc < 0 || a->id < 0 || a->n == 0) goto bad;
+    } else if (f.num == 6 && f.wire == 0) {
+      s->unk = f.v < 0x7fffffff ? (int)f.v : -1;
+    }
+  }
+  if (!scores || scores_n != (size_t)s->n * 8 || s->unk < 0 || s->unk >= s->n)
+    goto bad;
+  s->dscore = malloc((size_t)s->n * sizeof *s->dscore);
+  if (!s->dscore) return RELATTN_ERR_NOMEM;
+  s->min_dscore = 1.0 / 0.0;
+  for (k = 0; k < s->n; k++) {
+    uint64_t u = 0;
+    int b;
+    for (b = 7; b >= 0; b--) u = u << 8 | scores[8 * (size_t)k + (size_t)b];
+    memcpy(&s->dscore[k], &u, 8);
+    if (s->dscore[k] < s->min_dscore) s->min_dscore = s->dscore[k];
+  }
+  return RELATTN_OK;
+bad:
+  return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                        "%s: tokenizer.sentencepiece: its tokenizer.json "
+                        "pipeline (field %d) is malformed", what, HF_FIELD);
 }
 
 #define BAD(...) \
@@ -789,8 +1603,8 @@ int relattn_sentencepiece_init(relattn_tokenizer **out, const relattn_config *c,
   pbfield f, g;
   int rc, k, cap_pieces = 0, total = 0;
   size_t i, cap;
-  const uint8_t *charsmap = NULL;
-  size_t charsmap_n = 0;
+  const uint8_t *charsmap = NULL, *hf = NULL;
+  size_t charsmap_n = 0, hf_n = 0;
   float fl;
   (void)c;
   *out = NULL;
@@ -846,6 +1660,8 @@ int relattn_sentencepiece_init(relattn_tokenizer **out, const relattn_config *c,
       if (s->len[id] == 0)
         BAD("%s: tokenizer.sentencepiece: piece %d is empty", what, id);
       total += (int)s->len[id];
+    } else if (f.num == HF_FIELD && f.wire == 2) {
+      hf = f.data, hf_n = f.len;
     } else if ((f.num == 2 || f.num == 3) && f.wire == 2) {
       /* TrainerSpec, NormalizerSpec */
       q.p = f.data, q.end = f.data + f.len;
@@ -894,7 +1710,24 @@ int relattn_sentencepiece_init(relattn_tokenizer **out, const relattn_config *c,
   s->n_nodes = 257;
   s->min_score = FLT_MAX;
   s->max_score = FLT_MIN;
-  for (k = 0; k < s->n; k++) {
+  if (hf) {
+    /* Hugging Face's Unigram: every piece in the trie (its token_to_ids),
+    ** byte_fallback's pieces found by their text */
+    charsmap = NULL, charsmap_n = 0;
+    if ((rc = hfRead(s, hf, hf_n, &charsmap, &charsmap_n, what, err,
+                     errlen)) != RELATTN_OK)
+      goto fail;
+    for (k = 0; k < s->n; k++)
+      if (!trieAdd(s, k))
+        BAD("%s: tokenizer.sentencepiece: piece %d is defined twice", what, k);
+    if (s->byte_fallback)
+      for (k = 0; k < 256; k++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", k);
+        s->bytes[k] = trieFind(s, (const uint8_t *)name, 6);
+      }
+  }
+  for (k = 0; !hf && k < s->n; k++) {
     int t = s->type[k];
     if (t == P_NORMAL) {
       if (s->score[k] < s->min_score) s->min_score = s->score[k];
@@ -937,9 +1770,11 @@ int relattn_sentencepiece_init(relattn_tokenizer **out, const relattn_config *c,
   }
   if (s->min_score == FLT_MAX) s->min_score = 0;
   if (s->max_score == FLT_MIN) s->max_score = 0;
-  if (s->unk < 0)
+  if (hf) {
+    /* no check of the spm kinds of piece: the pipeline decides */
+  } else if (s->unk < 0)
     BAD("%s: tokenizer.sentencepiece has no unknown piece", what);
-  if (s->byte_fallback)
+  if (s->byte_fallback && !hf)
     for (k = 0; k < 256; k++)
       if (s->bytes[k] < 0)
         BAD("%s: tokenizer.sentencepiece has byte_fallback but no piece "
@@ -972,6 +1807,20 @@ int relattn_sentencepiece_init(relattn_tokenizer **out, const relattn_config *c,
   s->base.destroy = spmDestroy;
   s->base.piece_id = spmPieceId;
   s->base.id_text = spmIdText;
+  if (hf) {
+    for (k = 0; k < s->n_added; k++) {
+      const struct hfadded *a = &s->added[k];
+      if (a->id < s->n && (s->len[a->id] != a->n ||
+                           memcmp(s->file + s->off[a->id], a->text, a->n)))
+        BAD("%s: tokenizer.sentencepiece: added token %d is not the piece "
+            "of its id", what, (int)a->id);
+      if (a->id >= s->base.n_ids) s->base.n_ids = a->id + 1;
+    }
+    s->base.encode = hfEncode;
+    s->base.decode = hfDecode;
+    s->base.piece_id = hfPieceId;
+    s->base.id_text = hfIdText;
+  }
   *out = &s->base;
   return RELATTN_OK;
 nomem:

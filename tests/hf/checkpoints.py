@@ -798,3 +798,129 @@ class SentenceDir:
             if only is None or name in only:
                 out += [name, path.read_bytes()]
         return out
+
+# ---- tokenizer.json for a SentencePiece model (Unigram) ----------------------
+
+def _pb_fields(buf):
+    """The (field number, wire type, value) of a protobuf message."""
+    i, out = 0, []
+
+    def varint():
+        nonlocal i
+        v = shift = 0
+        while True:
+            b = buf[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return v
+    while i < len(buf):
+        key = varint()
+        num, wire = key >> 3, key & 7
+        if wire == 0:
+            out.append((num, wire, varint()))
+        elif wire == 1:
+            out.append((num, wire, buf[i:i + 8]))
+            i += 8
+        elif wire == 2:
+            n = varint()
+            out.append((num, wire, buf[i:i + n]))
+            i += n
+        elif wire == 5:
+            out.append((num, wire, buf[i:i + 4]))
+            i += 4
+        else:
+            raise ValueError("wire type %d" % wire)
+    return out
+
+
+def spm_charsmap(sp_bytes):
+    """normalizer_spec.precompiled_charsmap of a ModelProto (field 3, 2)."""
+    for num, wire, v in _pb_fields(sp_bytes):
+        if num == 3 and wire == 2:
+            for n2, w2, v2 in _pb_fields(v):
+                if n2 == 2 and w2 == 2:
+                    return bytes(v2)
+    return b""
+
+
+def _added(id_, content, special=True, lstrip=False, rstrip=False):
+    return {"id": id_, "content": content, "single_word": False, "lstrip": lstrip,
+            "rstrip": rstrip, "normalized": False, "special": special}
+
+
+def unigram_tokenizer_json(sp_bytes, family, tok_config, legacy=True,
+                           extra_ids=4):
+    """What transformers' converters (convert_slow_tokenizer.py, 4.4x:
+    SpmConverter and its DebertaV2Converter / T5Converter) and
+    PreTrainedTokenizerFast then write as tokenizer.json for a SentencePiece
+    unigram model, written here from their rules as the tokenizers library
+    serializes them: model Unigram with [piece, score] in id order (T5:
+    <extra_id_N> after the pieces, the last id first, score 0), unk_id;
+    normalizers (DebertaV2: Strip both sides, Precompiled, Replace ' {2,}'
+    by ' '; T5: Precompiled, Strip right, Replace ' {2,}' by '▁'); the
+    Metaspace pre-tokenizer and decoder (prepend_scheme 'always', or 'first'
+    when the tokenizer's legacy is false); the template ([CLS] $A [SEP] or
+    $A </s>); added_tokens: the control pieces (special), then the
+    tokenizer's special tokens with tokenizer_config's flags, new ones after
+    the vocabulary."""
+    import base64
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_proto=sp_bytes)
+    n = sp.get_piece_size()
+    vocab = [[sp.id_to_piece(i), float(sp.get_score(i))] for i in range(n)]
+    if family == "t5":
+        vocab += [[f"<extra_id_{i}>", 0.0] for i in range(extra_ids - 1, -1, -1)]
+    unk = sp.unk_id()
+    added = {}
+    for i in range(n):
+        if sp.is_control(i):
+            added[i] = _added(i, sp.id_to_piece(i))
+    pieces = {p: i for i, (p, _) in enumerate(vocab)}
+    dec = tok_config.get("added_tokens_decoder", {})
+    for k, a in sorted(dec.items(), key=lambda kv: int(kv[0])):
+        added[int(k)] = _added(int(k), a["content"], a.get("special", True),
+                               a.get("lstrip", False), a.get("rstrip", False))
+    if unk not in added:
+        added[unk] = _added(unk, sp.id_to_piece(unk))
+    if family == "deberta" and "[MASK]" not in pieces and \
+            all(a["content"] != "[MASK]" for a in added.values()):
+        added[len(vocab)] = _added(len(vocab), "[MASK]")
+    charsmap = base64.b64encode(spm_charsmap(sp_bytes)).decode()
+    scheme = "always" if legacy else "first"
+    meta = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": scheme,
+            "split": True}
+    if family == "deberta":
+        norm = [{"type": "Strip", "strip_left": True, "strip_right": True},
+                {"type": "Precompiled", "precompiled_charsmap": charsmap},
+                {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]
+        pre = {"type": "Sequence", "pretokenizers": [meta]}
+        cls, sep = "[CLS]", "[SEP]"
+        single = [{"SpecialToken": {"id": cls, "type_id": 0}},
+                  {"Sequence": {"id": "A", "type_id": 0}},
+                  {"SpecialToken": {"id": sep, "type_id": 0}}]
+        pair = single + [{"Sequence": {"id": "B", "type_id": 1}},
+                         {"SpecialToken": {"id": sep, "type_id": 1}}]
+        specials = {t: {"id": t, "ids": [pieces[t]], "tokens": [t]} for t in (cls, sep)}
+    else:
+        norm = [{"type": "Precompiled", "precompiled_charsmap": charsmap},
+                {"type": "Strip", "strip_left": False, "strip_right": True},
+                {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": "\u2581"}]
+        pre = meta
+        single = [{"Sequence": {"id": "A", "type_id": 0}},
+                  {"SpecialToken": {"id": "</s>", "type_id": 0}}]
+        pair = single + [{"Sequence": {"id": "B", "type_id": 0}},
+                         {"SpecialToken": {"id": "</s>", "type_id": 0}}]
+        specials = {"</s>": {"id": "</s>", "ids": [pieces["</s>"]], "tokens": ["</s>"]}}
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [added[i] for i in sorted(added)],
+        "normalizer": {"type": "Sequence", "normalizers": norm},
+        "pre_tokenizer": pre,
+        "post_processor": {"type": "TemplateProcessing", "single": single,
+                           "pair": pair, "special_tokens": specials},
+        "decoder": dict(meta),
+        "model": {"type": "Unigram", "unk_id": unk, "vocab": vocab,
+                  "byte_fallback": False},
+    }
