@@ -945,8 +945,8 @@ static int tjUnigram(tj_doc *d, relattn_hf_tokjson *out, char **pzErr) {
   if (rc == SQLITE_OK && !*pzErr) rc = tjNormalizers(d, pipe, pzErr);
   if (rc == SQLITE_OK && !*pzErr) rc = tjPreTokenizers(d, pipe, pzErr);
   if (rc == SQLITE_OK && !*pzErr) rc = tjDecoders(d, pipe, pzErr);
-  if (rc == SQLITE_OK && !*pzErr) rc = tjUnigramTemplate(d, out, pzErr);
   if (rc == SQLITE_OK && !*pzErr) rc = tjUnigramAdded(d, pipe, n, pzErr);
+  if (rc == SQLITE_OK && !*pzErr) rc = tjUnigramTemplate(d, out, pzErr);
   if (rc == SQLITE_OK && !*pzErr) {
     char type[16];
     char *p = sqlite3_mprintf("$.model.vocab[%d][0]", unk);

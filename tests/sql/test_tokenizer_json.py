@@ -230,9 +230,9 @@ def _no_mask(doc):
 T = "relattn_import: tokenizer.json: "
 REFUSED = [
     ("model-bpe", _set(["model"], {"type": "BPE", "vocab": {}, "merges": []}),
-     T + "model 'BPE' is not supported (supported: WordPiece)"),
-    ("model-unigram", _set(["model"], {"type": "Unigram", "vocab": []}),
-     T + "model 'Unigram' is not supported (supported: WordPiece)"),
+     T + "model 'BPE' is not supported (supported: WordPiece, Unigram)"),
+    ("model-wordlevel", _set(["model"], {"type": "WordLevel", "vocab": {}}),
+     T + "model 'WordLevel' is not supported (supported: WordPiece, Unigram)"),
     ("normalizer-sequence", _set(["normalizer"], {"type": "Sequence", "normalizers": [
         {"type": "Lowercase"}, {"type": "Nmt"}]}),
      T + "normalizer 'Lowercase+Nmt' is not supported (supported: BertNormalizer)"),
