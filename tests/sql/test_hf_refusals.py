@@ -297,7 +297,7 @@ def test_tokenizer_file_kind(db, bert, deberta):
                      "model": {"type": "BPE"}}, indent=2).encode()
     for ck in (bert, deberta):
         refused(db, ck, "relattn_import: tokenizer.json: model 'BPE' is not "
-                "supported (supported: WordPiece)",
+                "supported (supported: WordPiece, Unigram)",
                 tok=b"\xef\xbb\xbf" + tj + b"\n")
     refused(db, bert, "relattn_import: tokenizer.wordpiece is not valid "
             "UTF-8 at byte 1", tok=b"\n\xff")

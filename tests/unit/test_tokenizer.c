@@ -289,8 +289,45 @@ static void check_split_special(void) {
   relattn_tokenizer_free(t);
 }
 
+/* relattn_base64_decode against an encoder written here (RFC 4648 4:
+** each 3 bytes as 4 of the 64 characters, '=' padding), on random bytes;
+** and what is not base64 refused. */
+static void check_base64(void) {
+  static const char abc[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static const char *const bad[] = {"ab!c", "a===", "QQ=x", "QR==", "Q"};
+  uint8_t in[64], out[64];
+  char enc[100];
+  int k, wrong = 0;
+  size_t i, n, got;
+  for (k = 0; k < 200; k++) {
+    size_t e = 0;
+    n = (size_t)(unit_next() % 60);
+    for (i = 0; i < n; i++) in[i] = (uint8_t)unit_next();
+    for (i = 0; i < n; i += 3) {
+      uint32_t v = (uint32_t)in[i] << 16 |
+                   (uint32_t)(i + 1 < n ? in[i + 1] : 0) << 8 |
+                   (uint32_t)(i + 2 < n ? in[i + 2] : 0);
+      enc[e++] = abc[v >> 18 & 63];
+      enc[e++] = abc[v >> 12 & 63];
+      enc[e++] = i + 1 < n ? abc[v >> 6 & 63] : '=';
+      enc[e++] = i + 2 < n ? abc[v & 63] : '=';
+    }
+    if (relattn_base64_decode(enc, e, out, &got) != RELATTN_OK || got != n ||
+        (n && memcmp(in, out, n) != 0))
+      wrong++;
+  }
+  CHECK(wrong == 0, "base64: %d of 200 random strings decoded otherwise",
+        wrong);
+  for (k = 0; k < 5; k++)
+    CHECK(relattn_base64_decode(bad[k], strlen(bad[k]), out, &got) ==
+              RELATTN_ERR_FORMAT,
+          "base64: '%s' is not base64", bad[k]);
+}
+
 int main(void) {
   unit_seed();
+  check_base64();
   check_utf8();
   check_bytes();
   check_wordpiece();
