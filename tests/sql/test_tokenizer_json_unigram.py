@@ -320,3 +320,21 @@ def test_template_must_fit_the_family(tmp_path, rng):
     assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = "
                       "'relattn_model'").fetchone()[0] == 0
     db.close()
+
+
+def test_reference_example(tmp_path):
+    """docs/reference.md's Unigram tokenizer.json example, run as printed in
+    the sqlite3 shell (tests/shell/test_doc_examples.py's checker) on a tiny
+    T5 checkpoint whose tokenizer.json is written here."""
+    from test_doc_examples import run_sql
+    rng = np.random.default_rng(14)
+    ck = checkpoints.t5(tmp_path / "hf-t5", rng, "T5EncoderModel", ffn="gated-gelu")
+    doc = checkpoints.unigram_tokenizer_json(ck.tok_bytes, "t5", ck.tok_config)
+    (tmp_path / "hf-t5" / "tokenizer.json").write_text(json.dumps(doc))
+    text = (ROOT / "docs" / "reference.md").read_text()
+    at = text.index("<!-- run by tests/sql/test_tokenizer_json_unigram.py")
+    start = text.index("```sql\n", at) + len("```sql\n")
+    code, line = text[start:text.index("```", start)], text.count("\n", 0, start) + 1
+    stmts = run_sql(code, line, tmp_path, "docs/reference.md, A Unigram tokenizer.json")
+    assert sum(bool(s.want_out) for s in stmts) >= 4
+    assert sum(s.want_err is not None for s in stmts) >= 1
