@@ -473,12 +473,12 @@ static int runRegex(const char *re, char c[8], int *m) {
 static int tjNormalizers(tj_doc *d, sqlite3_str *pipe, char **pzErr) {
   char type[16], **m, *name = tjName(d, "normalizer", "normalizers"),
                      *t = NULL, *a = NULL, *b = NULL;
-  int n = 0, k, rc = SQLITE_OK, precompiled = 0;
+  int n = 0, k, rc = SQLITE_OK, precompiled = 0, steps;
   uint8_t *map = NULL;
   if (!name) return d->rc;
   m = tjMembers(d, "normalizer", "normalizers", &n);
-  if (strcmp(name, "null") == 0) n = 0;
-  for (k = 0; k < n && d->rc == SQLITE_OK && rc == SQLITE_OK; k++) {
+  steps = strcmp(name, "null") != 0 ? n : 0; /* (m holds n paths) */
+  for (k = 0; k < steps && d->rc == SQLITE_OK && rc == SQLITE_OK; k++) {
     t = tjField(d, m[k], "type", type);
     if (!t) t = sqlite3_mprintf("?");
     if (strcmp(t, "Precompiled") == 0) {
@@ -553,11 +553,11 @@ done:
 static int tjPreTokenizers(tj_doc *d, sqlite3_str *pipe, char **pzErr) {
   char type[16], **m, *name = tjName(d, "pre_tokenizer", "pretokenizers"),
                      *t = NULL, *a = NULL;
-  int n = 0, k, rc = SQLITE_OK;
+  int n = 0, k, rc = SQLITE_OK, steps;
   if (!name) return d->rc;
   m = tjMembers(d, "pre_tokenizer", "pretokenizers", &n);
-  if (strcmp(name, "null") == 0) n = 0;
-  for (k = 0; k < n && d->rc == SQLITE_OK && rc == SQLITE_OK; k++) {
+  steps = strcmp(name, "null") != 0 ? n : 0; /* (m holds n paths) */
+  for (k = 0; k < steps && d->rc == SQLITE_OK && rc == SQLITE_OK; k++) {
     t = tjField(d, m[k], "type", type);
     if (!t) t = sqlite3_mprintf("?");
     if (t && strcmp(t, "Metaspace") == 0) {
@@ -592,11 +592,11 @@ done:
 static int tjDecoders(tj_doc *d, sqlite3_str *pipe, char **pzErr) {
   char type[16], **m, *name = tjName(d, "decoder", "decoders"), *t = NULL,
                      *a = NULL, *b = NULL;
-  int n = 0, k, rc = SQLITE_OK;
+  int n = 0, k, rc = SQLITE_OK, steps;
   if (!name) return d->rc;
   m = tjMembers(d, "decoder", "decoders", &n);
-  if (strcmp(name, "null") == 0) n = 0;
-  for (k = 0; k < n && d->rc == SQLITE_OK && rc == SQLITE_OK; k++) {
+  steps = strcmp(name, "null") != 0 ? n : 0; /* (m holds n paths) */
+  for (k = 0; k < steps && d->rc == SQLITE_OK && rc == SQLITE_OK; k++) {
     t = tjField(d, m[k], "type", type);
     if (!t) t = sqlite3_mprintf("?");
     if (strcmp(t, "Metaspace") == 0) {

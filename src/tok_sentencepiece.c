@@ -707,7 +707,8 @@ static const uint8_t *spmIdText(const relattn_tokenizer *t, int32_t id,
 ** of models/unigram/model.rs (encode_optimized: every piece in the trie,
 ** scores and path sums in double, an uncovered character the unknown id at
 ** min_score - 10, a run of unknowns fused into one, byte_fallback); decode
-** through the decoders (decoders/ of that crate) with the special tokens skipped. */
+** through the decoders (the crate's decoders/) with the special tokens
+** skipped. */
 
 enum { HF_FIELD = 777 };
 enum { HN_PRECOMPILED = 1, HN_REPLACE = 2, HN_REPLACE_RUN = 3, HN_STRIP = 4,
@@ -1541,11 +1542,14 @@ static int hfRead(spm *s, const uint8_t *d, size_t len, const uint8_t **cmap,
         if (g.num == 1 && g.wire == 0) st->kind = (int)(g.v > 99 ? 99 : g.v);
         if (g.num == 2 && g.wire == 2) st->a = g.data, st->an = g.len;
         if (g.num == 3 && g.wire == 2) st->b = g.data, st->bn = g.len;
-        if (g.num == 4 && g.wire == 0) st->x = (int)(g.v > 1000000 ? 1000000 : g.v);
-        if (g.num == 5 && g.wire == 0) st->y = (int)(g.v > 1000000 ? 1000000 : g.v);
+        if (g.num == 4 && g.wire == 0)
+          st->x = (int)(g.v > 1000000 ? 1000000 : g.v);
+        if (g.num == 5 && g.wire == 0)
+          st->y = (int)(g.v > 1000000 ? 1000000 : g.v);
       }
       if (rc < 0) goto bad;
-      if (f.num == 1 && st->kind == HN_PRECOMPILED) *cmap = st->a, *cmap_n = st->an;
+      if (f.num == 1 && st->kind == HN_PRECOMPILED)
+        *cmap = st->a, *cmap_n = st->an;
       if ((f.num == 2 && st->kind == HP_METASPACE && st->an == 0) ||
           (f.num == 3 && (st->kind == HD_METASPACE || st->kind == HD_STRIP) &&
            st->an == 0))
