@@ -286,7 +286,7 @@ static int tjBool(tj_doc *d, const char *path, int *bad) {
 ** (that file's "Hugging Face's pipeline" says the fields). */
 enum { HF_FIELD = 777 };
 enum { HN_PRECOMPILED = 1, HN_REPLACE = 2, HN_REPLACE_RUN = 3, HN_STRIP = 4,
-       HN_LOWERCASE = 5 };
+       HN_LOWERCASE = 5, HN_NFKC = 6, HN_NFC = 7 };
 enum { HP_METASPACE = 1, HP_WHITESPACE_SPLIT = 2 };
 enum { HD_METASPACE = 1, HD_REPLACE = 2, HD_BYTE_FALLBACK = 3, HD_FUSE = 4,
        HD_STRIP = 5 };
@@ -534,10 +534,13 @@ static int tjNormalizers(tj_doc *d, sqlite3_str *pipe, char **pzErr) {
       pbStep(d->db, pipe, 1, HN_STRIP, NULL, 0, NULL, l, r, &rc);
     } else if (strcmp(t, "Lowercase") == 0) {
       pbStep(d->db, pipe, 1, HN_LOWERCASE, NULL, 0, NULL, 0, 0, &rc);
+    } else if (strcmp(t, "NFKC") == 0 || strcmp(t, "NFC") == 0) {
+      pbStep(d->db, pipe, 1, t[2] == 'K' ? HN_NFKC : HN_NFC, NULL, 0, NULL, 0,
+             0, &rc);
     } else {
       TJ_REFUSE("%s: normalizer '%s' is not supported (supported: "
-                "Precompiled, Replace, Strip, Lowercase, a Sequence of them, "
-                "null)", TJ, name);
+                "Precompiled, NFKC, NFC, Replace, Strip, Lowercase, a Sequence of "
+                "them, null)", TJ, name);
     }
     sqlite3_free(t), sqlite3_free(a), sqlite3_free(b);
     sqlite3_free(map);

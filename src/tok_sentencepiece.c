@@ -712,7 +712,7 @@ static const uint8_t *spmIdText(const relattn_tokenizer *t, int32_t id,
 
 enum { HF_FIELD = 777 };
 enum { HN_PRECOMPILED = 1, HN_REPLACE = 2, HN_REPLACE_RUN = 3, HN_STRIP = 4,
-       HN_LOWERCASE = 5 };
+       HN_LOWERCASE = 5, HN_NFKC = 6, HN_NFC = 7 };
 enum { HP_METASPACE = 1, HP_WHITESPACE_SPLIT = 2 };
 enum { HD_METASPACE = 1, HD_REPLACE = 2, HD_BYTE_FALLBACK = 3, HD_FUSE = 4,
        HD_STRIP = 5 };
@@ -911,6 +911,30 @@ static int lowerAll(const uint8_t *p, size_t n, relattn_bytebuf *o) {
   return rc;
 }
 
+/* NFKC / NFC (the library's unicode-normalization crate; here Python's
+** tables): the UTF-8 of p[0..n) as code points, normalized, back */
+static int nfkcAll(const uint8_t *p, size_t n, int compat,
+                   relattn_bytebuf *o) {
+  uint32_t *cp = malloc((n ? n : 1) * sizeof *cp), *r = NULL;
+  size_t m = 0, i, rn = 0;
+  int rc = RELATTN_OK;
+  if (!cp) return RELATTN_ERR_NOMEM;
+  for (i = 0; i < n;) {
+    int l = relattn_utf8_decode(p + i, n - i, &cp[m]);
+    if (l == 0) l = 1, cp[m] = 0xFFFD;
+    m++;
+    i += (size_t)l;
+  }
+  if (relattn_unfkc(cp, m, compat, &r, &rn)) rc = RELATTN_ERR_NOMEM;
+  for (i = 0; i < rn && rc == RELATTN_OK; i++) {
+    uint8_t u[4];
+    rc = relattn_bytebuf_add(o, u, (size_t)relattn_utf8_encode(r[i], u));
+  }
+  free(cp);
+  free(r);
+  return rc;
+}
+
 /* The normalizers in order on p[0..n): the result in *a (b is scratch).
 ** *front stays 1 while the result's first character comes from p's first
 ** (a NormalizedString slice's original offset then stays that of p: what
@@ -954,6 +978,8 @@ static int hfNormalize(const spm *s, const uint8_t *p, size_t n,
         break;
       }
       case HN_LOWERCASE: rc = lowerAll(a->p, a->n, b); break;
+      case HN_NFKC: rc = nfkcAll(a->p, a->n, 1, b); break;
+      case HN_NFC: rc = nfkcAll(a->p, a->n, 0, b); break;
       default: rc = relattn_bytebuf_add(b, a->p, a->n);
     }
     t = *a, *a = *b, *b = t;

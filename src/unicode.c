@@ -4,6 +4,9 @@
 */
 #include "unicode.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 static int flagsIn(const relattn_uflag_range *r, int n, uint32_t cp) {
   int lo = 0, hi = n - 1;
   if (cp >= 0x110000) return RELATTN_U_CONTROL; /* never decoded; be safe */
@@ -100,4 +103,96 @@ int relattn_utf8_encode(uint32_t cp, uint8_t *out) {
   out[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
   out[3] = (uint8_t)(0x80 | (cp & 0x3F));
   return 4;
+}
+
+/* ---- NFC and NFKC (UAX #15) --------------------------------------------- */
+
+static int known11(uint32_t cp) {
+  return cp < 0x300 || flagsIn(relattn_uin11, relattn_n_uin11, cp);
+}
+
+static int cccOf(uint32_t cp) {
+  return cp < 0x300 || !known11(cp)
+             ? 0
+             : flagsIn(relattn_uccc_ranges, relattn_n_uccc, cp);
+}
+
+/* The primary composite of a and b, or 0; Hangul by its rule (UAX #15,
+** 1.3: L V to LV, LV T to LVT). */
+static uint32_t composeOf(uint32_t a, uint32_t b) {
+  int lo = 0, hi = relattn_n_ucompose - 1;
+  if (a >= 0x1100 && a < 0x1113 && b >= 0x1161 && b < 0x1176)
+    return 0xAC00 + ((a - 0x1100) * 21 + (b - 0x1161)) * 28;
+  if (a >= 0xAC00 && a < 0xAC00 + 11172 && (a - 0xAC00) % 28 == 0 &&
+      b > 0x11A7 && b < 0x11C3)
+    return a + (b - 0x11A7);
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    const uint32_t *p = relattn_ucompose_pairs[mid];
+    if (p[0] == a && p[1] == b)
+      return known11(a) && known11(b) && known11(p[2]) ? p[2] : 0;
+    if (p[0] < a || (p[0] == a && p[1] < b)) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return 0;
+}
+
+int relattn_unfkc(const uint32_t *in, size_t n, int compat, uint32_t **out,
+                  size_t *out_n) {
+  size_t cap = n + 16, m = 0, i, o, sp;
+  uint32_t *d = malloc(cap * sizeof *d);
+  int have_sp = 0, prev_cc = 0;
+  if (!d) return 1;
+  /* decomposed (Hangul syllables stay: they compose back to themselves) */
+  for (i = 0; i < n; i++) {
+    int len = 0;
+    const uint32_t *r = NULL;
+    if (in[i] >= 0xA0 && !(in[i] >= 0xAC00 && in[i] < 0xAC00 + 11172) &&
+        known11(in[i]))
+      r = compat ? lookup(relattn_nfkd, relattn_n_nfkd, relattn_nfkd_pool,
+                          in[i], &len)
+                 : lookup(relattn_nfd, relattn_n_nfd, relattn_nfd_pool, in[i],
+                          &len);
+    if (!r) r = &in[i], len = 1;
+    if (m + (size_t)len > cap) {
+      uint32_t *q;
+      cap = 2 * cap + (size_t)len;
+      q = realloc(d, cap * sizeof *d);
+      if (!q) {
+        free(d);
+        return 1;
+      }
+      d = q;
+    }
+    memcpy(d + m, r, (size_t)len * sizeof *d);
+    m += (size_t)len;
+  }
+  /* canonical order: each run of non-starters sorted by class, stably */
+  for (i = 1; i < m; i++) {
+    uint32_t c = d[i];
+    int cc = cccOf(c);
+    size_t j = i;
+    if (cc == 0) continue;
+    while (j > 0 && cccOf(d[j - 1]) > cc) {
+      d[j] = d[j - 1];
+      j--;
+    }
+    d[j] = c;
+  }
+  /* composed: each character with the last starter, unless blocked */
+  for (i = 0, o = 0, sp = 0; i < m; i++) {
+    uint32_t c = d[i], comp;
+    int cc = cccOf(c);
+    if (have_sp && (o - 1 == sp || prev_cc < cc) && cc >= 0 &&
+        (comp = composeOf(d[sp], c)) != 0 && !(o - 1 != sp && cc == 0)) {
+      d[sp] = comp;
+      continue;
+    }
+    if (cc == 0) sp = o, have_sp = 1;
+    d[o++] = c;
+    prev_cc = cc;
+  }
+  *out = d;
+  *out_n = o;
+  return 0;
 }

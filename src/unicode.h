@@ -31,9 +31,16 @@ extern const relattn_uflag_range relattn_uflags[]; /* sorted by start */
 extern const int relattn_n_uflags;
 extern const relattn_uflag_range relattn_uflags8[]; /* sorted by start */
 extern const int relattn_n_uflags8;
-extern const relattn_umap relattn_lower[], relattn_nfd[]; /* sorted by cp */
-extern const int relattn_n_lower, relattn_n_nfd;
-extern const uint32_t relattn_lower_pool[], relattn_nfd_pool[];
+extern const relattn_umap relattn_lower[], relattn_nfd[], relattn_nfkd[];
+extern const int relattn_n_lower, relattn_n_nfd, relattn_n_nfkd; /* by cp */
+extern const uint32_t relattn_lower_pool[], relattn_nfd_pool[],
+    relattn_nfkd_pool[];
+extern const relattn_uflag_range relattn_uccc_ranges[]; /* sorted by start */
+extern const int relattn_n_uccc;
+extern const uint32_t relattn_ucompose_pairs[][3]; /* sorted by a, b */
+extern const relattn_uflag_range relattn_uin11[]; /* 1: assigned by 11.0 */
+extern const int relattn_n_uin11;
+extern const int relattn_n_ucompose;
 
 /* The flags of code point cp. */
 int relattn_uflags_of(uint32_t cp);
@@ -45,6 +52,15 @@ int relattn_uflags8_of(uint32_t cp);
 ** pointer, or NULL when it maps to itself. */
 const uint32_t *relattn_ulower(uint32_t cp, int *n);
 const uint32_t *relattn_unfd(uint32_t cp, int *n);
+
+/* NFKC (compat 1) or NFC (compat 0) of the code points in[0..n), as
+** Hugging Face's tokenizers library gives them: Python's tables here, for
+** the code points assigned by Unicode 11.0 (later ones are unknown there:
+** left as they are, class 0, composed with nothing); decomposed, put in
+** canonical order, composed (UAX #15). The result in *out, malloc'd,
+** *out_n code points; nonzero when out of memory. */
+int relattn_unfkc(const uint32_t *in, size_t n, int compat, uint32_t **out,
+                  size_t *out_n);
 
 /* Decodes one UTF-8 character of s (n > 0 bytes left): its length, and *cp,
 ** or 0 when the bytes do not start a valid character (overlong forms,

@@ -254,9 +254,9 @@ T = "relattn_import: tokenizer.json: "
 REFUSED = [
     ("model-bpe", _set(["model"], {"type": "BPE", "vocab": {}, "merges": []}),
      T + "model 'BPE' is not supported (supported: WordPiece, Unigram)"),
-    ("nfkc", _norm([{"type": "NFKC"}, {"type": "Lowercase"}]),
-     T + "normalizer 'NFKC+Lowercase' is not supported (supported: Precompiled, Replace, "
-     "Strip, Lowercase, a Sequence of them, null)"),
+    ("nfkd", _norm([{"type": "NFKD"}, {"type": "Lowercase"}]),
+     T + "normalizer 'NFKD+Lowercase' is not supported (supported: Precompiled, NFKC, NFC, "
+     "Replace, Strip, Lowercase, a Sequence of them, null)"),
     ("replace-regex", _norm([{"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "}]),
      T + "normalizer Replace with pattern '\\s+' is not supported (supported: a String, or "
      "a Regex of one character repeated, as ' {2,}')"),
@@ -361,3 +361,54 @@ def test_reference_example(tmp_path):
     stmts = run_sql(code, line, tmp_path, "docs/reference.md, A Unigram tokenizer.json")
     assert sum(bool(s.want_out) for s in stmts) >= 4
     assert sum(s.want_err is not None for s in stmts) >= 1
+
+
+@pytest.mark.parametrize("form", ["NFKC", "NFC"])
+def test_nfkc_equals_the_librarys(tmp_path, rng, form):
+    """The NFKC and NFC normalizers against the library on every code point
+    the form changes (16 a line), each composition pair, Hangul jamo
+    sequences and part of the corpus. Every character of the input and of
+    its normalized form is made a piece of its own (low score), so a
+    character normalized otherwise shows in the ids, not as an [UNK] on
+    both sides. Where the library's Unicode version and this Python's
+    differ, a line differs: the count must be 0."""
+    import unicodedata
+    reason = node_ready()
+    if reason:
+        pytest.skip(reason)
+    changed = [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp < 0xE000
+               and unicodedata.normalize(form, chr(cp)) != chr(cp)]
+    lines = [" ".join(changed[i:i + 16]) for i in range(0, len(changed), 16)]
+    pairs = []
+    for cp in range(0xC0, 0x30000):
+        d = unicodedata.decomposition(chr(cp))
+        if d and not d.startswith("<") and len(d.split()) == 2:
+            pairs.append("".join(chr(int(x, 16)) for x in d.split()))
+    lines += [" ".join(pairs[i:i + 16]) for i in range(0, len(pairs), 16)]
+    lines += ["\u1100\u1161\u11a8 \uac00\u11a8 a\u0301\u0323 a\u0323\u0301 \u0b47\u0b3e",
+              "e\u0301\u0301 \u212b \u1e9b\u0323 \uff76\uff9e \u00c5\u0300", "x" + "\u0301" * 40]
+    texts = lines + [b.decode("utf-8", "replace") for b in corpus.lines(1500, generated=800)]
+    ck = checkpoints.t5(tmp_path / "t5", rng, "T5EncoderModel")
+    doc = checkpoints.unigram_tokenizer_json(ck.tok_bytes, "t5", ck.tok_config)
+    doc["normalizer"]["normalizers"][0] = {"type": form}
+    vocab = doc["model"]["vocab"]
+    have = {p for p, _ in vocab}
+    chars = set()
+    for t in texts:
+        chars.update(t)
+        chars.update(unicodedata.normalize(form, t))
+    for c in sorted(chars):
+        if c not in have and not c.isspace() and c != "\x00":
+            vocab.append([c, -14.0])
+    V = len(vocab) + 4
+    ck.config["vocab_size"] = V
+    ck.params["shared.weight"] = rng.standard_normal((V, ck.config["d_model"])).astype(np.float32)
+    db = connect()
+    assert import_json(db, ck, doc) > 0
+    want = library_ids(tmp_path, doc, texts)
+    got = [ids + [1] for ids in model_ids(db, [t.encode() for t in texts])]
+    differ = [(t, g, w) for t, g, w in zip(texts, got, want) if g != w]
+    print(f"{form}: {len(differ)} of {len(texts)} lines differ "
+          f"({len(changed)} code points changed, {len(pairs)} pairs)")
+    assert differ == [], differ[:3]
+    db.close()
