@@ -945,8 +945,8 @@ static int hfNormalize(const spm *s, const uint8_t *p, size_t n,
   int k, rc = RELATTN_OK;
   a->n = 0;
   if ((rc = relattn_bytebuf_add(a, p, n)) != RELATTN_OK) return rc;
-  for (k = 0; k < s->n_norm && rc == RELATTN_OK; k++) {
-    const struct hfstep *st = &s->norm[k];
+  for (k = 0; k < s->n_norm && rc == RELATTN_OK && a->n > 0; k++) {
+    const struct hfstep *st = &s->norm[k]; /* (nothing stays nothing) */
     relattn_bytebuf t;
     b->n = 0;
     switch (st->kind) {
@@ -1255,6 +1255,11 @@ static int tokAdd(hftoks *l, const uint8_t *p, size_t n) {
   return relattn_bytebuf_add(&l->text, p, n);
 }
 
+/* Token k's bytes (the buffer is NULL while every token is empty). */
+static const uint8_t *tokAt(const hftoks *l, size_t k) {
+  return l->text.p ? l->text.p + l->off[k] : (const uint8_t *)"";
+}
+
 static void toksFree(hftoks *l) {
   free(l->text.p);
   free(l->off);
@@ -1293,11 +1298,12 @@ static int hfDecodeStep(const struct hfstep *st, const hftoks *in,
   int rc = RELATTN_OK;
   relattn_bytebuf tmp = {0};
   if (st->kind == HD_FUSE) {
-    rc = tokAdd(out, in->text.p, in->text.n);
+    rc = tokAdd(out, in->text.p ? in->text.p : (const uint8_t *)"",
+                in->text.n);
     return rc;
   }
   for (k = 0; k < in->n && rc == RELATTN_OK; k++) {
-    const uint8_t *p = in->text.p + in->off[k];
+    const uint8_t *p = tokAt(in, k);
     size_t n = in->len[k];
     tmp.n = 0;
     switch (st->kind) {
@@ -1323,8 +1329,8 @@ static int hfDecodeStep(const struct hfstep *st, const hftoks *in,
           break;
         }
         while (j < in->n && rc == RELATTN_OK &&
-               byteToken(in->text.p + in->off[j], in->len[j]) >= 0) {
-          uint8_t v = (uint8_t)byteToken(in->text.p + in->off[j], in->len[j]);
+               byteToken(tokAt(in, j), in->len[j]) >= 0) {
+          uint8_t v = (uint8_t)byteToken(tokAt(in, j), in->len[j]);
           rc = relattn_bytebuf_add(&tmp, &v, 1);
           j++;
         }
@@ -1400,8 +1406,7 @@ static int hfDecode(const relattn_tokenizer *t, const int32_t *ids, size_t n,
   for (i = 0; i < l[cur].n && rc == RELATTN_OK; i++) {
     if (i > 0 && s->n_dec == 0) rc = relattn_bytebuf_add(out, " ", 1);
     if (rc == RELATTN_OK)
-      rc = relattn_bytebuf_add(out, l[cur].text.p + l[cur].off[i],
-                               l[cur].len[i]);
+      rc = relattn_bytebuf_add(out, tokAt(&l[cur], i), l[cur].len[i]);
   }
   toksFree(&l[0]);
   toksFree(&l[1]);
