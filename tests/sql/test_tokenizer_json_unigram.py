@@ -204,9 +204,11 @@ def test_end_to_end_without_spm_model(tmp_path, rng):
                                         (n,)).fetchone()[0])["tokenizer"] for n in "js")
         for key in ("bos", "eos", "pad", "append", "sep", "mask", "unk"):
             assert cj[key] == cs[key], key
+        # exported and imported again: the stored file carries the pipeline
+        assert db.execute("SELECT relattn_import('c', relattn_export('j'))").fetchone()[0] > 0
         ids = [db.execute("SELECT relattn_tokens_json(relattn_tokenize(?, ?))",
-                          (n, text)).fetchone()[0] for n in "js"]
-        assert ids[0] == ids[1]
+                          (n, text)).fetchone()[0] for n in "jsc"]
+        assert ids[0] == ids[1] == ids[2]
         e = [np.frombuffer(db.execute("SELECT relattn_embed(?, ?)", (n, text)).fetchone()[0],
                            dtype=np.float32) for n in "js"]
         assert np.abs(e[0]).sum() > 0 and np.array_equal(e[0], e[1])
