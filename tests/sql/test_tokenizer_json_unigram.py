@@ -42,6 +42,10 @@ EXTRA = HOSTILE + [
     "-------------------", "  a  b  ", "   ", "\u3000x\u3000", "[MASK]x [CLS]y[SEP]",
     "<extra_id_0>  hi </s> <pad><unk>", "</s></s>", "\r\n x\u0301 \uff21\u0301 \u00b5\u0301",
     "a\u200d\u0301b \t\u200d\t", "\ufffd\ufffd x", "\u2581\u2581 \u2581x", "<0x41> <unk>",
+    # grapheme clusters: prepended marks, spacing marks, jamo, flags, ZWJ
+    "\u06001 \u0600 1 \u06dd2 \u070f3 \U000110bd4 \u08e2x", "\u0e01\u0e33 \u0915\u093f",
+    "\u1100\u1161 \uac00\u11a8 \U0001f1eb\U0001f1f7 \u263a\u200d\u2764",
+    "\u00b5\u0301 \u2460\u0301 \ufb01\u0301 \u00bd\u0301 \u3000\u0301",
 ]
 
 
