@@ -185,6 +185,24 @@ def test_scores_in_double(tmp_path, rng):
     if node_ready() is None:
         for doc, text, want in docs:
             assert library_ids(tmp_path, doc, [text]) == [want + [1]]
+    # decoders as SpmConverter writes them with byte_fallback: bytes back to
+    # text, an invalid run one U+FFFD a byte, a leading space stripped
+    doc["normalizer"] = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+    doc["model"]["vocab"].append(["\u2581", -1.0])
+    doc["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+        {"type": "ByteFallback"}, {"type": "Fuse"},
+        {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    import_json(db, ck, doc, name="m")
+    b = lambda x: 5 + x  # noqa: E731 (the id of <0xNN>)
+    sp = len(doc["model"]["vocab"]) - 1
+    lists = [[sp, 2, 3, b(0xC3), b(0xA9), 3, 1], [sp, 2, b(0xC3), sp, 3],
+             [b(0xE2), b(0x82), sp, b(0xAC)], [1, sp, sp, 2, 1], [b(0x41), 2, b(0xFF)]]
+    got = [db.execute("SELECT relattn_detokenize('m', relattn_tokens(?))",
+                      (json.dumps(x),)).fetchone()[0] for x in lists]
+    assert got[0] == "abéb" and got[1] == "a\ufffd b"
+    if node_ready() is None:
+        assert got == library_decode(tmp_path, doc, lists)
     db.close()
 
 
