@@ -109,14 +109,18 @@ import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "models"))
+sys.path.insert(0, str(ROOT / "tests" / "hf"))
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
+import checkpoints  # noqa: E402
 import deberta_classifier as dc  # noqa: E402
+import t5_encoder  # noqa: E402
 
 SO = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "relattn.so")
 ROWS = int(os.environ.get("BENCH_DEBERTA_ROWS", "40"))
 ROUNDS = int(os.environ.get("BENCH_DEBERTA_ROUNDS", "3"))
 JOBS = os.environ.get("BENCH_DEBERTA_JOBS", "embed classify").split()
 THREADS = [int(t) for t in os.environ.get("BENCH_DEBERTA_THREADS", "1 2").split()]
-SHAPE_NAMES = os.environ.get("BENCH_DEBERTA_SHAPES", "demo base").split()
+SHAPE_NAMES = os.environ.get("BENCH_DEBERTA_SHAPES", "demo base t5").split()
 PEER_NAMES = ("torch", "torch-int8", "ort")
 PEERS = os.environ.get("BENCH_DEBERTA_PEERS", " ".join(PEER_NAMES)).split()
 TOKENIZER = ROOT / "models" / "deberta-licenses"
@@ -124,13 +128,27 @@ NODE_DIR = ROOT / "tests" / "bench" / "node"
 ORT_RUN = ROOT / "tests" / "bench" / "ort_run.mjs"
 LABELS = ["a", "b", "c", "d", "e", "f"]
 SHAPES = {"demo": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512),
-          "base": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=6, intermediate_size=1536)}
+          "base": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=6, intermediate_size=1536),
+          "t5": dict(d=512, layers=6, heads=8, d_kv=64, ff=2048, num_buckets=32, max_distance=128)}
+T5_SHAPES = ("t5",)
 CLS, SEP = 1, 2
+EOS = 1                  # T5's </s>
+QUANT_NAMES = ("int8", "bf16")
+QUANT = os.environ.get("BENCH_DEBERTA_QUANT", " ".join(QUANT_NAMES)).split()
 
 
 def checkpoint(directory, shape, job, seed):
     """A random model of the shape, saved as Hugging Face saves it: DebertaV2Model (job embed,
-    tensors without the deberta. prefix) or DebertaV2ForSequenceClassification (job classify)."""
+    tensors without the deberta. prefix) or DebertaV2ForSequenceClassification (job classify);
+    for t5, T5EncoderModel (tests/hf/checkpoints.py's t5(), its uniform random weights and its
+    SentencePiece model of 400 pieces) and tests/bench/t5_encoder.py holding the same weights.
+    -> (the PyTorch model, the tokenizer's file name)."""
+    if shape in T5_SHAPES:
+        ck = checkpoints.t5(directory, np.random.default_rng(seed), "T5EncoderModel", ffn="relu",
+                            **SHAPES[shape])
+        model = t5_encoder.from_tensors(ck.config, ck.params)
+        model.config = ck.config
+        return model, "spiece.model"
     vocab = json.loads((TOKENIZER / "config.json").read_text())["vocab_size"]
     cfg = dc.hf_config(vocab, LABELS, **SHAPES[shape])
     model = dc.DebertaV2ForSequenceClassification(cfg)
@@ -148,7 +166,7 @@ def checkpoint(directory, shape, job, seed):
         dc.save_pretrained(model, d)
     for f in ("spm.model", "tokenizer_config.json"):
         shutil.copy(TOKENIZER / f, d / f)
-    return model
+    return model, "spm.model"
 
 
 class Job(torch.nn.Module):
@@ -164,7 +182,10 @@ class Job(torch.nn.Module):
 
     def forward(self, ids, mask):
         if self.job == "embed":
-            h = self.model.deberta(ids, mask)
+            if isinstance(self.model, t5_encoder.T5Encoder):
+                h = self.model(ids, mask)
+            else:
+                h = self.model.deberta(ids, mask)
             keep = mask.to(h.dtype)
             return (h * keep[..., None]).sum(1) / keep.sum(1, keepdim=True)
         return torch.softmax(self.model(ids, mask), dim=-1)
@@ -176,18 +197,21 @@ def columns(job, out):
     return a if job == "embed" else np.stack([a.argmax(1), a.max(1)], 1)
 
 
-def torch_batches(rows, size):
-    """rows (lists of ids) sorted by length, in padded batches: [(order, ids, mask)]."""
+def torch_batches(rows, size, template=([CLS], [SEP])):
+    """rows (lists of ids) sorted by length, in padded batches: [(order, ids, mask)], each row
+    inside the tokenizer's template (before, after): [CLS] ... [SEP], or T5's ... </s>."""
+    before, after = template
     order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
     out = []
     for s in range(0, len(order), size):
         idx = order[s:s + size]
-        n = max(len(rows[i]) for i in idx) + 2
+        n = max(len(rows[i]) for i in idx) + len(before) + len(after)
         ids = torch.zeros((len(idx), n), dtype=torch.long)
         mask = torch.zeros((len(idx), n), dtype=torch.long)
         for r, i in enumerate(idx):
-            ids[r, 0], ids[r, 1:len(rows[i]) + 1], ids[r, len(rows[i]) + 1] = CLS, torch.tensor(rows[i]), SEP
-            mask[r, :len(rows[i]) + 2] = 1
+            row = before + list(rows[i]) + after
+            ids[r, :len(row)] = torch.tensor(row)
+            mask[r, :len(row)] = 1
         out.append((idx, ids, mask))
     return out
 
@@ -202,15 +226,15 @@ def torch_run(fn, batches, n_rows):
     return out
 
 
-def relattn_run(db, job, labels):
+def relattn_run(db, job, labels, table="job"):
     if job == "embed":
-        out = db.execute("SELECT id, embedding FROM temp.job").fetchall()
+        out = db.execute(f"SELECT id, embedding FROM temp.{table}").fetchall()
         return np.array([np.frombuffer(e, "<f4") for _, e in out])
-    out = db.execute("SELECT id, label, prob FROM temp.job").fetchall()
+    out = db.execute(f"SELECT id, label, prob FROM temp.{table}").fetchall()
     return np.array([[labels.index(lab), p] for _, lab, p in out])
 
 
-def tune(fn, rows, threads):
+def tune(fn, rows, threads, template):
     """A PyTorch peer's fastest settings on a sample of the rows (every 4th, so every length):
     the batch size (1, 4, 8, 16) and how the threads are split between torch's own pool and
     OpenBLAS's (each of 1 .. threads; both at threads oversubscribes the cores, which PyTorch
@@ -221,7 +245,7 @@ def tune(fn, rows, threads):
         for blas in range(1, threads + 1):
             torch_threads(intra, blas)
             for size in (1, 4, 8, 16):
-                b = torch_batches(sample, size)
+                b = torch_batches(sample, size, template)
                 torch_run(fn, b[:1], len(sample))   # warm-up
                 t = time.perf_counter()
                 torch_run(fn, b, len(sample))
@@ -333,13 +357,13 @@ class Ort:
             out[i] = row
         return r["wall"], r["cpu"], out
 
-    def tune(self, rows, threads):
+    def tune(self, rows, threads, template):
         """The fastest batch size (1, 4, 8, 16) on the sample tune() takes, each run twice
         and timed the second time (the first grows ONNX Runtime's buffers for the shapes)."""
         sample = rows[::4]
         best = None
         for size in (1, 4, 8, 16):
-            b = torch_batches(sample, size)
+            b = torch_batches(sample, size, template)
             self.run(threads, b, len(sample))
             t = self.run(threads, b, len(sample))[0]
             if best is None or t < best[1]:
@@ -362,23 +386,58 @@ def agreement(job, a, b):
     return f"labels {int((a[:, 0] == b[:, 0]).sum())}/{len(a)}, prob {np.abs(a[:, 1] - b[:, 1]).max():.1e}"
 
 
+def cached_bytes(db):
+    """relattn_debug's cached_bytes: the connection's cached models' memory."""
+    info = db.execute("SELECT relattn_debug()").fetchone()[0]
+    return int(next(l for l in info.splitlines() if l.startswith("cached_bytes:")).split(":")[1])
+
+
+def quant_agreement(job, q, f):
+    """A quantized model's results against its float32 self (relattn's own)."""
+    if job == "embed":
+        cos = (q * f).sum(1) / np.linalg.norm(q, axis=1) / np.linalg.norm(f, axis=1)
+        return f"cosine mean {cos.mean():.5f} min {cos.min():.5f}"
+    return f"labels {int((q[:, 0] == f[:, 0]).sum())}/{len(q)}, prob {np.abs(q[:, 1] - f[:, 1]).max():.1e}"
+
+
 def bench(shape, job, tmp, rng):
+    """-> (lines to print, {side: (median wall, median CPU)} per thread count, the int8
+    model's stored and cached bytes as fractions of the float32 model's)."""
     d = pathlib.Path(tmp) / f"{shape}-{job}"
-    model = checkpoint(d, shape, job, seed=int(rng.integers(1 << 30)))
+    model, tok_file = checkpoint(d, shape, job, seed=int(rng.integers(1 << 30)))
+    t5 = shape in T5_SHAPES
+    template = ([], [EOS]) if t5 else ([CLS], [SEP])
     db = sqlite3.connect(":memory:")
     db.enable_load_extension(True)
     db.load_extension(SO)
     db.execute("SELECT relattn_import('m', ?, ?, ?, ?)",
                ((d / "model.safetensors").read_bytes(), (d / "config.json").read_text(),
-                (d / "spm.model").read_bytes(), (d / "tokenizer_config.json").read_text()))
+                (d / tok_file).read_bytes(), (d / "tokenizer_config.json").read_text()))
+    for q in QUANT:
+        db.execute("SELECT relattn_quantize('m', ?, ?)", (f"m_{q}", q))
     vocab = model.config["vocab_size"]
     lengths = rng.integers(50, 501, ROWS)
-    rows = [rng.integers(4, vocab - 1, n).tolist() for n in lengths]   # no special ids
+    # ordinary pieces only: DeBERTa's past its specials (0-3) and before [MASK], the last id;
+    # T5's past <pad> </s> <unk> and before the 4 sentinels and the padding (4 ids) at the end
+    low, high = (3, vocab - 8) if t5 else (4, vocab - 1)
+    rows = [rng.integers(low, high, n).tolist() for n in lengths]
     db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
     db.executemany("INSERT INTO docs VALUES (?, ?)",
                    [(i + 1, np.asarray(r, dtype="<i4").tobytes()) for i, r in enumerate(rows)])
-    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', source='docs', tokens='body')")
-    tokens = int(lengths.sum()) + 2 * ROWS
+    sides = ["relattn"] + [f"relattn-{q}" for q in QUANT]
+    table = {"relattn": "job", **{f"relattn-{q}": f"job_{q}" for q in QUANT}}
+    name = {"relattn": "m", **{f"relattn-{q}": f"m_{q}" for q in QUANT}}
+    # what each model's cached copy takes: with a cache of 0 bytes only the model used last
+    # stays, the one the scan's CREATE has just loaded
+    memory = {}
+    size = db.execute("SELECT relattn_cache_size()").fetchone()[0]
+    db.execute("SELECT relattn_cache_size(0)")
+    for side in sides:
+        db.execute(f"CREATE VIRTUAL TABLE temp.{table[side]} USING "
+                   f"relattn_scan(model='{name[side]}', source='docs', tokens='body')")
+        memory[side] = cached_bytes(db)
+    db.execute(f"SELECT relattn_cache_size({size})")
+    tokens = int(lengths.sum()) + len(template[0] + template[1]) * ROWS
 
     fn = {"torch": Job(model, job)}
     if "torch-int8" in PEERS:
@@ -386,30 +445,33 @@ def bench(shape, job, tmp, rng):
                                                                dtype=torch.qint8)
     ort = None
     if "ort" in PEERS:
-        ort_export(fn["torch"], torch_batches(rows, 4), d / "model.onnx")
+        ort_export(fn["torch"], torch_batches(rows, 4, template), d / "model.onnx")
         ort = Ort(d / "model.onnx", d)
-    settings = {(p, t): ort.tune(rows, t) if p == "ort" else tune(fn[p], rows, t)
+    settings = {(p, t): ort.tune(rows, t, template) if p == "ort" else tune(fn[p], rows, t, template)
                 for p in PEERS for t in THREADS}
-    batches = {v: torch_batches(rows, s[0]) for v, s in settings.items()}
-    variants = [(side, t) for t in THREADS for side in ["relattn"] + PEERS]
+    batches = {v: torch_batches(rows, s[0], template) for v, s in settings.items()}
+    variants = [(side, t) for t in THREADS for side in sides + PEERS]
     times = {v: [] for v in variants}
     cpu = {v: [] for v in variants}
     result = {}
     db.execute("SELECT relattn_threads(1)")
-    db.execute("SELECT count(*) FROM temp.job WHERE id <= 2").fetchall()   # weights loaded
+    for side in sides:
+        relattn_run(db, job, LABELS, table[side])   # a first run off the clock
+    stored = {side: db.execute("SELECT sum(length(data)) FROM relattn_tensor WHERE model = ?",
+                               (name[side],)).fetchone()[0] for side in sides}
     for r in range(ROUNDS):
         order = variants[r % len(variants):] + variants[:r % len(variants)]
         for side, t in order:
             if side == "ort":
                 wall, used, out = ort.run(t, batches[(side, t)], ROWS)
             else:
-                if side == "relattn":
+                if side in sides:
                     db.execute(f"SELECT relattn_threads({t})")
                 else:
                     torch_threads(*settings[(side, t)][1:])
                 c0, t0 = cpu_seconds(), time.perf_counter()
-                if side == "relattn":
-                    out = relattn_run(db, job, LABELS)
+                if side in sides:
+                    out = relattn_run(db, job, LABELS, table[side])
                 else:
                     out = torch_run(fn[side], batches[(side, t)], ROWS)
                 wall, used = time.perf_counter() - t0, cpu_seconds() - c0
@@ -419,23 +481,79 @@ def bench(shape, job, tmp, rng):
     if ort:
         ort.close()
     db.close()
-    lines = []
+    lines, medians = [], {}
     for t in THREADS:
-        rt, rc = statistics.median(times[("relattn", t)]), statistics.median(cpu[("relattn", t)])
+        medians[t] = {v: (statistics.median(times[(v, t)]), statistics.median(cpu[(v, t)]))
+                      for v in sides + PEERS}
+        rt, rc = medians[t]["relattn"]
         line = f"{shape:5s} {job:9s} {t:7d} | {rt:7.2f} {rc:7.2f} {tokens / rt:6.0f}"
-        for p in PEERS:
-            pt, pc = statistics.median(times[(p, t)]), statistics.median(cpu[(p, t)])
-            line += f" | {pt / rt:5.2f}x {pc / rc:5.2f}x {'/'.join(map(str, settings[(p, t)])):>8s}"
+        for p in sides[1:] + PEERS:
+            pt, pc = medians[t][p]
+            setting = "/".join(map(str, settings[(p, t)])) if p in PEERS else ""
+            line += f" | {pt / rt:5.2f}x {pc / rc:5.2f}x {setting:>8s}"
         lines.append(line)
     a = result["relattn"]
     said = [f"{p} {agreement(job, a, columns(job, result[p]))}" for p in PEERS]
+    said += [f"{s} {quant_agreement(job, result[s], a)}" for s in sides[1:]]
     if "ort" in PEERS and "torch" in PEERS:
         o, f = np.array(result["ort"], dtype=np.float64), np.array(result["torch"], dtype=np.float64)
         worst = np.abs(o - f).max()
         said.append(f"ort vs torch (raw outputs) max abs {worst:.1e}"
                     + (" (over 1e-4: the export is not the model)" if worst > 1e-4 else ""))
     lines.append(f"#   {shape} {job} against relattn: " + "; ".join(said))
-    return lines
+    for s in sides[1:]:
+        lines.append(f"#   {shape} {job} {s}: stored {stored[s]:,} bytes ({stored[s] / stored['relattn']:.1%} "
+                     f"of float32's {stored['relattn']:,}), cached {memory[s]:,} "
+                     f"({memory[s] / memory['relattn']:.1%} of {memory['relattn']:,})")
+    sizes = {s: (stored[s] / stored["relattn"], memory[s] / memory["relattn"]) for s in sides[1:]}
+    return lines, medians, sizes
+
+
+# The issue's targets: (variant, against, at least); CPU medians' ratio against / variant.
+TARGETS = [("relattn-int8", "relattn", 2.0), ("relattn-int8", "ort", 1.5),
+           ("relattn-int8", "torch-int8", 1.3), ("relattn", "ort", 1.3)]
+SIZE_TARGET = 0.30   # the int8 model's stored BLOBs and cached weights, of the float32 model's
+
+
+def summary(runs):
+    """The ratio table (each relattn variant against each other side, CPU and wall) and the
+    targets, PASS or FAIL each with its measured ratio. runs: [(shape, job, medians, sizes)]."""
+    sides = ["relattn"] + [f"relattn-{q}" for q in QUANT]
+    others = ["relattn"] + [p for p in ("ort", "torch", "torch-int8") if p in PEERS]
+    out = ["", "# ratio table: the other side's median time / the relattn variant's, CPU (wall)",
+           f"{'model':5s} {'job':9s} {'threads':>7s} {'variant':12s}"
+           + "".join(f" | {'vs ' + o:>17s}" for o in others)]
+    for shape, job, medians, _ in runs:
+        for t, m in medians.items():
+            for v in sides:
+                line = f"{shape:5s} {job:9s} {t:7d} {v:12s}"
+                for o in others:
+                    cell = "" if o == v else f"{m[o][1] / m[v][1]:5.2f}x ({m[o][0] / m[v][0]:5.2f}x)"
+                    line += f" | {cell:>17s}"
+                out.append(line)
+    out += ["", "# targets (CPU time medians; wall in brackets)"]
+    verdicts = []
+    for v, o, goal in TARGETS:
+        if v not in sides or o not in sides + PEERS:
+            out.append(f"  {v} >= {goal}x {o}: not measured ({o if o not in sides + PEERS else v} not run)")
+            continue
+        for shape, job, medians, _ in runs:
+            for t, m in medians.items():
+                r = m[o][1] / m[v][1]
+                ok = r >= goal
+                verdicts.append(ok)
+                out.append(f"  {'PASS' if ok else 'FAIL'} {v} >= {goal}x {o}: {shape} {job} {t} thread"
+                           f"{'s' if t > 1 else ''} {r:.2f}x ({m[o][0] / m[v][0]:.2f}x)")
+    if "relattn-int8" in sides:
+        for shape, job, _, sizes in runs:
+            s, c = sizes["relattn-int8"]
+            for what, f in (("stored BLOBs", s), ("cached weights", c)):
+                ok = f <= SIZE_TARGET
+                verdicts.append(ok)
+                out.append(f"  {'PASS' if ok else 'FAIL'} int8 {what} <= {SIZE_TARGET:.0%} of float32: "
+                           f"{shape} {job} {f:.1%}")
+    out.append(f"# {sum(verdicts)} of {len(verdicts)} targets met")
+    return out
 
 
 def main():
@@ -443,6 +561,12 @@ def main():
     unknown = [p for p in PEERS if p not in PEER_NAMES]
     if unknown:
         sys.exit(f"BENCH_DEBERTA_PEERS: unknown peer {unknown[0]!r} (known: {' '.join(PEER_NAMES)})")
+    for var, got, known in (("BENCH_DEBERTA_QUANT", QUANT, QUANT_NAMES),
+                            ("BENCH_DEBERTA_SHAPES", SHAPE_NAMES, tuple(SHAPES)),
+                            ("BENCH_DEBERTA_JOBS", JOBS, ("embed", "classify"))):
+        unknown = [x for x in got if x not in known]
+        if unknown:
+            sys.exit(f"{var}: unknown value {unknown[0]!r} (known: {' '.join(known)})")
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
     db = sqlite3.connect(":memory:")
     db.enable_load_extension(True)
@@ -470,18 +594,27 @@ def main():
             print(f"# ort: onnxruntime-node {v['version']} on node, the PyTorch model exported (opset 17), "
                   "CPU provider, all graph optimisations, intra-op threads = threads, inter-op 1")
     print(f"# {ROWS} rows of 50-500 tokens; {ROUNDS} interleaved rounds, medians; "
-          "ratio = peer time / relattn time (target >= 2)")
-    print("# relattn: seconds of wall time, CPU seconds of the process, tokens a second; each peer: "
-          "wall and CPU ratios, its best settings (batch/torch threads/OpenBLAS threads, or batch)")
+          "ratio = other time / relattn float32 time")
+    print("# relattn (float32): seconds of wall time, CPU seconds of the process, tokens a second; "
+          "each other (relattn's quantized copies, the peers): wall and CPU ratios, a peer's best "
+          "settings (batch/torch threads/OpenBLAS threads, or batch)")
     head = f"{'model':5s} {'job':9s} {'threads':>7s} | {'relattn':>7s} {'cpu':>7s} {'tok/s':>6s}"
-    for p in PEERS:
+    for p in [f"relattn-{q}" for q in QUANT] + PEERS:
         head += f" | {p[:13]:>13s} {'':>8s}"
     print(head)
+    runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for shape in SHAPE_NAMES:
             for job in JOBS:
-                for line in bench(shape, job, tmp, rng):
+                if shape in T5_SHAPES and job != "embed":
+                    print(f"# {shape} {job}: skipped (a T5 encoder has no classifier head)")
+                    continue
+                lines, medians, sizes = bench(shape, job, tmp, rng)
+                for line in lines:
                     print(line, flush=True)
+                runs.append((shape, job, medians, sizes))
+    for line in summary(runs):
+        print(line)
     print(f"# load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
