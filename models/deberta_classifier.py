@@ -247,9 +247,11 @@ class DebertaV2Encoder(nn.Module):
         mask2d = (m[:, None, :, None] & m[:, None, None, :])  # [b, 1, n, n]
         idx = bucket_index(n, self.buckets, self.max_rel)
         # only the rows idx reaches: the same numbers, without the [b, heads, n, 2 span] products
-        # of rows no pair of positions uses (most of them, for short inputs)
-        lo, hi = int(idx.min()), int(idx.max())
-        rel = self.LayerNorm(self.rel_embeddings.weight[lo:hi + 1])
+        # of rows no pair of positions uses (most of them, for short inputs); the range stays a
+        # tensor, so torch.onnx.export traces it for every length (Python ints would freeze the
+        # traced input's range into the graph)
+        lo = idx.min()
+        rel = self.LayerNorm(self.rel_embeddings(torch.arange(lo, idx.max() + 1)))
         idx = idx - lo
         for layer in self.layer:
             x = layer(x, mask2d, rel, idx)
