@@ -38,10 +38,12 @@
 ** depends on the rows alone, and a row's result does not depend on what
 ** shares its call anyway (src/forward.c, DETERMINISM): the scan gives the
 ** same bits as relattn_score / relattn_embed, at any thread count and
-** reading pace. Sharing a call no longer shares GEMMs; it saves hand-offs
-** between threads and per-call set-up. Measured at one thread, d_model 256,
-** 4 layers, tokens per CPU second (5 interleaved runs, medians): 10-40-token
-** rows 6366 packed, 5317 one row a call, 8186 when packed rows shared GEMMs
+** reading pace. Sharing a call saves hand-offs between threads and per-call
+** set-up, and where relattn's own product kernels run the layers, the rows
+** of a call share their products too, with the same bits (src/forward.c,
+** TILES). Measured on OpenBLAS products, one thread, d_model 256, 4 layers,
+** tokens per CPU second (5 interleaved runs, medians): 10-40-token rows 6366
+** packed, 5317 one row a call, 8186 when packed rows shared OpenBLAS's GEMMs
 ** (results then depended on the packing); 50-500-token rows 9014, 8289 and
 ** 9026. xNext waits only for the next row in
 ** order, so rows come out in id order as soon as they are done. Only the

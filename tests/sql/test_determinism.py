@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import modelgen
+import reference_model as ref_model
 from conftest import connect
 
 THREADS = (1, 2, 4, 8)
@@ -178,6 +179,38 @@ def test_scan_same_bits_with_forward_options(db, rng, options):
         assert got == ref, f"threads={t}: {first_difference(got, ref)}"
         got = scalar(db)
         assert got == ref, f"scalar, threads={t}: {first_difference(got, ref)}"
+
+
+@pytest.mark.parametrize("mode", ["float32", "int8", "bf16"])
+def test_scan_same_bits_for_a_classifier_packed_or_alone(db, rng, mode):
+    # Short rows share the layers' products when every row's product is its
+    # own (src/forward.c, TILES: the float32 kernel and the int8 and bf16
+    # ones), the final row 0 of every classified row too; the scan reads
+    # labels alone (the row-0 path alone), then with the embedding (every
+    # final row besides), and gives the scalar functions' bits either way.
+    cfg = ref_model.with_head(ref_model.random_config(rng, arch="encoder", bos=False, d_model=64,
+                                                      n_heads=4, d_ff=256),
+                              "classifier", pooler="tanh", labels=["a", "b", "c"])
+    db.execute("SELECT relattn_import(?, ?)", ("m" if mode == "float32" else "f",
+               ref_model.safetensors_bytes(ref_model.random_params(rng, cfg), cfg)))
+    if mode != "float32":
+        db.execute("SELECT relattn_quantize('f', 'm', ?)", (mode,))
+    corpus(db, rng, short=40, long=3)
+    db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan(model='m', "
+               "source='docs', tokens='body')")
+    db.execute("SELECT relattn_threads(1)")
+    labels = db.execute(
+        "SELECT id, relattn_classify('m', body), (SELECT max(prob) FROM relattn_labels('m', body)) "
+        "FROM docs ORDER BY id").fetchall()
+    embeddings = db.execute("SELECT id, relattn_embed('m', body) FROM docs ORDER BY id").fetchall()
+    assert len({r[1] for r in labels}) > 1 and all(0.34 < r[2] < 1 for r in labels)
+    both = [a + b[1:] for a, b in zip(labels, embeddings)]
+    for t in (1, 2, 8):
+        db.execute("SELECT relattn_threads(?)", (t,))
+        got = db.execute("SELECT id, label, prob FROM temp.job").fetchall()
+        assert got == labels, f"threads={t}: {first_difference(got, labels)}"
+        got = db.execute("SELECT id, label, prob, embedding FROM temp.job").fetchall()
+        assert got == both, f"threads={t}: {first_difference(got, both)}"
 
 
 def test_same_bits_across_connections(tmp_path, rng):
