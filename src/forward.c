@@ -412,6 +412,20 @@ __attribute__((target("avx2,fma"))) static size_t gelu_tanh_avx2(float *x,
   return i;
 }
 
+/* ReLU, 8 at a time: x where x > 0, else +0 (NaN too), the scalar loop's
+** bits. The scalar loop compiles to a branch that random signs mispredict:
+** a fifth of relattn's time on the bench's T5 encoder (perf, one thread). */
+__attribute__((target("avx2"))) static size_t relu_avx2(float *x, size_t n) {
+  const __m256 zero = _mm256_setzero_ps();
+  size_t i;
+  for (i = 0; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    _mm256_storeu_ps(x + i,
+                     _mm256_and_ps(v, _mm256_cmp_ps(v, zero, _CMP_GT_OQ)));
+  }
+  return i;
+}
+
 __attribute__((target("avx2,fma"))) static size_t gelu_avx2(float *x,
                                                              size_t n) {
   const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
@@ -443,7 +457,10 @@ __attribute__((target("avx2,fma"))) static size_t gelu_avx2(float *x,
 void relattn_fwd_activate(float *x, size_t count, int activation) {
   size_t i = 0;
   if (activation == RELATTN_RELU) {
-    for (i = 0; i < count; i++) x[i] = x[i] > 0 ? x[i] : 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (relattn_simd_fma()) i = relu_avx2(x, count);
+#endif
+    for (; i < count; i++) x[i] = x[i] > 0 ? x[i] : 0;
     return;
   }
   if (activation == RELATTN_GELU_TANH) {
