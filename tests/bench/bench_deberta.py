@@ -1,5 +1,6 @@
-"""A DeBERTa-v3-style encoder over a table: relattn_scan against the same model in PyTorch
-(float32 and int8) and in ONNX Runtime.
+"""A DeBERTa-v3-style encoder and a T5 encoder over a table: relattn_scan, on the float32 model and
+on its int8 and bf16 copies, against the same model in PyTorch (float32 and int8) and in ONNX
+Runtime.
 
     /usr/bin/python3 tests/bench/bench_deberta.py [relattn.so]        (make bench-deberta)
 
@@ -10,8 +11,17 @@ module (Debian's python3-torch) on the same weights. Models:
   base   a realistic encoder: 6 layers, hidden 384, 6 heads, intermediate 1536 (DeBERTa-v3-xsmall's
          shape)
 both with DeBERTa-v3's attention (c2p + p2c, share_att_key, 256 log buckets, norm_rel_ebd) and the
-committed tokenizer (vocab 1001). Rows are 50-500 random tokens (uniform), [CLS] before and [SEP]
-after as Hugging Face's tokenizer puts them.
+committed tokenizer (vocab 1001), and
+  t5     T5EncoderModel of t5-small's encoder shape: 6 layers, d_model 512, 8 heads of 64, relu FF
+         of 2048, 32 buckets up to 128 (tests/hf/checkpoints.py's t5(): its uniform random weights
+         and SentencePiece model of 400 pieces), in PyTorch tests/bench/t5_encoder.py (HF's tensor
+         names, checked against relattn by tests/hf/test_bench_t5.py); embed only (no classifier).
+Rows are 50-500 random tokens (uniform), [CLS] before and [SEP] after (T5: </s> after) as Hugging
+Face's tokenizers put them.
+
+relattn's sides: the imported model (relattn, float32) and, made in the bench's database with
+relattn_quantize, its int8 and bf16 copies (relattn-int8, relattn-bf16; BENCH_DEBERTA_QUANT,
+default "int8 bf16"), each over its own relattn_scan of the same rows.
 
 Two jobs, each timed on every side:
   embed     DebertaV2Model: SELECT id, embedding FROM temp.job   vs   the mean of the final hidden
@@ -38,14 +48,22 @@ a sample (every 4th row, so every length):
               intra-op threads = the threads under test, inter-op 1. The node process times its
               own runs (wall, and process.cpuUsage for the CPU of all its threads); its outputs
               equal torch's to about 1e-7 (printed as "ort vs torch").
-Each round runs every variant (interleaved, rotated order); the table shows relattn's time and,
-per peer, the medians' ratios peer time / relattn time (target >= 2), wall and CPU, and the
-largest difference between each peer's results and relattn's.
+Each round runs every variant (interleaved, rotated order); the first table shows relattn's
+(float32) time and, per other side, the medians' ratios other time / relattn time, wall and CPU,
+the largest difference between each peer's results and relattn's, how close the int8 and bf16
+copies stay to float32 relattn (labels, probabilities, embedding cosines), and their stored bytes
+(relattn_tensor's BLOBs) and cached bytes (relattn_debug's cached_bytes with only that model
+kept) against float32's. Then the ratio table: for each relattn variant, the other sides' median
+time / its own, CPU (wall in brackets); and the targets, each PASS or FAIL with the measured
+ratio: int8 >= 2x relattn float32, >= 1.5x ORT float32, >= 1.3x torch int8; float32 >= 1.3x ORT
+float32; the int8 model's stored BLOBs and cached weights <= 30% of float32's. A target is judged
+on CPU time, the medians of the process's CPU seconds (ORT's: node's own process.cpuUsage): on
+these shared machines the wall time says as much about the other tenants as about the program.
 
 BENCH_DEBERTA_ROWS (default 40), BENCH_DEBERTA_ROUNDS (default 3), BENCH_DEBERTA_THREADS
 (default "1 2": the thread counts to run) change the size; BENCH_DEBERTA_JOBS (default
-"embed classify") the jobs, BENCH_DEBERTA_SHAPES (default "demo base") the models,
-BENCH_DEBERTA_PEERS the peers. 40 rows took about 15 minutes on a quiet 2-core machine with torch
+"embed classify") the jobs, BENCH_DEBERTA_SHAPES (default "demo base t5") the models,
+BENCH_DEBERTA_PEERS the peers, BENCH_DEBERTA_QUANT relattn's quantized sides. 40 rows took about 15 minutes on a quiet 2-core machine with torch
 alone, most of it torch's tuning; the int8 peer doubles that part.
 
 Measured here (40 rows, 3 rounds, OpenBLAS Cooperlake kernels, load average about 1.7; wall / CPU;
