@@ -314,9 +314,10 @@ bench: deps-bench
 	$(MAKE) bench-attention bench-torch bench-forward bench-scan bench-interrupt \
 	  bench-cluster bench-tokenize bench-deberta bench-qgemm bench-generate
 
-# A DeBERTa-v3-style encoder over a table: relattn_scan (embedding; label, prob) vs the same
-# Hugging Face model in PyTorch (float32 and int8) and, exported to ONNX, in ONNX Runtime
-# (onnxruntime-node, from make deps-bench), same threads, tuned batches (target: 2x).
+# DeBERTa-v3-style and T5 encoders over a table: relattn_scan (embedding; label, prob) on the
+# float32 model and its int8 and bf16 copies vs the same Hugging Face model in PyTorch (float32
+# and int8) and, exported to ONNX, in ONNX Runtime (onnxruntime-node, from make deps-bench), same
+# threads, tuned batches; a ratio table and the targets, PASS or FAIL each.
 bench-deberta: all
 	$(PYTHON) tests/bench/bench_deberta.py $(abspath $(SO))
 
