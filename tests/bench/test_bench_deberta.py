@@ -1,6 +1,7 @@
 """make bench-deberta's script runs: tests/bench/bench_deberta.py on 2 rows, one round, one
 thread, the demo and t5 shapes, PyTorch float32 as the only peer (ONNX Runtime and torch-int8 are
-left out: the first needs Node and npm packages, both cost time). It prints relattn's float32,
+left out: the first needs Node and npm packages, both cost time); and, where onnxruntime-node is
+installed, the ONNX Runtime peer on six rows of the demo shape. It prints relattn's float32,
 int8 and bf16 sides, the ratio table and the targets, each PASS or FAIL with a ratio, and says
 which targets it could not measure. Nothing here judges a time: the bench reports, it does not
 assert.
@@ -24,7 +25,8 @@ SCRIPT = ROOT / "tests" / "bench" / "bench_deberta.py"
 
 def run(**env):
     e = dict(os.environ, BENCH_DEBERTA_ROWS="2", BENCH_DEBERTA_ROUNDS="1",
-             BENCH_DEBERTA_THREADS="1", BENCH_DEBERTA_PEERS="torch", **env)
+             BENCH_DEBERTA_THREADS="1", BENCH_DEBERTA_PEERS="torch")
+    e.update(env)
     return subprocess.run([sys.executable, str(SCRIPT), SO], env=e, capture_output=True,
                           text=True, timeout=600)
 
@@ -57,3 +59,22 @@ def test_bench_refuses_an_unknown_setting():
     r = run(BENCH_DEBERTA_QUANT="int4")
     assert r.returncode != 0
     assert r.stderr.strip().endswith("BENCH_DEBERTA_QUANT: unknown value 'int4' (known: int8 bf16)")
+
+
+def test_bench_onnx_runtime_peer_runs_rows_longer_than_the_export():
+    """ONNX Runtime runs the exported DeBERTa on rows longer than the batch it was traced on
+    (the two shortest of six, padded to the fourth): the relative rows' range of
+    models/deberta_classifier.py is traced, not frozen into the graph (with Python ints there,
+    ORT fails on the longer rows), and its outputs equal torch's. Skipped without Node >= 20 and
+    onnxruntime-node (make deps-bench)."""
+    sys.path.insert(0, str(ROOT / "tests" / "bench"))
+    import bench_deberta
+    why = bench_deberta.ort_missing()
+    if why:
+        pytest.skip(why)
+    r = run(BENCH_DEBERTA_ROWS="6", BENCH_DEBERTA_SHAPES="demo", BENCH_DEBERTA_JOBS="embed",
+            BENCH_DEBERTA_PEERS="torch ort", BENCH_DEBERTA_QUANT="int8")
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = re.search(r"ort vs torch \(raw outputs\) max abs (\S+)", r.stdout)
+    assert m and float(m.group(1)) < 1e-4, r.stdout
+    assert re.search(r"^  (PASS|FAIL) relattn >= 1\.3x ort: demo embed 1 thread", r.stdout, re.M)
