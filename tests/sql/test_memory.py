@@ -26,10 +26,13 @@ def r16(x):
 
 def activations(cfg, n, count):
     """Worker 0's buffers, bytes: x, h (n, d), qkv (n, 3d), sequence starts,
-    the block list; the final row 0's x1, h1 (count, d) and its block list."""
+    the block list; the final row 0's x1, h1 (count, d) and its block list;
+    the tiles the layers' row-wise steps run on (a block list with room for
+    the row-0 path's)."""
     d = cfg["d_model"]
-    return 4 * (5 * r16(n * d) + r16(count) + r16(3 * (n // ROWS_MIN + count))
-                + 2 * r16(count * d) + r16(3 * count))
+    blocks = n // ROWS_MIN + count
+    return 4 * (5 * r16(n * d) + r16(count) + r16(3 * blocks)
+                + 2 * r16(count * d) + r16(3 * count) + r16(3 * (blocks + count)))
 
 
 def per_worker(cfg, n):
