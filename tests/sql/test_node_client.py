@@ -5,40 +5,23 @@ nodejs is 18) and npm: node_modules is installed from the lockfile with
 `npm ci` when missing. Without them the test is skipped, saying why."""
 import json
 import os
-import shutil
 import subprocess
 
 import numpy as np
 import pytest
 
 import modelgen
-from conftest import ROOT, SO, connect
+import nodedeps  # noqa: E402
+from conftest import SO, connect
 
-NODE_DIR = ROOT / "tests" / "node"
+NODE_DIR = nodedeps.NODE_DIR
 
 
 def node_ready():
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if not node:
-        return "node is not installed (better-sqlite3 12 needs Node >= 20; Debian 12's nodejs is 18)"
-    v = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
-    try:
-        major = int(v.lstrip("v").split(".")[0])
-    except ValueError:
-        return f"cannot read the node version ({v!r})"
-    if major < 20:
-        return f"node {v} is too old: better-sqlite3 12 needs Node >= 20 (Debian 12's nodejs is 18)"
     if os.environ.get("RELATTN_SANITIZED"):
         return "node is not built with AddressSanitizer: the Node client runs in the normal pass"
-    if not (NODE_DIR / "node_modules" / "better-sqlite3" / "build" / "Release").exists():
-        if not npm:
-            return "npm is not installed (needed for `npm ci` in tests/node)"
-        r = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR,
-                           capture_output=True, text=True, timeout=1800)
-        if r.returncode != 0:
-            return "`npm ci` in tests/node failed (no registry access, or no C++ compiler " \
-                   "for better-sqlite3's build): " + r.stderr.strip()[-500:]
-    return None
+    return nodedeps.node_ready(NODE_DIR / "node_modules" / "better-sqlite3" / "build" / "Release",
+                               "better-sqlite3 12")
 
 
 def test_better_sqlite3_scan(tmp_path, rng):

@@ -14,7 +14,6 @@ U+FFFD in place of each bad sequence: both drop U+FFFD (clean_text)."""
 import json
 import os
 import pathlib
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -27,10 +26,11 @@ sys.path.insert(0, str(HERE.parent / "hf"))
 sys.path.insert(0, str(HERE.parent / "tok"))
 import checkpoints  # noqa: E402
 import corpus  # noqa: E402
+import nodedeps  # noqa: E402
 import safetensors_py  # noqa: E402
-from conftest import ROOT, connect  # noqa: E402
+from conftest import connect  # noqa: E402
 
-NODE_DIR = ROOT / "tests" / "node"
+NODE_DIR = nodedeps.NODE_DIR
 
 HOSTILE = [
     "", " ", "\t\n\r", "Hello, World!", "[MASK]", "a[MASK]b", "[mask] [Mask]",
@@ -69,24 +69,8 @@ def category_lines():
 
 
 def node_ready():
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if not node:
-        return "node is not installed (the tokenizers package needs Node >= 20)"
-    v = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
-    try:
-        major = int(v.lstrip("v").split(".")[0])
-    except ValueError:
-        return f"cannot read the node version ({v!r})"
-    if major < 20:
-        return f"node {v} is too old (need >= 20)"
-    if not (NODE_DIR / "node_modules" / "tokenizers" / "package.json").exists():
-        if not npm:
-            return "npm is not installed (needed for `npm ci` in tests/node)"
-        r = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR,
-                           capture_output=True, text=True, timeout=1800)
-        if r.returncode != 0:
-            return "`npm ci` in tests/node failed: " + r.stderr.strip()[-500:]
-    return None
+    return nodedeps.node_ready(NODE_DIR / "node_modules" / "tokenizers" / "package.json",
+                               "the tokenizers package")
 
 
 def library_ids(tmp_path, doc, texts):
