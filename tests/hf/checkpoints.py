@@ -614,7 +614,7 @@ def deberta(root, rng, cls, style="v3", prefix=None, n_labels=3,
 
 def t5(root, rng, cls, ffn="relu", embed_copy=False, write_derived=False,
        d=32, heads=4, d_kv=8, layers=2, ff=48, num_buckets=8,
-       max_distance=20, decoder_layers=1, dtype="F32", model_type="t5"):
+       max_distance=20, decoder_layers=1, dtype="F32", model_type="t5", vocab=None):
     """modeling_t5.py: T5EncoderModel (shared.weight; encoder.embed_tokens
     tied to it and left out unless embed_copy) or T5ForConditionalGeneration
     (the same encoder, plus decoder.* and, untied as v1.1, lm_head.weight).
@@ -625,13 +625,14 @@ def t5(root, rng, cls, ffn="relu", embed_copy=False, write_derived=False,
     encoder.final_layer_norm.weight. write_derived puts dense_act_fn and
     is_gated_act in config.json as newer T5Config saves do. model_type
     "mt5" with the MT5 classes (modeling_mt5.py: the same modules and
-    names) is an mT5 checkpoint."""
+    names) is an mT5 checkpoint. vocab: the embedding's rows (default the
+    pieces, the extra ids and 4 of padding), more padding rows past them."""
     sp_bytes = spm_model("t5")
     import sentencepiece as spm
     sp = spm.SentencePieceProcessor(model_proto=sp_bytes)
     n_pieces = sp.get_piece_size()
     extra_ids = 4
-    V = n_pieces + extra_ids + 4             # padded, as 32100 -> 32128
+    V = vocab or n_pieces + extra_ids + 4    # padded, as 32100 -> 32128
     gated = ffn.startswith("gated")
     W = Weights(rng)
     p = {"shared.weight": W.u(V, d)}
