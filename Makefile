@@ -304,7 +304,7 @@ bench-qgemm: $(BUILD)/bench/bench_qgemm
 # key/value cache (same model, same threads; target: 2x), and its cost per new token at
 # 16 and at 512 new tokens.
 bench-generate: all
-	$(PYTHON) tests/bench/bench_generate.py $(abspath $(SO))
+	$(PYTHON) tests/bench/bench_generate.py $(abspath $(SO)) && $(PYTHON) tests/bench/bench_generate_t5.py $(abspath $(SO))
 
 # How soon sqlite3_interrupt stops each kind of call (target: under 1 s).
 bench-interrupt: all

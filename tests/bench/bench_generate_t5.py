@@ -1,0 +1,147 @@
+"""Generation speed on an encoder-decoder: relattn_generate (greedy, batch 1, its key/value cache)
+on a T5ForConditionalGeneration imported with relattn_import, against the same checkpoint in
+PyTorch with a key/value cache (tests/bench/t5_generate.py), same threads; the cost per new token
+at 16 and at 256 new tokens.
+
+    python3 tests/bench/bench_generate_t5.py relattn.so [--threads 1] [--runs 7] [--long 256]
+
+Models: random checkpoints in Hugging Face's layout (tests/hf/checkpoints.py's t5()), t5-small's
+shape scaled to run in seconds: d_model 512, 8 heads of 64, 32 buckets, max_distance 128, 4
+encoder and 4 decoder layers, an embedding of 4096 rows; t5 (relu, d_ff 2048, lm_head tied to
+shared, so scaled by d_model**-0.5) and t5-v1_1 / flan-t5 (gated-gelu, d_ff 1024, an untied
+lm_head). The source: 40 random ids and </s>. Both sides decode it greedily from
+decoder_start_token_id for N new tokens (eos ignored); the tokens must agree (float32 on both
+sides, near ties aside: the first 16 are checked, tests/hf/test_bench_t5_decoder.py checks them
+in full on tiny models).
+
+A new token's cost is (T(N) - T(1)) / (N - 1), T(N) the median time to N new tokens over the
+runs, the two sides and the lengths interleaved within each run (the machine is shared: a slow
+spell falls on both); the encoder's run and the cross-attention's keys, paid once, are left out
+on both sides. The target: relattn at least 2x PyTorch's tokens per second, PASS or FAIL at each
+N.
+Beside it, not counted: the same ratio for relattn's int8 and bf16 copies of the model
+(relattn_quantize) against PyTorch's float32; and the float32 weights a new token reads, with the
+rate relattn reads them at (at batch 1 a token is a matrix-vector product per weight: the
+memory's bandwidth bounds both sides)."""
+import argparse
+import json
+import pathlib
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "hf"))
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
+import checkpoints  # noqa: E402
+
+SHAPE = dict(d=512, heads=8, d_kv=64, layers=4, decoder_layers=4, num_buckets=32,
+             max_distance=128, vocab=4096)
+MODELS = {"t5 (relu, tied)": dict(ffn="relu", ff=2048),
+          "flan-t5 (gated-gelu)": dict(ffn="gated-gelu", ff=1024)}
+TARGET = 2.0
+
+
+def relattn_run(db, name, src, new):
+    opts = json.dumps({"max_new_tokens": new, "eos_token_id": None})
+    t = time.perf_counter()
+    rows = db.execute("SELECT token FROM relattn_generate_tokens(?, ?, ?)",
+                      (name, src, opts)).fetchall()
+    return time.perf_counter() - t, [r[0] for r in rows]
+
+
+def torch_run(gen, src, new):
+    t = time.perf_counter()
+    out, _ = gen.greedy(src, new)
+    return time.perf_counter() - t, out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("so")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--long", type=int, default=256)
+    args = ap.parse_args()
+    import torch
+    import t5_generate
+    torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(11)
+    db = sqlite3.connect(":memory:")
+    db.enable_load_extension(True)
+    db.load_extension(args.so)
+    db.execute(f"SELECT relattn_threads({args.threads})")
+    lengths = (1, 16, args.long)
+    print(f"threads {args.threads} (relattn_threads and torch.set_num_threads); greedy, batch 1; "
+          f"d_model {SHAPE['d']}, {SHAPE['heads']} heads of {SHAPE['d_kv']}, "
+          f"{SHAPE['layers']}+{SHAPE['decoder_layers']} layers, vocab {SHAPE['vocab']}; "
+          f"a source of 41 tokens; medians of {args.runs} interleaved runs; a new token's cost "
+          "is (T(N) - T(1)) / (N - 1); int8 and bf16 (relattn_quantize of the same model) "
+          "are shown beside it, not counted")
+    print(f"{'model':<22} {'N':>4} {'relattn ms/tok':>15} {'torch ms/tok':>13} "
+          f"{'relattn tok/s':>14} {'torch tok/s':>12} {'ratio':>6}  target {TARGET:.0f}x  "
+          f"{'int8 ratio':>10} {'bf16 ratio':>10}")
+    verdicts, flat, stream = [], {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (label, kw) in enumerate(MODELS.items()):
+            ck = checkpoints.t5(pathlib.Path(tmp) / str(i), rng, "T5ForConditionalGeneration",
+                                **SHAPE, **kw)
+            name = f"m{i}"
+            db.execute("SELECT relattn_import(?, ?, ?, ?, ?)",
+                       (name, ck.read("weights"), ck.path("config").read_text(),
+                        ck.read("tokenizer"), ck.path("tokenizer_config").read_text()))
+            for mode in ("int8", "bf16"):
+                db.execute("SELECT relattn_quantize(?, ?, ?)", (name, f"{name}_{mode}", mode))
+            gen = t5_generate.T5Generator(ck.config, ck.params)
+            # the float32 weights a new token reads: the decoder's but the cross-attention's
+            # keys and values (run once) and the bias table (gathered), and the head
+            stream[label] = 4 * (sum(v.size for k, v in ck.params.items()
+                                     if k.startswith("decoder.")
+                                     and not k.endswith(("EncDecAttention.k.weight",
+                                                         "EncDecAttention.v.weight",
+                                                         "relative_attention_bias.weight")))
+                                 + gen.head.numel())
+            src = [int(t) for t in rng.integers(3, ck.n_pieces, 40)]
+            blob = np.asarray(src, "<i4").tobytes()
+            enc = src + [ck.special["eos"]]
+            sides = {"relattn": lambda n: relattn_run(db, name, blob, n),
+                     "torch": lambda n: torch_run(gen, enc, n),
+                     "int8": lambda n: relattn_run(db, f"{name}_int8", blob, n),
+                     "bf16": lambda n: relattn_run(db, f"{name}_bf16", blob, n)}
+            for f in sides.values():                 # warm every side up
+                f(4)
+            times = {(side, n): [] for side in sides for n in lengths}
+            toks = {}
+            order = list(sides)
+            for r in range(args.runs):
+                for n in lengths:
+                    for side in order[r % len(order):] + order[:r % len(order)]:
+                        t, tk = sides[side](n)
+                        times[side, n].append(t)
+                        toks[side, n] = tk
+            med = {k: statistics.median(v) for k, v in times.items()}
+            for n in lengths[1:]:
+                per = {side: (med[side, n] - med[side, 1]) / (n - 1) for side in sides}
+                a, b = per["relattn"], per["torch"]
+                flat[label, n] = a
+                ok = b / a >= TARGET
+                verdicts.append(ok)
+                agree = toks["relattn", n][:16] == toks["torch", n][:16]
+                print(f"{label:<22} {n:>4} {1e3 * a:>15.3f} {1e3 * b:>13.3f} {1 / a:>14.0f} "
+                      f"{1 / b:>12.0f} {b / a:>5.2f}x  {'PASS' if ok else 'FAIL':<9}  "
+                      f"{b / per['int8']:>9.2f}x {b / per['bf16']:>9.2f}x"
+                      f"{'' if agree else '  (tokens differ)'}")
+    for label in MODELS:
+        print(f"relattn per token, {label}: {args.long} new / 16 new = "
+              f"{flat[label, args.long] / flat[label, 16]:.2f}; float32 weights read per new "
+              f"token {stream[label] / 1e6:.1f} MB, so {stream[label] / flat[label, 16] / 1e9:.1f}"
+              " GB/s at 16 new")
+    print(f"\n{'PASS' if all(verdicts) else 'FAIL'}: relattn_generate >= {TARGET:.0f}x PyTorch "
+          f"with a key/value cache on T5 ({sum(verdicts)} of {len(verdicts)} rows)")
+
+if __name__ == "__main__":
+    main()
