@@ -20,11 +20,14 @@ falls on all), a run's T(1) the mean of 16 calls and its T(16) of 4 (T(1), the e
 and the first step, is a few milliseconds: one call's noise would swamp the difference); the
 encoder and the cross-attention's keys, paid once, are left out on both sides. The target: relattn at least 2x PyTorch's tokens per second, PASS or FAIL at each
 N.
+The threads: relattn_threads, torch.set_num_threads and OpenBLAS's own count (torch.mv runs in
+it), all --threads; the CPU time over the wall time of each side is printed as a check.
 Beside it, not counted: the same ratio for relattn's int8 and bf16 copies of the model
 (relattn_quantize) against PyTorch's float32; and the float32 weights a new token reads, with the
 rate relattn reads them at (at batch 1 a token is a matrix-vector product per weight: the
 memory's bandwidth bounds both sides)."""
 import argparse
+import ctypes
 import json
 import pathlib
 import sqlite3
@@ -72,13 +75,19 @@ def main():
     import torch
     import t5_generate
     torch.set_num_threads(args.threads)
+    # Debian's PyTorch runs torch.mv in OpenBLAS (the libopenblas relattn loads), whose own
+    # thread pool torch.set_num_threads leaves at the core count: without this PyTorch used 2
+    # cores at --threads 1 (CPU time twice the wall time). relattn sets it only around its calls.
+    blas = ctypes.CDLL("libopenblas.so.0")
+    blas.openblas_set_num_threads(args.threads)
+    assert blas.openblas_get_num_threads() == args.threads
     rng = np.random.default_rng(11)
     db = sqlite3.connect(":memory:")
     db.enable_load_extension(True)
     db.load_extension(args.so)
     db.execute(f"SELECT relattn_threads({args.threads})")
     lengths = (1, 16, args.long)
-    print(f"threads {args.threads} (relattn_threads and torch.set_num_threads); greedy, batch 1; "
+    print(f"threads {args.threads} (relattn_threads, torch.set_num_threads, OpenBLAS's); greedy, batch 1; "
           f"d_model {SHAPE['d']}, {SHAPE['heads']} heads of {SHAPE['d_kv']}, "
           f"{SHAPE['layers']}+{SHAPE['decoder_layers']} layers, vocab {SHAPE['vocab']}; "
           f"a source of 41 tokens; medians of {args.runs} interleaved runs; a new token's cost "
@@ -87,7 +96,7 @@ def main():
     print(f"{'model':<22} {'N':>4} {'relattn ms/tok':>15} {'torch ms/tok':>13} "
           f"{'relattn tok/s':>14} {'torch tok/s':>12} {'ratio':>6}  target {TARGET:.0f}x  "
           f"{'int8 ratio':>10} {'bf16 ratio':>10}")
-    verdicts, flat, stream = [], {}, {}
+    verdicts, flat, stream, cores = [], {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for i, (label, kw) in enumerate(MODELS.items()):
             ck = checkpoints.t5(pathlib.Path(tmp) / str(i), rng, "T5ForConditionalGeneration",
@@ -117,15 +126,20 @@ def main():
             for f in sides.values():                 # warm every side up
                 f(4)
             times = {(side, n): [] for side in sides for n in lengths}
+            cpu, wall = dict.fromkeys(sides, 0.0), dict.fromkeys(sides, 0.0)
             toks = {}
             order = list(sides)
             for r in range(args.runs):
                 for n in lengths:
                     for side in order[r % len(order):] + order[:r % len(order)]:
+                        c = time.process_time()
                         got = [sides[side](n) for _ in range(REPS.get(n, 1))]
+                        cpu[side] += time.process_time() - c
+                        wall[side] += sum(g[0] for g in got)
                         times[side, n].append(sum(g[0] for g in got) / len(got))
                         toks[side, n] = got[0][1]
             med = {k: statistics.median(v) for k, v in times.items()}
+            cores[label] = {side: cpu[side] / wall[side] for side in sides}
             for n in lengths[1:]:
                 per = {side: (med[side, n] - med[side, 1]) / (n - 1) for side in sides}
                 a, b = per["relattn"], per["torch"]
@@ -142,6 +156,8 @@ def main():
               f"{flat[label, args.long] / flat[label, 16]:.2f}; float32 weights read per new "
               f"token {stream[label] / 1e6:.1f} MB, so {stream[label] / flat[label, 16] / 1e9:.1f}"
               " GB/s at 16 new")
+        print(f"  CPU time / wall time (cores used): " + ", ".join(
+            f"{side} {v:.2f}" for side, v in cores[label].items()))
     print(f"\n{'PASS' if all(verdicts) else 'FAIL'}: relattn_generate >= {TARGET:.0f}x PyTorch "
           f"with a key/value cache on T5 ({sum(verdicts)} of {len(verdicts)} rows)")
 
