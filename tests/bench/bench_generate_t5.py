@@ -18,14 +18,28 @@ A new token's cost is (T(N) - T(1)) / (N - 1), T(N) the median time to N new tok
 runs, the sides and the lengths interleaved within each run (the machine is shared: a slow spell
 falls on all), a run's T(1) the mean of 16 calls and its T(16) of 4 (T(1), the encoder's run
 and the first step, is a few milliseconds: one call's noise would swamp the difference); the
-encoder and the cross-attention's keys, paid once, are left out on both sides. The target: relattn at least 2x PyTorch's tokens per second, PASS or FAIL at each
-N.
+encoder and the cross-attention's keys, paid once, are left out on both sides. The target:
+relattn at least 2x PyTorch's tokens per second, PASS or FAIL at each N.
+
 The threads: relattn_threads, torch.set_num_threads and OpenBLAS's own count (torch.mv runs in
 it), all --threads; the CPU time over the wall time of each side is printed as a check.
+
 Beside it, not counted: the same ratio for relattn's int8 and bf16 copies of the model
 (relattn_quantize) against PyTorch's float32; and the float32 weights a new token reads, with the
 rate relattn reads them at (at batch 1 a token is a matrix-vector product per weight: the
-memory's bandwidth bounds both sides)."""
+memory's bandwidth bounds both sides).
+
+Measured here (2-core AMD EPYC, shared, 1 thread, medians of 7; ms per new token):
+
+    model                  N  relattn  torch  ratio   int8 ratio  bf16 ratio
+    t5 (relu, tied)       16    2.76    3.06  1.11x     2.25x       1.86x
+    t5 (relu, tied)      256    3.22    3.06  0.95x     2.17x       1.65x
+    flan-t5 (gated-gelu)  16    3.52    4.57  1.30x     3.14x       2.35x
+    flan-t5 (gated-gelu) 256    4.06    4.47  1.10x     2.64x       1.87x
+
+so the float32 target fails: a new token reads 59-67 MB of float32 weights through one
+matrix-vector product each, on both sides, at about the same rate (some 20-24 GB/s); relattn's
+per-token cost grows 15-17% from 16 to 256 new tokens."""
 import argparse
 import ctypes
 import json
@@ -87,7 +101,8 @@ def main():
     db.load_extension(args.so)
     db.execute(f"SELECT relattn_threads({args.threads})")
     lengths = (1, 16, args.long)
-    print(f"threads {args.threads} (relattn_threads, torch.set_num_threads, OpenBLAS's); greedy, batch 1; "
+    print(f"threads {args.threads} (relattn_threads, torch.set_num_threads, OpenBLAS's); "
+          "greedy, batch 1; "
           f"d_model {SHAPE['d']}, {SHAPE['heads']} heads of {SHAPE['d_kv']}, "
           f"{SHAPE['layers']}+{SHAPE['decoder_layers']} layers, vocab {SHAPE['vocab']}; "
           f"a source of 41 tokens; medians of {args.runs} interleaved runs; a new token's cost "
