@@ -39,7 +39,10 @@ Measured here (2-core AMD EPYC, shared, 1 thread, medians of 7; ms per new token
 
 so the float32 target fails: a new token reads 59-67 MB of float32 weights through one
 matrix-vector product each, on both sides, at about the same rate (some 20-24 GB/s); relattn's
-per-token cost grows 15-17% from 16 to 256 new tokens."""
+per-token cost grows 15-17% from 16 to 256 new tokens. Other runs at 1 thread gave 0.98-1.43x
+(int8 2.0-3.2x, bf16 1.7-2.4x). At --threads 2 on this machine under others' load (load average
+near 9, neither side reaching one core) PyTorch took 20-66 ms a token against relattn's 3.4-4.7,
+a 5-14x that measures its thread pools contending for the cores more than either side's code."""
 import argparse
 import ctypes
 import json
