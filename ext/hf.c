@@ -350,8 +350,6 @@ typedef struct hf_tok {
   int bos, eos, pad, append, sep, mask, unk;
   int lower, strip, chinese;       /* wordpiece options, -1: null */
   int clean;                       /* wordpiece: clean_up_tokenization_spaces */
-  char *added;                     /* sentencepiece: tokenizer.added_tokens
-                                   ** (a JSON object), or NULL */
   uint8_t *file;                   /* the file stored in place of the
                                    ** tokenizer_blob (a tokenizer.json's
                                    ** vocab.txt), or NULL */
@@ -359,71 +357,220 @@ typedef struct hf_tok {
   int json_unigram;                /* file: a tokenizer.json's Unigram */
 } hf_tok;
 
-/* tokenizer.added_tokens for the special ids: their entries of
-** added_tokens_decoder (content, lstrip, rstrip), which give the text of an
-** id past the file's pieces (DeBERTa-v3's [MASK]) and how the token takes
-** the whitespace around it; then the n_new tokens the tokenizer adds
-** itself (newTokens), which take no whitespace. NULL with *rc SQLITE_OK:
-** none. */
-static char *addedTokens(sqlite3 *db, const char *tok_config, const int *ids,
-                         int n_ids, const int *new_ids,
-                         const char *const *new_text, int n_new, int *rc,
-                         char **pzErr) {
+/* An HF checkpoint's spm.model as AutoTokenizer runs it: the tokenizer.json
+** transformers' DebertaV2Converter / T5Converter (convert_slow_tokenizer.py)
+** builds from it, PreTrainedTokenizerFast then adding the slow tokenizer's
+** added tokens. Stored in out->file: the model carrying that pipeline
+** (src/tok_sentencepiece.c, relattn_sentencepiece_convert). The added
+** tokens: each of tokenizer_config's added_tokens_decoder, with its flags
+** (T5 without one: T5Tokenizer's <extra_id_N>, lstrip and rstrip), then
+** the special ids (roles[]) not among them, special, no strip. */
+static int convertSpm(sqlite3 *db, const relattn_hf_model *m,
+                      const relattn_tokenizer *t, const char *tok_config,
+                      const uint8_t *tok, size_t tok_n, const int *roles,
+                      const char *const *role_text, int n_roles, int lower,
+                      hf_tok *out, char **pzErr) {
+  relattn_jdoc j;
+  relattn_spm_convert c;
+  relattn_spm_added *a = NULL;
+  char **own = NULL, err[256];
+  int n_own = 0, n_a = 0, cap, n_pieces = relattn_tokenizer_n_ids(t), k, i;
+  int rc = SQLITE_OK, has_decoder = 0, aps = 1, legacy = 1, extra = 0;
+  int extra_default = 0;
+  uint8_t *conv = NULL;
+  size_t conv_n = 0;
   sqlite3_stmt *st = NULL;
-  sqlite3_str *o;
-  int any = 0, k;
-  *rc = SQLITE_OK;
-  if (!tok_config && !n_new) return NULL;
-  if ((*rc = sqlite3_prepare_v2(
+  memset(&c, 0, sizeof c);
+  c.t5 = m->fam->eos_only;
+  c.lower = lower == 1;
+  if (tok_config) {
+    if (relattn_jdoc_open(&j, db, tok_config, "tokenizer_config_json", pzErr))
+      return SQLITE_ERROR;
+    /* T5Tokenizer's: 100 sentinels, add_prefix_space and legacy true */
+    aps = relattn_jdoc_bool(&j, "add_prefix_space", 1);
+    legacy = relattn_jdoc_bool(&j, "legacy", 1);
+    extra = relattn_jdoc_int(&j, "extra_ids", -1);
+    if (extra == -1) extra = 100, extra_default = 1;
+    rc = j.rc;
+    if (rc == SQLITE_OK && (extra < 0 || extra > 1000000)) {
+      *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: extra_ids must be "
+                               "between 0 and 1000000, not %d", FN, extra);
+      rc = SQLITE_ERROR;
+    }
+    relattn_jdoc_close(&j);
+    if (rc != SQLITE_OK) return rc;
+  } else {
+    extra = 100, extra_default = 1;
+  }
+  /* SpmConverter's _get_prepend_scheme; DebertaV2Tokenizer has neither
+  ** add_prefix_space nor legacy: always */
+  c.scheme = !c.t5 ? 2 : aps == 0 ? 0 : legacy == 0 ? 1 : 2;
+  c.n_extra = c.t5 ? extra : 0;
+  if (c.t5 && extra_default && n_pieces + c.n_extra > m->vocab)
+    /* T5Tokenizer's default of 100, for a model with fewer rows than
+    ** that: the last sentinels, whose ids stay the library's, that fit */
+    c.n_extra = m->vocab > n_pieces ? m->vocab - n_pieces : 0;
+  if (n_pieces + c.n_extra > m->vocab) {
+    *pzErr = sqlite3_mprintf("%s: the tokenizer's %d <extra_id_N> pieces "
+                             "(extra_ids) end at id %d, past the model's "
+                             "vocab_size %d", FN, c.n_extra,
+                             n_pieces + c.n_extra - 1, m->vocab);
+    return SQLITE_ERROR;
+  }
+  cap = c.n_extra + n_roles + 64;
+  if (tok_config &&
+      (rc = sqlite3_prepare_v2(
            db,
-           "SELECT key, json_extract(value, '$.content'), "
-           "json_type(value, '$.lstrip') = 'true', "
-           "json_type(value, '$.rstrip') = 'true', json_extract(?1, "
-           "fullkey || '.content', fullkey || '.content') FROM json_each(?1, "
-           "'$.added_tokens_decoder') WHERE json_type(value, '$.content') "
-           "= 'text' AND key NOT GLOB '*[^0-9]*' AND length(key) BETWEEN 1 "
-           "AND 9 ORDER BY CAST(key AS INTEGER)",
-           -1, &st, NULL)) != SQLITE_OK)
-    return NULL;
-  sqlite3_bind_text(st, 1, tok_config, -1, SQLITE_STATIC);
-  o = sqlite3_str_new(db);
-  sqlite3_str_appendchar(o, 1, '{');
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    int id = sqlite3_column_int(st, 0);
-    for (k = 0; k < n_ids && ids[k] != id; k++) {
+           "SELECT count(*) FROM json_each(?1, '$.added_tokens_decoder')", -1,
+           &st, NULL)) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, tok_config, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+      cap += sqlite3_column_int(st, 0);
+      has_decoder = sqlite3_column_int(st, 0) > 0;
     }
-    if (k == n_ids) continue;
-    if (relattn_json_has_nul((const char *)sqlite3_column_text(st, 4))) {
-      *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: the content of "
-                               "added_tokens_decoder '%d'" RELATTN_NUL_MSG,
-                               FN, id);
-      *rc = SQLITE_ERROR;
-      sqlite3_finalize(st);
-      sqlite3_free(sqlite3_str_finish(o));
-      return NULL;
+    rc = sqlite3_finalize(st);
+    st = NULL;
+  }
+  if (rc != SQLITE_OK) goto done;
+  a = sqlite3_malloc64((sqlite3_uint64)cap * sizeof *a);
+  own = sqlite3_malloc64((sqlite3_uint64)cap * sizeof *own);
+  if (!a || !own) goto nomem;
+  if (has_decoder) {
+    if ((rc = sqlite3_prepare_v2(
+             db,
+             "SELECT key, json_extract(value, '$.content'), "
+             "json_type(value, '$.content'), "
+             "coalesce(json_type(value, '$.special'), 'true'), "
+             "json_type(value, '$.lstrip'), json_type(value, '$.rstrip'), "
+             "json_type(value, '$.single_word'), "
+             "json_type(value, '$.normalized') FROM json_each(?1, "
+             "'$.added_tokens_decoder') ORDER BY CAST(key AS INTEGER)",
+             -1, &st, NULL)) != SQLITE_OK)
+      goto done;
+    sqlite3_bind_text(st, 1, tok_config, -1, SQLITE_STATIC);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      const char *key = (const char *)sqlite3_column_text(st, 0);
+      const char *text = (const char *)sqlite3_column_text(st, 1);
+      const char *type = (const char *)sqlite3_column_text(st, 2);
+      const char *sw = (const char *)sqlite3_column_text(st, 6);
+      const char *nz = (const char *)sqlite3_column_text(st, 7);
+      char e[RELATTN_ECHO_BUF], e2[RELATTN_ECHO_BUF];
+      int id = -1;
+      size_t pn = 0;
+      const uint8_t *piece;
+      if (key && key[0] && strlen(key) <= 9 &&
+          strspn(key, "0123456789") == strlen(key))
+        id = atoi(key);
+      relattn_echo(e, key ? key : "", -1);
+      if (id < 0 || !type || strcmp(type, "text") != 0 || !text[0]) {
+        *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: "
+                                 "added_tokens_decoder '%s' needs an id as "
+                                 "its key and a content", FN, e);
+        goto done;
+      }
+      relattn_echo(e2, text, -1);
+      if ((sw && strcmp(sw, "true") == 0) || (nz && strcmp(nz, "true") == 0)) {
+        *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: "
+                                 "added_tokens_decoder '%s' ('%s') with %s "
+                                 "true is not supported", FN, e, e2,
+                                 sw && strcmp(sw, "true") == 0 ? "single_word"
+                                                               : "normalized");
+        goto done;
+      }
+      /* the fast tokenizer finds it at its piece, or adds it after
+      ** the vocabulary: another id than the file's is another token */
+      piece = id < n_pieces ? relattn_tokenizer_id_text(t, id, &pn) : NULL;
+      if (id < n_pieces + c.n_extra) {
+        char want[32];
+        if (id >= n_pieces)
+          sqlite3_snprintf(sizeof want, want, "<extra_id_%d>",
+                           n_pieces + c.n_extra - 1 - id);
+        if (id < n_pieces ? (!piece || pn != strlen(text) ||
+                             memcmp(piece, text, pn) != 0)
+                          : strcmp(want, text) != 0) {
+          *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: "
+                                   "added_tokens_decoder '%s' ('%s') is not "
+                                   "the tokenizer's piece %d", FN, e, e2, id);
+          goto done;
+        }
+      } else {
+        int next = n_pieces + c.n_extra;
+        for (k = 0; k < n_a; k++)
+          if (a[k].id >= next) next = a[k].id + 1;
+        if (id != next) {
+          *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: "
+                                   "added_tokens_decoder '%s' ('%s') is not at "
+                                   "id %d, where the fast tokenizer adds it",
+                                   FN, e, e2, next);
+          goto done;
+        }
+      }
+      if (id >= m->vocab) {
+        *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: "
+                                 "added_tokens_decoder '%s' ('%s') is past "
+                                 "the model's vocab_size %d", FN, e, e2,
+                                 m->vocab);
+        goto done;
+      }
+      if (!(own[n_own] = sqlite3_mprintf("%s", text))) goto nomem;
+      a[n_a].id = id, a[n_a].text = own[n_own++], a[n_a].n = strlen(text);
+      a[n_a].flags =
+          (strcmp((const char *)sqlite3_column_text(st, 3), "true") == 0
+               ? RELATTN_ADDED_SPECIAL : 0) |
+          (sqlite3_column_text(st, 4) &&
+                   strcmp((const char *)sqlite3_column_text(st, 4), "true") == 0
+               ? RELATTN_ADDED_LSTRIP : 0) |
+          (sqlite3_column_text(st, 5) &&
+                   strcmp((const char *)sqlite3_column_text(st, 5), "true") == 0
+               ? RELATTN_ADDED_RSTRIP : 0);
+      n_a++;
     }
-    sqlite3_str_appendf(o, "%s\"%d\": {\"content\": ", any ? ", " : "", id);
-    relattn_json_string(o, (const char *)sqlite3_column_text(st, 1));
-    sqlite3_str_appendf(o, ", \"lstrip\": %s, \"rstrip\": %s}",
-                        sqlite3_column_int(st, 2) ? "true" : "false",
-                        sqlite3_column_int(st, 3) ? "true" : "false");
-    any = 1;
+    if ((rc = sqlite3_finalize(st)) != SQLITE_OK) goto done;
+    st = NULL;
+  } else {
+    for (k = 0; k < c.n_extra; k++) {
+      if (!(own[n_own] = sqlite3_mprintf("<extra_id_%d>", k))) goto nomem;
+      a[n_a].id = n_pieces + c.n_extra - 1 - k, a[n_a].text = own[n_own++];
+      a[n_a].n = strlen(a[n_a].text);
+      a[n_a].flags = RELATTN_ADDED_SPECIAL | RELATTN_ADDED_LSTRIP |
+                     RELATTN_ADDED_RSTRIP;
+      n_a++;
+    }
   }
-  for (k = 0; k < n_new; k++) {
-    sqlite3_str_appendf(o, "%s\"%d\": {\"content\": ", any ? ", " : "",
-                        new_ids[k]);
-    relattn_json_string(o, new_text[k]);
-    sqlite3_str_appendf(o, ", \"lstrip\": false, \"rstrip\": false}");
-    any = 1;
+  for (i = 0; i < n_roles; i++) {
+    if (roles[i] < 0 || !role_text[i]) continue;
+    for (k = 0; k < n_a && a[k].id != roles[i]; k++) {
+    }
+    if (k < n_a) continue;
+    a[n_a].id = roles[i], a[n_a].text = role_text[i];
+    a[n_a].n = strlen(role_text[i]);
+    a[n_a].flags = RELATTN_ADDED_SPECIAL;
+    n_a++;
   }
-  sqlite3_str_appendchar(o, 1, '}');
-  *rc = sqlite3_finalize(st);
-  if (*rc != SQLITE_OK || !any) {
-    sqlite3_free(sqlite3_str_finish(o));
-    return NULL;
+  c.added = a, c.n_added = n_a;
+  if (relattn_sentencepiece_convert(tok, tok_n, &c, &conv, &conv_n,
+                                    FN ": tokenizer_blob", err,
+                                    sizeof err) != RELATTN_OK) {
+    if (!(*pzErr = sqlite3_mprintf("%s", err))) goto nomem;
+    goto done;
   }
-  if (sqlite3_str_errcode(o)) *rc = SQLITE_NOMEM;
-  return sqlite3_str_finish(o);
+  out->file = sqlite3_malloc64(conv_n);
+  if (!out->file) goto nomem;
+  memcpy(out->file, conv, conv_n);
+  out->file_n = conv_n;
+  out->json_unigram = 1;
+  goto done;
+nomem:
+  rc = SQLITE_NOMEM;
+done:
+  sqlite3_finalize(st);
+  free(conv);
+  for (k = 0; k < n_own; k++) sqlite3_free(own[k]);
+  sqlite3_free(own);
+  sqlite3_free(a);
+  if (rc == SQLITE_OK && *pzErr) rc = SQLITE_ERROR;
+  if (rc != SQLITE_OK && !*pzErr) *pzErr = relattn_sql_errmsg(db, FN, rc);
+  return rc;
 }
 
 /* The id of token text in the tokenizer's file, else in tokenizer_config's
@@ -479,8 +626,7 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
                                      "pad_token", "unk_token", "eos_token"};
   enum { R_CLS, R_SEP, R_MASK, R_PAD, R_UNK, R_EOS, N_ROLES };
   char *text[N_ROLES];
-  const char *new_text[N_ROLES];   /* the tokens the tokenizer adds */
-  int id[N_ROLES], new_ids[N_ROLES], n_new = 0, i, rc = SQLITE_OK;
+  int id[N_ROLES], i, rc = SQLITE_OK;
   relattn_config c;
   relattn_tokenizer *t = NULL;
   char err[256];
@@ -621,7 +767,10 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
     relattn_jdoc_close(&j);
     if (rc != SQLITE_OK) goto done;
   }
-  if (out->kind == RELATTN_TOK_SENTENCEPIECE && out->lower == 1) {
+  if (out->kind == RELATTN_TOK_SENTENCEPIECE && out->lower == 1 &&
+      m->fam->eos_only) {
+    /* (DebertaV2Converter lower-cases first; T5's converter has no such
+    ** option) */
     *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: do_lower_case true "
                              "is not supported with a SentencePiece "
                              "tokenizer", FN);
@@ -676,7 +825,6 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
         goto done;
       }
       id[i] = next++;
-      new_ids[n_new] = id[i], new_text[n_new++] = want;
     }
   }
   for (i = 0; i < N_ROLES; i++) {
@@ -704,18 +852,25 @@ static int readTokenizer(sqlite3 *db, const relattn_hf_model *m,
     out->mask = id[R_MASK];
   }
   if (out->kind == RELATTN_TOK_SENTENCEPIECE && !out->json_unigram) {
-    /* DebertaV2Tokenizer and T5Tokenizer split their special tokens out of
-    ** a text: tokenizer.split_special, with the flags the file gives */
+    /* AutoTokenizer's: the converter's tokenizer.json, run as the
+    ** tokenizers library runs it */
     int roles[7];
+    const char *rt[7];
     roles[0] = out->bos, roles[1] = out->eos, roles[2] = out->pad;
     roles[3] = out->append, roles[4] = out->sep, roles[5] = out->mask;
     roles[6] = out->unk;
-    out->added = addedTokens(db, tok_config, roles, 7, new_ids, new_text,
-                             n_new, &rc, pzErr);
-    if (rc != SQLITE_OK) {
-      if (!*pzErr) *pzErr = relattn_sql_errmsg(db, FN, rc);
-      goto done;
+    for (i = 0; i < 7; i++) {
+      int r;
+      rt[i] = NULL;
+      for (r = 0; r < N_ROLES && roles[i] >= 0; r++)
+        if (id[r] == roles[i]) {
+          rt[i] = text[r] ? text[r] : m->fam->roles[r];
+          break;
+        }
     }
+    rc = convertSpm(db, m, t, tok_config, tok, tok_n, roles, rt, 7,
+                    out->lower, out, pzErr);
+    if (rc != SQLITE_OK) goto done;
   }
 done:
   relattn_tokenizer_free(t);
@@ -790,11 +945,6 @@ static char *nativeConfig(sqlite3 *db, const relattn_hf_model *m,
   idKey(o, "sep", k->sep);
   idKey(o, "mask", k->mask);
   idKey(o, "unk", k->unk);
-  if (k->kind == RELATTN_TOK_SENTENCEPIECE && !k->json_unigram) {
-    /* (a tokenizer.json's added tokens are in the stored file) */
-    sqlite3_str_appendf(o, ", \"split_special\": true");
-    if (k->added) sqlite3_str_appendf(o, ", \"added_tokens\": %s", k->added);
-  }
   if (k->kind == RELATTN_TOK_WORDPIECE) {
     sqlite3_str_appendf(o, ", \"do_lower_case\": %s",
                         k->lower ? "true" : "false");
@@ -1008,7 +1158,6 @@ done:
   if (orig)
     for (i = 0; i < n; i++) hf_names[i] = orig[i];
   sqlite3_free(orig);
-  sqlite3_free(k.added);
   sqlite3_free(k.file);
   modelFree(&m);
   if (*pzErr && rc == SQLITE_OK) rc = SQLITE_ERROR;

@@ -723,6 +723,33 @@ void relattn_tokenizer_free(relattn_tokenizer *t);
 enum { RELATTN_TOKFILE_UNKNOWN = 0, RELATTN_TOKFILE_VOCAB = 1,
        RELATTN_TOKFILE_SPM = 2, RELATTN_TOKFILE_JSON = 3 };
 int relattn_tokenizer_file_kind(const uint8_t *file, size_t n);
+/* transformers' DebertaV2Converter / T5Converter (convert_slow_tokenizer.py)
+** applied to an spm.model: the file in *out (malloc'd) as the model plus
+** T5's <extra_id_N> pieces, carrying the tokenizer.json pipeline the
+** converter writes (normalizers, Metaspace with prepend scheme, the scores
+** in double, the added tokens: the control and user-defined pieces, then
+** added[], which replace one of the same id), which the sentencepiece kind
+** then runs as Hugging Face's tokenizers library runs that file. */
+enum { RELATTN_ADDED_SPECIAL = 1, RELATTN_ADDED_LSTRIP = 2,
+       RELATTN_ADDED_RSTRIP = 4 };
+typedef struct relattn_spm_added {
+  int32_t id;
+  const char *text; /* n bytes */
+  size_t n;
+  int flags;        /* RELATTN_ADDED_* */
+} relattn_spm_added;
+typedef struct relattn_spm_convert {
+  int t5;           /* T5Converter, else DebertaV2Converter */
+  int lower;        /* DeBERTa's do_lower_case: Lowercase first */
+  int scheme;       /* Metaspace's prepend_scheme: 0 never, 1 first, 2 always */
+  int n_extra;      /* T5's extra_ids */
+  const relattn_spm_added *added;
+  int n_added;
+} relattn_spm_convert;
+int relattn_sentencepiece_convert(const uint8_t *file, size_t n,
+                                  const relattn_spm_convert *c, uint8_t **out,
+                                  size_t *out_n, const char *what, char *err,
+                                  size_t errlen);
 /* The kind as messages name it: "a vocab.txt (lines of UTF-8 text)". */
 const char *relattn_tokenizer_file_name(int filekind);
 int relattn_tokenizer_kind(const relattn_tokenizer *t);

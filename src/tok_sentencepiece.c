@@ -727,14 +727,22 @@ static int rustSpace(uint32_t c) {
 
 /* p[0..n) with each invalid UTF-8 sequence U+FFFD, as a JavaScript or
 ** Python caller's string reaches the library */
-static int validUtf8(const uint8_t *p, size_t n, relattn_bytebuf *o) {
-  size_t i = 0;
+static int validUtf8(const uint8_t *p, size_t n, relattn_bytebuf *o,
+                     relattn_bytebuf *om) {
+  size_t i = 0, k;
   int rc = RELATTN_OK;
   while (i < n && rc == RELATTN_OK) {
-    uint32_t cp;
+    uint32_t cp, at[2];
     int l = relattn_utf8_decode(p + i, n - i, &cp);
-    if (l == 0) rc = relattn_bytebuf_add(o, fffd3, 3), i++;
-    else rc = relattn_bytebuf_add(o, p + i, (size_t)l), i += (size_t)l;
+    size_t w = l == 0 ? 3 : (size_t)l;
+    if (l == 0) rc = relattn_bytebuf_add(o, fffd3, 3);
+    else rc = relattn_bytebuf_add(o, p + i, (size_t)l);
+    /* offsets: each byte its own, U+FFFD the bad byte's */
+    for (k = 0; om && k < w && rc == RELATTN_OK; k++) {
+      at[0] = (uint32_t)(i + (l ? k : 0)), at[1] = at[0] + 1;
+      rc = relattn_bytebuf_add(om, at, sizeof at);
+    }
+    i += l == 0 ? 1 : (size_t)l;
   }
   return rc;
 }
@@ -779,13 +787,36 @@ static int graphemeControl(uint32_t cp) {
   return (relattn_uflags_of(cp) & RELATTN_U_CONTROL) != 0;
 }
 
+/* Alignments, for the offsets: with a normalized buffer, a map of 2
+** uint32 a byte, the [start, end) in the text it comes from (im the
+** input's, om the output's; NULL when no offsets are asked for). Bytes that
+** replace input bytes [i, i + g) map to their whole span. */
+static int alSpan(relattn_bytebuf *om, const uint32_t *im, size_t i,
+                  size_t g, size_t count) {
+  uint32_t pr[2];
+  size_t k;
+  int rc = RELATTN_OK;
+  if (!om || !im || g == 0) return RELATTN_OK;
+  pr[0] = im[2 * i], pr[1] = im[2 * (i + g - 1) + 1];
+  for (k = 0; k < count && rc == RELATTN_OK; k++)
+    rc = relattn_bytebuf_add(om, pr, sizeof pr);
+  return rc;
+}
+
+static int alCopy(relattn_bytebuf *om, const uint32_t *im, size_t i,
+                  size_t l) {
+  if (!om || !im || l == 0) return RELATTN_OK;
+  return relattn_bytebuf_add(om, im + 2 * i, 2 * l * sizeof *im);
+}
+
 /* Precompiled (normalizers/precompiled.rs): over grapheme clusters, a
 ** cluster shorter than 6 bytes replaced whole when the map has a key that
 ** is a prefix of it, else each character by itself. The clusters are
 ** UAX #29's as far as the Unicode tables give them (a character, then the
 ** marks and joiners that follow it; CR LF). */
 static int hfPrecompiled(const spm *s, const uint8_t *p, size_t n,
-                         relattn_bytebuf *o) {
+                         relattn_bytebuf *o, const uint32_t *im,
+                         relattn_bytebuf *om) {
   size_t i = 0;
   int rc = RELATTN_OK;
   while (i < n && rc == RELATTN_OK) {
@@ -805,16 +836,20 @@ static int hfPrecompiled(const spm *s, const uint8_t *p, size_t n,
     }
     if (g < 6 && mapFirst(s, p + i, g, &r, &rn)) {
       rc = relattn_bytebuf_add(o, r, rn);
+      if (rc == RELATTN_OK) rc = alSpan(om, im, i, g, rn);
       i += g;
       continue;
     }
     for (k = 0; k < g && rc == RELATTN_OK;) {
       int l = relattn_utf8_decode(p + i + k, g - k, &cp);
       if (l == 0) l = 1;
-      if (mapFirst(s, p + i + k, (size_t)l, &r, &rn))
+      if (mapFirst(s, p + i + k, (size_t)l, &r, &rn)) {
         rc = relattn_bytebuf_add(o, r, rn);
-      else
+        if (rc == RELATTN_OK) rc = alSpan(om, im, i + k, (size_t)l, rn);
+      } else {
         rc = relattn_bytebuf_add(o, p + i + k, (size_t)l);
+        if (rc == RELATTN_OK) rc = alCopy(om, im, i + k, (size_t)l);
+      }
       k += (size_t)l;
     }
     i += g;
@@ -824,15 +859,18 @@ static int hfPrecompiled(const spm *s, const uint8_t *p, size_t n,
 
 /* Replace with a string: each leftmost match, not overlapping. */
 static int replaceAll(const uint8_t *p, size_t n, const uint8_t *a, size_t an,
-                      const uint8_t *b, size_t bn, relattn_bytebuf *o) {
+                      const uint8_t *b, size_t bn, relattn_bytebuf *o,
+                      const uint32_t *im, relattn_bytebuf *om) {
   size_t i = 0;
   int rc = RELATTN_OK;
   while (i < n && rc == RELATTN_OK) {
     if (an > 0 && n - i >= an && memcmp(p + i, a, an) == 0) {
       rc = relattn_bytebuf_add(o, b, bn);
+      if (rc == RELATTN_OK) rc = alSpan(om, im, i, an, bn);
       i += an;
     } else {
       rc = relattn_bytebuf_add(o, p + i, 1);
+      if (rc == RELATTN_OK) rc = alCopy(om, im, i, 1);
       i++;
     }
   }
@@ -841,7 +879,8 @@ static int replaceAll(const uint8_t *p, size_t n, const uint8_t *a, size_t an,
 
 /* Replace with the regex "c{m,}": each run of m or more of a's character */
 static int replaceRun(const uint8_t *p, size_t n, const uint8_t *a, size_t an,
-                      int m, const uint8_t *b, size_t bn, relattn_bytebuf *o) {
+                      int m, const uint8_t *b, size_t bn, relattn_bytebuf *o,
+                      const uint32_t *im, relattn_bytebuf *om) {
   size_t i = 0;
   int rc = RELATTN_OK;
   while (i < n && rc == RELATTN_OK) {
@@ -850,12 +889,15 @@ static int replaceRun(const uint8_t *p, size_t n, const uint8_t *a, size_t an,
     while (an > 0 && n - j >= an && memcmp(p + j, a, an) == 0) j += an, count++;
     if (count > 0 && count >= m) {
       rc = relattn_bytebuf_add(o, b, bn);
+      if (rc == RELATTN_OK) rc = alSpan(om, im, i, j - i, bn);
       i = j;
     } else if (count > 0) {
       rc = relattn_bytebuf_add(o, p + i, j - i);
+      if (rc == RELATTN_OK) rc = alCopy(om, im, i, j - i);
       i = j;
     } else {
       rc = relattn_bytebuf_add(o, p + i, 1);
+      if (rc == RELATTN_OK) rc = alCopy(om, im, i, 1);
       i++;
     }
   }
@@ -889,7 +931,8 @@ static size_t rustTrail(const uint8_t *p, size_t n) {
 }
 
 /* Lowercase: char::to_lowercase of each character */
-static int lowerAll(const uint8_t *p, size_t n, relattn_bytebuf *o) {
+static int lowerAll(const uint8_t *p, size_t n, relattn_bytebuf *o,
+                    const uint32_t *im, relattn_bytebuf *om) {
   size_t i = 0;
   int rc = RELATTN_OK;
   while (i < n && rc == RELATTN_OK) {
@@ -900,10 +943,13 @@ static int lowerAll(const uint8_t *p, size_t n, relattn_bytebuf *o) {
     lo = relattn_ulower(cp, &m);
     if (!lo) {
       rc = relattn_bytebuf_add(o, p + i, (size_t)l);
+      if (rc == RELATTN_OK) rc = alCopy(om, im, i, (size_t)l);
     } else {
       for (k = 0; k < m && rc == RELATTN_OK; k++) {
         uint8_t u[4];
-        rc = relattn_bytebuf_add(o, u, (size_t)relattn_utf8_encode(lo[k], u));
+        int ul = relattn_utf8_encode(lo[k], u);
+        rc = relattn_bytebuf_add(o, u, (size_t)ul);
+        if (rc == RELATTN_OK) rc = alSpan(om, im, i, (size_t)l, (size_t)ul);
       }
     }
     i += (size_t)l;
@@ -914,7 +960,8 @@ static int lowerAll(const uint8_t *p, size_t n, relattn_bytebuf *o) {
 /* NFKC / NFC (the library's unicode-normalization crate; here Python's
 ** tables): the UTF-8 of p[0..n) as code points, normalized, back */
 static int nfkcAll(const uint8_t *p, size_t n, int compat,
-                   relattn_bytebuf *o) {
+                   relattn_bytebuf *o, const uint32_t *im,
+                   relattn_bytebuf *om) {
   uint32_t *cp = malloc((n ? n : 1) * sizeof *cp), *r = NULL;
   size_t m = 0, i, rn = 0;
   int rc = RELATTN_OK;
@@ -928,7 +975,10 @@ static int nfkcAll(const uint8_t *p, size_t n, int compat,
   if (relattn_unfkc(cp, m, compat, &r, &rn)) rc = RELATTN_ERR_NOMEM;
   for (i = 0; i < rn && rc == RELATTN_OK; i++) {
     uint8_t u[4];
-    rc = relattn_bytebuf_add(o, u, (size_t)relattn_utf8_encode(r[i], u));
+    int ul = relattn_utf8_encode(r[i], u);
+    rc = relattn_bytebuf_add(o, u, (size_t)ul);
+    /* (offsets: the whole input's span; the converters write no NFKC) */
+    if (rc == RELATTN_OK) rc = alSpan(om, im, 0, n, (size_t)ul);
   }
   free(cp);
   free(r);
@@ -941,14 +991,22 @@ static int nfkcAll(const uint8_t *p, size_t n, int compat,
 ** Metaspace's prepend_scheme first looks at); a step that removes what is
 ** at the front makes it 0. */
 static int hfNormalize(const spm *s, const uint8_t *p, size_t n,
-                       relattn_bytebuf *a, relattn_bytebuf *b, int *front) {
+                       relattn_bytebuf *a, relattn_bytebuf *b, int *front,
+                       const uint32_t *pm, relattn_bytebuf *am,
+                       relattn_bytebuf *bm) {
   int k, rc = RELATTN_OK;
   a->n = 0;
   if ((rc = relattn_bytebuf_add(a, p, n)) != RELATTN_OK) return rc;
+  if (am) {
+    am->n = 0;
+    if ((rc = alCopy(am, pm, 0, n)) != RELATTN_OK) return rc;
+  }
   for (k = 0; k < s->n_norm && rc == RELATTN_OK && a->n > 0; k++) {
     const struct hfstep *st = &s->norm[k]; /* (nothing stays nothing) */
+    const uint32_t *im = am ? (const uint32_t *)am->p : NULL;
     relattn_bytebuf t;
     b->n = 0;
+    if (bm) bm->n = 0;
     switch (st->kind) {
       case HN_PRECOMPILED: {
         /* the first character replaced by nothing */
@@ -958,31 +1016,36 @@ static int hfNormalize(const spm *s, const uint8_t *p, size_t n,
         int l = a->n ? relattn_utf8_decode(a->p, a->n, &cp) : 0;
         if (l > 0 && mapFirst(s, a->p, (size_t)l, &r, &rn) && rn == 0)
           *front = 0;
-        rc = hfPrecompiled(s, a->p, a->n, b);
+        rc = hfPrecompiled(s, a->p, a->n, b, im, bm);
         break;
       }
       case HN_REPLACE:
         if (st->bn == 0 && st->an > 0 && a->n >= st->an &&
             memcmp(a->p, st->a, st->an) == 0)
           *front = 0;
-        rc = replaceAll(a->p, a->n, st->a, st->an, st->b, st->bn, b);
+        rc = replaceAll(a->p, a->n, st->a, st->an, st->b, st->bn, b, im, bm);
         break;
       case HN_REPLACE_RUN:
-        rc = replaceRun(a->p, a->n, st->a, st->an, st->x, st->b, st->bn, b);
+        rc = replaceRun(a->p, a->n, st->a, st->an, st->x, st->b, st->bn, b,
+                        im, bm);
         break;
       case HN_STRIP: {
         size_t lead = st->x ? rustLead(a->p, a->n) : 0;
         size_t trail = st->y ? rustTrail(a->p + lead, a->n - lead) : 0;
         if (lead) *front = 0;
         rc = relattn_bytebuf_add(b, a->p + lead, a->n - lead - trail);
+        if (rc == RELATTN_OK) rc = alCopy(bm, im, lead, a->n - lead - trail);
         break;
       }
-      case HN_LOWERCASE: rc = lowerAll(a->p, a->n, b); break;
-      case HN_NFKC: rc = nfkcAll(a->p, a->n, 1, b); break;
-      case HN_NFC: rc = nfkcAll(a->p, a->n, 0, b); break;
-      default: rc = relattn_bytebuf_add(b, a->p, a->n);
+      case HN_LOWERCASE: rc = lowerAll(a->p, a->n, b, im, bm); break;
+      case HN_NFKC: rc = nfkcAll(a->p, a->n, 1, b, im, bm); break;
+      case HN_NFC: rc = nfkcAll(a->p, a->n, 0, b, im, bm); break;
+      default:
+        rc = relattn_bytebuf_add(b, a->p, a->n);
+        if (rc == RELATTN_OK) rc = alCopy(bm, im, 0, a->n);
     }
     t = *a, *a = *b, *b = t;
+    if (am) t = *am, *am = *bm, *bm = t;
   }
   if (rc == RELATTN_OK && a->n == 0 && !a->p)
     rc = relattn_bytebuf_add(a, "", 0);
@@ -993,12 +1056,14 @@ static int hfNormalize(const spm *s, const uint8_t *p, size_t n,
 ** original text's first byte (Metaspace's prepend_scheme first). */
 typedef struct hfwords {
   relattn_bytebuf text;
+  relattn_bytebuf al;     /* with offsets: text's alignments (alSpan) */
   size_t *off, *len;
   uint8_t *first;
   size_t n, cap;
 } hfwords;
 
-static int wordAdd(hfwords *w, const uint8_t *p, size_t n, int first) {
+static int wordAdd(hfwords *w, const uint8_t *p, size_t n, int first,
+                   const uint32_t *m) {
   int rc;
   if (w->n == w->cap) {
     size_t cap = w->cap ? 2 * w->cap : 16;
@@ -1019,12 +1084,14 @@ static int wordAdd(hfwords *w, const uint8_t *p, size_t n, int first) {
   w->len[w->n] = n;
   w->first[w->n] = (uint8_t)first;
   if ((rc = relattn_bytebuf_add(&w->text, p, n)) != RELATTN_OK) return rc;
+  if ((rc = alCopy(m ? &w->al : NULL, m, 0, n)) != RELATTN_OK) return rc;
   w->n++;
   return RELATTN_OK;
 }
 
 static void wordsFree(hfwords *w) {
   free(w->text.p);
+  free(w->al.p);
   free(w->off);
   free(w->len);
   free(w->first);
@@ -1033,12 +1100,14 @@ static void wordsFree(hfwords *w) {
 
 /* One pre-tokenizer over the words of in, into out. */
 static int hfPreStep(const struct hfstep *st, const hfwords *in,
-                     hfwords *out) {
+                     hfwords *out, int al) {
   size_t k;
   int rc = RELATTN_OK;
-  relattn_bytebuf tmp = {0};
+  relattn_bytebuf tmp = {0}, tm = {0};
   for (k = 0; k < in->n && rc == RELATTN_OK; k++) {
     const uint8_t *p = in->text.p + in->off[k];
+    const uint32_t *pm =
+        al ? (const uint32_t *)in->al.p + 2 * in->off[k] : NULL;
     size_t n = in->len[k], i = 0;
     if (st->kind == HP_WHITESPACE_SPLIT) {
       while (i < n && rc == RELATTN_OK) {
@@ -1052,23 +1121,36 @@ static int hfPreStep(const struct hfstep *st, const hfwords *in,
           else if (rustSpace(cp)) break;
           j += (size_t)l;
         }
-        if (j > i) rc = wordAdd(out, p + i, j - i, first);
+        if (j > i) rc = wordAdd(out, p + i, j - i, first, pm ? pm + 2 * i : NULL);
         i = j;
       }
     } else { /* HP_METASPACE */
       const uint8_t *r = st->a;
       size_t rn = st->an, start;
-      tmp.n = 0;
-      /* (a space at the start is the replacement once replaced) */
+      const uint32_t *mm;
+      tmp.n = 0, tm.n = 0;
+      /* (a space at the start is the replacement once replaced); the
+      ** prepended one covers nothing of the text, at its start */
       if ((st->x == HF_ALWAYS || (st->x == HF_FIRST && in->first[k])) &&
-          !(n >= rn && memcmp(p, r, rn) == 0) && !(n > 0 && p[0] == ' '))
+          !(n >= rn && memcmp(p, r, rn) == 0) && !(n > 0 && p[0] == ' ')) {
         rc = relattn_bytebuf_add(&tmp, r, rn);
-      for (i = 0; i < n && rc == RELATTN_OK; i++)
+        if (pm && n > 0) {
+          uint32_t at[2];
+          at[0] = at[1] = pm[0];
+          for (i = 0; i < rn && rc == RELATTN_OK; i++)
+            rc = relattn_bytebuf_add(&tm, at, sizeof at);
+        }
+      }
+      for (i = 0; i < n && rc == RELATTN_OK; i++) {
         rc = p[i] == ' ' ? relattn_bytebuf_add(&tmp, r, rn)
                          : relattn_bytebuf_add(&tmp, p + i, 1);
+        if (rc == RELATTN_OK && pm)
+          rc = alSpan(&tm, pm, i, 1, p[i] == ' ' ? rn : 1);
+      }
       if (rc != RELATTN_OK) break;
+      mm = pm ? (const uint32_t *)tm.p : NULL;
       if (!st->y) {
-        if (tmp.n) rc = wordAdd(out, tmp.p, tmp.n, in->first[k]);
+        if (tmp.n) rc = wordAdd(out, tmp.p, tmp.n, in->first[k], mm);
         continue;
       }
       /* split, each replacement merged with what follows it */
@@ -1077,13 +1159,15 @@ static int hfPreStep(const struct hfstep *st, const hfwords *in,
                            memcmp(tmp.p + i, r, rn) == 0)) {
           if (i > start)
             rc = wordAdd(out, tmp.p + start, i - start,
-                         in->first[k] && start == 0);
+                         in->first[k] && start == 0,
+                         mm ? mm + 2 * start : NULL);
           start = i;
         }
       }
     }
   }
   free(tmp.p);
+  free(tm.p);
   return rc;
 }
 
@@ -1095,7 +1179,7 @@ typedef struct dbest {
 } dbest;
 
 static int hfUnigram(const spm *s, const uint8_t *t, size_t n,
-                     relattn_idbuf *out) {
+                     const uint32_t *tm, relattn_idbuf *out) {
   dbest *b;
   size_t start, end, nb, k;
   int32_t *path;
@@ -1152,14 +1236,17 @@ static int hfUnigram(const spm *s, const uint8_t *t, size_t n,
         for (j = s0; j < e && s->bytes[t[j]] >= 0; j++) {
         }
         if (j == e) {
-          for (j = s0; j < e && rc == RELATTN_OK; j++)
+          for (j = s0; j < e && rc == RELATTN_OK; j++) {
+            if (tm) out->s0 = tm[2 * j], out->s1 = tm[2 * j + 1];
             rc = relattn_idbuf_push(out, s->bytes[t[j]]);
+          }
           k++;
           continue;
         }
       }
       if (id < 0) id = s->unk;
     }
+    if (tm) out->s0 = tm[2 * s0], out->s1 = tm[2 * (e - 1) + 1];
     rc = relattn_idbuf_push(out, id);
     k++;
   }
@@ -1171,24 +1258,31 @@ static int hfUnigram(const spm *s, const uint8_t *t, size_t n,
 /* One part of the text between added tokens: normalized, split into
 ** words, each word's pieces. first: the part starts the text. */
 static int hfPart(const spm *s, const uint8_t *p, size_t n, int first,
-                  relattn_idbuf *out) {
-  relattn_bytebuf a = {0}, b = {0};
+                  const uint32_t *pm, relattn_idbuf *out) {
+  relattn_bytebuf a = {0}, b = {0}, am = {0}, bm = {0};
   hfwords w[2];
-  int rc, k, cur = 0;
+  int rc, k, cur = 0, al = pm != NULL;
   size_t i;
   memset(w, 0, sizeof w);
-  rc = hfNormalize(s, p, n, &a, &b, &first);
-  if (rc == RELATTN_OK && a.n > 0) rc = wordAdd(&w[0], a.p, a.n, first);
+  rc = hfNormalize(s, p, n, &a, &b, &first, pm, al ? &am : NULL,
+                   al ? &bm : NULL);
+  if (rc == RELATTN_OK && a.n > 0)
+    rc = wordAdd(&w[0], a.p, a.n, first, al ? (const uint32_t *)am.p : NULL);
   for (k = 0; k < s->n_pre && rc == RELATTN_OK && w[cur].n > 0; k++) {
     hfwords *to = &w[1 - cur];
-    to->n = 0, to->text.n = 0;
-    rc = hfPreStep(&s->pre[k], &w[cur], to);
+    to->n = 0, to->text.n = 0, to->al.n = 0;
+    rc = hfPreStep(&s->pre[k], &w[cur], to, al);
     cur = 1 - cur;
   }
   for (i = 0; i < w[cur].n && rc == RELATTN_OK; i++)
-    rc = hfUnigram(s, w[cur].text.p + w[cur].off[i], w[cur].len[i], out);
+    rc = hfUnigram(s, w[cur].text.p + w[cur].off[i], w[cur].len[i],
+                   al ? (const uint32_t *)w[cur].al.p + 2 * w[cur].off[i]
+                      : NULL,
+                   out);
   free(a.p);
   free(b.p);
+  free(am.p);
+  free(bm.p);
   wordsFree(&w[0]);
   wordsFree(&w[1]);
   return rc;
@@ -1210,9 +1304,10 @@ static const struct hfadded *addedAt(const spm *s, const uint8_t *p,
 static int hfEncode(const relattn_tokenizer *t, const uint8_t *text, size_t n,
                     relattn_idbuf *out) {
   const spm *s = (const spm *)t;
-  relattn_bytebuf u = {0};
+  relattn_bytebuf u = {0}, um = {0};
   size_t done = 0, at = 0;
-  int rc = validUtf8(text, n, &u);
+  int rc = validUtf8(text, n, &u, out->spans_on ? &um : NULL);
+  const uint32_t *m = (const uint32_t *)um.p;
   while (rc == RELATTN_OK && done < u.n) {
     const struct hfadded *a = NULL;
     size_t start, stop;
@@ -1221,11 +1316,17 @@ static int hfEncode(const relattn_tokenizer *t, const uint8_t *text, size_t n,
     start = at, stop = a ? at + a->n : u.n;
     if (a && a->lstrip) start -= rustTrail(u.p + done, at - done);
     if (a && a->rstrip) stop += rustLead(u.p + stop, u.n - stop);
-    if (start > done) rc = hfPart(s, u.p + done, start - done, done == 0, out);
-    if (rc == RELATTN_OK && a) rc = relattn_idbuf_push(out, a->id);
+    if (start > done)
+      rc = hfPart(s, u.p + done, start - done, done == 0,
+                  m ? m + 2 * done : NULL, out);
+    if (rc == RELATTN_OK && a) {
+      if (m) out->s0 = m[2 * at], out->s1 = m[2 * (at + a->n - 1) + 1];
+      rc = relattn_idbuf_push(out, a->id);
+    }
     done = stop;
   }
   free(u.p);
+  free(um.p);
   return rc;
 }
 
@@ -1320,7 +1421,7 @@ static int hfDecodeStep(const struct hfstep *st, const hftoks *in,
         }
         break;
       case HD_REPLACE:
-        rc = replaceAll(p, n, st->a, st->an, st->b, st->bn, &tmp);
+        rc = replaceAll(p, n, st->a, st->an, st->b, st->bn, &tmp, NULL, NULL);
         break;
       case HD_BYTE_FALLBACK: {
         size_t j = k;
@@ -1864,4 +1965,217 @@ nomem:
 fail:
   spmDestroy(&s->base);
   return rc;
+}
+
+/* ---- transformers' converter: an spm.model as its tokenizer.json ------------- */
+
+/* Protobuf writing into a bytebuf; each returns the buffer's status. */
+static int pbwVar(relattn_bytebuf *o, uint64_t v) {
+  uint8_t b[10];
+  size_t k = 0;
+  do {
+    b[k] = (uint8_t)(v & 0x7f);
+    v >>= 7;
+    if (v) b[k] |= 0x80;
+    k++;
+  } while (v);
+  return relattn_bytebuf_add(o, b, k);
+}
+
+static int pbwInt(relattn_bytebuf *o, int num, uint64_t v) {
+  int rc = pbwVar(o, (uint64_t)num << 3);
+  return rc == RELATTN_OK ? pbwVar(o, v) : rc;
+}
+
+static int pbwBytes(relattn_bytebuf *o, int num, const void *p, size_t n) {
+  int rc = pbwVar(o, (uint64_t)num << 3 | 2);
+  if (rc == RELATTN_OK) rc = pbwVar(o, n);
+  if (rc == RELATTN_OK && n) rc = relattn_bytebuf_add(o, p, n);
+  return rc;
+}
+
+/* A pipeline step (hfRead's message) as field num of o. */
+static int pbwStep(relattn_bytebuf *o, int num, int kind, const void *a,
+                   size_t an, const char *b, int x, int y) {
+  relattn_bytebuf m = {0};
+  int rc = pbwInt(&m, 1, (uint64_t)kind);
+  if (rc == RELATTN_OK && a) rc = pbwBytes(&m, 2, a, an);
+  if (rc == RELATTN_OK && b) rc = pbwBytes(&m, 3, b, strlen(b));
+  if (rc == RELATTN_OK && x) rc = pbwInt(&m, 4, (uint64_t)x);
+  if (rc == RELATTN_OK && y) rc = pbwInt(&m, 5, (uint64_t)y);
+  if (rc == RELATTN_OK) rc = pbwBytes(o, num, m.p, m.n);
+  free(m.p);
+  return rc;
+}
+
+static int addedById(const void *a, const void *b) {
+  const relattn_spm_added *x = a, *y = b;
+  return x->id < y->id ? -1 : x->id > y->id;
+}
+
+#define SPACE_MARK "\xE2\x96\x81" /* U+2581, Metaspace's replacement */
+
+int relattn_sentencepiece_convert(const uint8_t *file, size_t n,
+                                  const relattn_spm_convert *c, uint8_t **out,
+                                  size_t *out_n, const char *what, char *err,
+                                  size_t errlen) {
+  pb r, q;
+  pbfield f, g;
+  relattn_bytebuf o = {0}, hf = {0}, sc = {0};
+  relattn_spm_added *added = NULL;
+  const uint8_t *charsmap = NULL;
+  size_t charsmap_n = 0;
+  uint64_t model_type = 1, unk = 0;
+  int n_pieces = 0, n_added = 0, byte_fallback = 0, rc = RELATTN_OK, k, i;
+  *out = NULL, *out_n = 0;
+  /* the pieces' count, the trainer's and normalizer's settings */
+  r.p = file, r.end = file + n;
+  while ((rc = pbNext(&r, &f)) == 1) {
+    if (f.num == 1 && f.wire == 2) n_pieces++;
+    if (f.num == HF_FIELD)
+      return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                            "%s: the SentencePiece model already carries a "
+                            "tokenizer.json pipeline (field %d)", what,
+                            HF_FIELD);
+    if ((f.num == 2 || f.num == 3) && f.wire == 2) {
+      q.p = f.data, q.end = f.data + f.len;
+      while (pbNext(&q, &g) == 1) {
+        if (f.num == 2 && g.wire == 0 && g.num == 3) model_type = g.v;
+        if (f.num == 2 && g.wire == 0 && g.num == 40) unk = g.v;
+        if (f.num == 2 && g.wire == 0 && g.num == 35) byte_fallback = g.v != 0;
+        if (f.num == 3 && g.wire == 2 && g.num == 2)
+          charsmap = g.data, charsmap_n = g.len;
+      }
+    }
+  }
+  if (rc < 0 || n_pieces == 0)
+    return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                          "%s: not a SentencePiece model", what);
+  if (model_type != 1)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: a SentencePiece model of model_type %llu is "
+                          "not supported (only unigram, which the converter "
+                          "makes a Unigram)", what,
+                          (unsigned long long)model_type);
+  if (unk >= (uint64_t)n_pieces)
+    return relattn_errorf(err, errlen, RELATTN_ERR_FORMAT,
+                          "%s: the SentencePiece model's unk_id %llu is not "
+                          "one of its %d pieces", what,
+                          (unsigned long long)unk, n_pieces);
+  if (c->n_extra < 0 || c->n_extra > 1000000 || c->n_added < 0)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: bad conversion plan", what);
+  added = malloc(((size_t)n_pieces + (size_t)c->n_added + 1) * sizeof *added);
+  if (!added) return RELATTN_ERR_NOMEM;
+
+  /* the model as it is, then the converter's pieces after it (T5's
+  ** <extra_id_N>, the last first, score 0) */
+  rc = relattn_bytebuf_add(&o, file, n);
+  for (k = c->n_extra - 1; k >= 0 && rc == RELATTN_OK; k--) {
+    char piece[32];
+    relattn_bytebuf m = {0};
+    uint8_t zero[4] = {0, 0, 0, 0};
+    snprintf(piece, sizeof piece, "<extra_id_%d>", k);
+    rc = pbwBytes(&m, 1, piece, strlen(piece));
+    if (rc == RELATTN_OK) rc = pbwVar(&m, 2 << 3 | 5);
+    if (rc == RELATTN_OK) rc = relattn_bytebuf_add(&m, zero, 4);
+    if (rc == RELATTN_OK) rc = pbwBytes(&o, 1, m.p, m.n);
+    free(m.p);
+  }
+  /* the converters leave byte_fallback off (handle_byte_fallback): a later
+  ** trainer_spec overrides the field, as protobuf merges messages */
+  if (byte_fallback && rc == RELATTN_OK) {
+    relattn_bytebuf m = {0};
+    rc = pbwInt(&m, 35, 0);
+    if (rc == RELATTN_OK) rc = pbwBytes(&o, 2, m.p, m.n);
+    free(m.p);
+  }
+
+  /* normalizers: DebertaV2Converter's Lowercase (do_lower_case), Strip,
+  ** Precompiled, Replace(" {2,}", " "); SpmConverter's (T5) Precompiled,
+  ** Strip(right), Replace(" {2,}", "▁"). No charsmap: no Precompiled. */
+  if (rc == RELATTN_OK && !c->t5 && c->lower)
+    rc = pbwStep(&hf, 1, HN_LOWERCASE, NULL, 0, NULL, 0, 0);
+  if (rc == RELATTN_OK && !c->t5)
+    rc = pbwStep(&hf, 1, HN_STRIP, NULL, 0, NULL, 1, 1);
+  if (rc == RELATTN_OK && charsmap_n)
+    rc = pbwStep(&hf, 1, HN_PRECOMPILED, charsmap, charsmap_n, NULL, 0, 0);
+  if (rc == RELATTN_OK && c->t5)
+    rc = pbwStep(&hf, 1, HN_STRIP, NULL, 0, NULL, 0, 1);
+  if (rc == RELATTN_OK)
+    rc = pbwStep(&hf, 1, HN_REPLACE_RUN, " ", 1, c->t5 ? SPACE_MARK : " ", 2,
+                 0);
+  /* Metaspace, pre-tokenizer (split) and decoder */
+  if (rc == RELATTN_OK)
+    rc = pbwStep(&hf, 2, HP_METASPACE, SPACE_MARK, 3, NULL, c->scheme, 1);
+  if (rc == RELATTN_OK)
+    rc = pbwStep(&hf, 3, HD_METASPACE, SPACE_MARK, 3, NULL, c->scheme, 0);
+
+  /* the scores in double (Python's float of each float32), the added
+  ** tokens: control pieces (special) and user-defined ones (not), then
+  ** the tokenizer's, which replace one of the same id */
+  r.p = file, r.end = file + n;
+  i = 0;
+  while (rc == RELATTN_OK && pbNext(&r, &f) == 1) {
+    float fl = 0;
+    double d;
+    uint8_t le[8];
+    uint64_t u, type = 1;
+    const uint8_t *text = NULL;
+    size_t tn = 0;
+    int b;
+    if (!(f.num == 1 && f.wire == 2)) continue;
+    q.p = f.data, q.end = f.data + f.len;
+    while (pbNext(&q, &g) == 1) {
+      if (g.num == 1 && g.wire == 2) text = g.data, tn = g.len;
+      if (g.num == 2 && g.wire == 5) {
+        uint32_t u32 = (uint32_t)g.v;
+        memcpy(&fl, &u32, 4);
+      }
+      if (g.num == 3 && g.wire == 0) type = g.v;
+    }
+    d = fl;
+    memcpy(&u, &d, 8);
+    for (b = 0; b < 8; b++) le[b] = (uint8_t)(u >> (8 * b));
+    rc = relattn_bytebuf_add(&sc, le, 8);
+    if ((type == 3 || type == 4) && text && tn) {
+      added[n_added].id = i;
+      added[n_added].text = (const char *)text;
+      added[n_added].n = tn;
+      added[n_added].flags = type == 3 ? RELATTN_ADDED_SPECIAL : 0;
+      n_added++;
+    }
+    i++;
+  }
+  for (k = 0; k < c->n_extra && rc == RELATTN_OK; k++) {
+    uint8_t z[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    rc = relattn_bytebuf_add(&sc, z, 8);
+  }
+  for (k = 0; k < c->n_added; k++) {
+    for (i = 0; i < n_added && added[i].id != c->added[k].id; i++) {
+    }
+    added[i] = c->added[k];
+    if (i == n_added) n_added++;
+  }
+  qsort(added, (size_t)n_added, sizeof *added, addedById);
+  if (rc == RELATTN_OK) rc = pbwBytes(&hf, 4, sc.p, sc.n);
+  for (k = 0; k < n_added && rc == RELATTN_OK; k++) {
+    relattn_bytebuf m = {0};
+    rc = pbwInt(&m, 1, (uint64_t)added[k].id);
+    if (rc == RELATTN_OK) rc = pbwBytes(&m, 2, added[k].text, added[k].n);
+    if (rc == RELATTN_OK) rc = pbwInt(&m, 3, (uint64_t)added[k].flags);
+    if (rc == RELATTN_OK) rc = pbwBytes(&hf, 5, m.p, m.n);
+    free(m.p);
+  }
+  if (rc == RELATTN_OK) rc = pbwInt(&hf, 6, unk);
+  if (rc == RELATTN_OK) rc = pbwBytes(&o, HF_FIELD, hf.p, hf.n);
+  free(hf.p);
+  free(sc.p);
+  free(added);
+  if (rc != RELATTN_OK) {
+    free(o.p);
+    return rc;
+  }
+  *out = o.p, *out_n = o.n;
+  return RELATTN_OK;
 }

@@ -374,11 +374,19 @@ def test_mask_in_text(db, rng, tmp_path, case):
 @pytest.mark.parametrize("case", ["deberta-v3-mlm-legacy", "t5-encoder-gated-gelu"])
 @pytest.mark.parametrize("strip", [False, True])
 def test_special_tokens_in_random_texts(db, rng, tmp_path, case, strip):
-    """A SentencePiece checkpoint imports with tokenizer.split_special and
-    its special tokens' added_tokens_decoder entries (content, lstrip,
-    rstrip; strip: the file sets lstrip on [MASK] / </s> and rstrip on
+    """A SentencePiece checkpoint imports as AutoTokenizer runs it: the
+    tokenizer.json transformers' converter builds from its spm.model and
+    tokenizer_config.json, special tokens with their added_tokens_decoder
+    flags (strip: the file sets lstrip on [MASK] / </s> and rstrip on
     [SEP] / <pad>); fresh texts with the specials at the start, the end,
-    side by side and repeated give HF's ids (checkpoints.hf_tokenize)."""
+    side by side and repeated give the ids of Hugging Face's tokenizers
+    library (npm, tests/node) for that tokenizer.json
+    (checkpoints.unigram_tokenizer_json)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "sql"))
+    from test_tokenizer_json import library_ids, node_ready
+    reason = node_ready()
+    if reason:
+        pytest.skip(reason)
     ck = make(case, tmp_path, rng)
     dec = ck.tok_config["added_tokens_decoder"]
     if strip:
@@ -393,10 +401,9 @@ def test_special_tokens_in_random_texts(db, rng, tmp_path, case, strip):
                                 "relattn_model WHERE name = 'm'").fetchone()[0])
     roles = {tok[r] for r in ("bos", "eos", "pad", "append", "sep", "mask", "unk")
              if tok.get(r) is not None}
-    assert tok["split_special"] is True
-    assert tok["added_tokens"] == {
-        k: {"content": v["content"], "lstrip": v["lstrip"], "rstrip": v["rstrip"]}
-        for k, v in dec.items() if int(k) in roles}
+    assert "split_special" not in tok and "added_tokens" not in tok
+    family = "t5" if case.startswith("t5") else "deberta"
+    doc = checkpoints.unigram_tokenizer_json(ck.tok_bytes, family, ck.tok_config)
     names = [dec[str(i)]["content"] for i in sorted(roles)]
     gaps = ["", " ", "  ", "\t", "\u3000 "]
     texts = []
@@ -412,11 +419,13 @@ def test_special_tokens_in_random_texts(db, rng, tmp_path, case, strip):
         if rng.random() < 0.5:
             parts.insert(0, names[int(rng.integers(len(names)))])
         texts.append("".join(parts))
-    for text in texts:
+    pre = [] if family == "t5" else [tok["bos"]]
+    want = library_ids(tmp_path, doc, texts)
+    for text, w in zip(texts, want):
         got = db.execute("SELECT relattn_tokens_json(relattn_tokenize('m', ?))",
                          (text,)).fetchone()[0]
-        assert json.loads(got) == ck.encode(text), text
-    assert any(set(ck.encode(t)) & roles for t in texts)
+        assert pre + json.loads(got) + [tok["append"]] == w, text
+    assert any(set(w[len(pre):-1]) & roles for w in want)
 
 
 @pytest.mark.parametrize("case", ["bert-cls-rk", "deberta-v3-cls", "deberta-v2-cls"])
