@@ -809,21 +809,87 @@ static int alCopy(relattn_bytebuf *om, const uint32_t *im, size_t i,
   return relattn_bytebuf_add(om, im + 2 * i, 2 * l * sizeof *im);
 }
 
+/* The start of the last UTF-8 character of p[0..n), n > 0 */
+static size_t lastChar(const uint8_t *p, size_t n) {
+  size_t j = n - 1;
+  while (j > 0 && n - j < 4 && (p[j] & 0xC0) == 0x80) j--;
+  return j;
+}
+
+/* NormalizedString::transform_range's alignments (the library's
+** normalizer.rs) for out (on bytes) replacing in[0..n) (its map im): the
+** k-th output character takes the k-th input character's span, those past
+** the input's count (insertions) the last one's. A Replace removes the
+** match first and inserts its content: every character of it takes the
+** match's last character's span (last set). */
+static int alReplace(relattn_bytebuf *om, const uint32_t *im,
+                     const uint8_t *in, size_t n, const uint8_t *out,
+                     size_t on, int last) {
+  size_t i = last && n ? lastChar(in, n) : 0, o = 0;
+  int rc = RELATTN_OK;
+  if (!om || !im || n == 0) return RELATTN_OK;
+  while (o < on && rc == RELATTN_OK) {
+    uint32_t cp;
+    int ol = relattn_utf8_decode(out + o, on - o, &cp);
+    int il = relattn_utf8_decode(in + i, n - i, &cp);
+    if (ol == 0) ol = 1;
+    if (il == 0) il = 1;
+    rc = alSpan(om, im, i, (size_t)il, (size_t)ol);
+    o += (size_t)ol;
+    if (i + (size_t)il < n) i += (size_t)il;
+  }
+  return rc;
+}
+
 /* Precompiled (normalizers/precompiled.rs): over grapheme clusters, a
 ** cluster shorter than 6 bytes replaced whole when the map has a key that
 ** is a prefix of it, else each character by itself. The clusters are
 ** UAX #29's as far as the Unicode tables give them (a character, then the
 ** marks and joiners that follow it; CR LF). */
+/* Offsets through Precompiled: each output character's length and change,
+** as precompiled.rs's replace() lists them for transform(). */
+typedef struct hftr {
+  struct { uint32_t len; int32_t change; } *t;
+  size_t n, cap;
+} hftr;
+
+/* replace(): old input characters became out[0..on): each a change of 0,
+** the ones past old's count insertions (1), or, fewer, the last entry of
+** the list (an earlier part's, if these are none) takes the removal. */
+static int trReplace(hftr *tr, size_t old, const uint8_t *out, size_t on) {
+  size_t q = 0, nw = 0;
+  while (q < on) {
+    uint32_t cp;
+    int ql = relattn_utf8_decode(out + q, on - q, &cp);
+    if (ql == 0) ql = 1;
+    if (tr->n == tr->cap) {
+      size_t cap = tr->cap ? 2 * tr->cap : 64;
+      void *t2 = realloc(tr->t, cap * sizeof *tr->t);
+      if (!t2) return RELATTN_ERR_NOMEM;
+      tr->t = t2, tr->cap = cap;
+    }
+    tr->t[tr->n].len = (uint32_t)ql, tr->t[tr->n++].change = 0;
+    q += (size_t)ql, nw++;
+  }
+  if (nw > old)
+    for (q = tr->n - (nw - old); q < tr->n; q++) tr->t[q].change = 1;
+  else if (nw < old && tr->n > 0)
+    tr->t[tr->n - 1].change -= (int32_t)(old - nw);
+  return RELATTN_OK;
+}
+
 static int hfPrecompiled(const spm *s, const uint8_t *p, size_t n,
                          relattn_bytebuf *o, const uint32_t *im,
                          relattn_bytebuf *om) {
-  size_t i = 0;
+  hftr tr = {0};
+  size_t i = 0, at, k;
   int rc = RELATTN_OK;
   while (i < n && rc == RELATTN_OK) {
     uint32_t cp;
-    size_t g = (size_t)relattn_utf8_decode(p + i, n - i, &cp), k;
+    size_t g = (size_t)relattn_utf8_decode(p + i, n - i, &cp), from = o->n;
     const uint8_t *r;
     size_t rn;
+    int whole = 0;
     if (g == 0) g = 1;
     if (p[i] == '\r' && i + 1 < n && p[i + 1] == '\n') {
       g = 2;
@@ -836,24 +902,51 @@ static int hfPrecompiled(const spm *s, const uint8_t *p, size_t n,
     }
     if (g < 6 && mapFirst(s, p + i, g, &r, &rn)) {
       rc = relattn_bytebuf_add(o, r, rn);
-      if (rc == RELATTN_OK) rc = alSpan(om, im, i, g, rn);
-      i += g;
-      continue;
+      whole = 1;
     }
-    for (k = 0; k < g && rc == RELATTN_OK;) {
+    for (k = 0; !whole && k < g && rc == RELATTN_OK;) {
       int l = relattn_utf8_decode(p + i + k, g - k, &cp);
       if (l == 0) l = 1;
-      if (mapFirst(s, p + i + k, (size_t)l, &r, &rn)) {
+      if (mapFirst(s, p + i + k, (size_t)l, &r, &rn))
         rc = relattn_bytebuf_add(o, r, rn);
-        if (rc == RELATTN_OK) rc = alSpan(om, im, i + k, (size_t)l, rn);
-      } else {
+      else
         rc = relattn_bytebuf_add(o, p + i + k, (size_t)l);
-        if (rc == RELATTN_OK) rc = alCopy(om, im, i + k, (size_t)l);
-      }
+      if (om && im && rc == RELATTN_OK)
+        rc = trReplace(&tr, 1, o->p + from, o->n - from);
+      from = o->n;
       k += (size_t)l;
+    }
+    if (whole && om && im && rc == RELATTN_OK) {
+      size_t old = 0;
+      for (k = 0; k < g; old++) {
+        int l = relattn_utf8_decode(p + i + k, g - k, &cp);
+        k += l ? (size_t)l : 1;
+      }
+      rc = trReplace(&tr, old, o->p + from, o->n - from);
     }
     i += g;
   }
+  /* transform(): a change of 0 or less takes the next input character's
+  ** span and then skips -change more; an insertion (1) the span of the
+  ** input character before it */
+  for (k = 0, at = 0; om && im && k < tr.n && rc == RELATTN_OK; k++) {
+    uint32_t cp;
+    size_t l;
+    if (tr.t[k].change > 0 || at >= n) {
+      size_t prev = at > 0 ? lastChar(p, at) : 0;
+      rc = alSpan(om, im, prev, at > 0 ? at - prev : 1, tr.t[k].len);
+      continue;
+    }
+    l = (size_t)relattn_utf8_decode(p + at, n - at, &cp);
+    if (l == 0) l = 1;
+    rc = alSpan(om, im, at, l, tr.t[k].len);
+    at += l;
+    for (int32_t d = tr.t[k].change; d < 0 && at < n; d++) {
+      l = (size_t)relattn_utf8_decode(p + at, n - at, &cp);
+      at += l ? l : 1;
+    }
+  }
+  free(tr.t);
   return rc;
 }
 
@@ -866,7 +959,8 @@ static int replaceAll(const uint8_t *p, size_t n, const uint8_t *a, size_t an,
   while (i < n && rc == RELATTN_OK) {
     if (an > 0 && n - i >= an && memcmp(p + i, a, an) == 0) {
       rc = relattn_bytebuf_add(o, b, bn);
-      if (rc == RELATTN_OK) rc = alSpan(om, im, i, an, bn);
+      if (rc == RELATTN_OK && im)
+        rc = alReplace(om, im + 2 * i, p + i, an, b, bn, 1);
       i += an;
     } else {
       rc = relattn_bytebuf_add(o, p + i, 1);
@@ -889,7 +983,8 @@ static int replaceRun(const uint8_t *p, size_t n, const uint8_t *a, size_t an,
     while (an > 0 && n - j >= an && memcmp(p + j, a, an) == 0) j += an, count++;
     if (count > 0 && count >= m) {
       rc = relattn_bytebuf_add(o, b, bn);
-      if (rc == RELATTN_OK) rc = alSpan(om, im, i, j - i, bn);
+      if (rc == RELATTN_OK && im)
+        rc = alReplace(om, im + 2 * i, p + i, j - i, b, bn, 1);
       i = j;
     } else if (count > 0) {
       rc = relattn_bytebuf_add(o, p + i, j - i);
@@ -1130,15 +1225,14 @@ static int hfPreStep(const struct hfstep *st, const hfwords *in,
       const uint32_t *mm;
       tmp.n = 0, tm.n = 0;
       /* (a space at the start is the replacement once replaced); the
-      ** prepended one covers nothing of the text, at its start */
+      ** prepended one takes the first character's span (prepend) */
       if ((st->x == HF_ALWAYS || (st->x == HF_FIRST && in->first[k])) &&
           !(n >= rn && memcmp(p, r, rn) == 0) && !(n > 0 && p[0] == ' ')) {
         rc = relattn_bytebuf_add(&tmp, r, rn);
         if (pm && n > 0) {
-          uint32_t at[2];
-          at[0] = at[1] = pm[0];
-          for (i = 0; i < rn && rc == RELATTN_OK; i++)
-            rc = relattn_bytebuf_add(&tm, at, sizeof at);
+          uint32_t cp;
+          int l = relattn_utf8_decode(p, n, &cp);
+          rc = alSpan(&tm, pm, 0, l ? (size_t)l : 1, rn);
         }
       }
       for (i = 0; i < n && rc == RELATTN_OK; i++) {

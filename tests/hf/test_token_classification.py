@@ -4,8 +4,9 @@ relattn_token_labels against float64 references written here:
 
 - the logits: the float64 port of the class's forward (tests/hf/ports.py),
   classifier over every row of [CLS] tokens [SEP];
-- the offsets: for SentencePiece, python3-sentencepiece's own (the pieces'
-  begin / end of encode(..., out_type='immutable_proto'), in characters);
+- the ids and offsets: for SentencePiece, the fast tokenizer's (Hugging
+  Face's tokenizers library, npm, on the tokenizer.json the converter
+  builds from spm.model: offset_mapping in characters);
   for WordPiece, each word of BERT's basic splitting
   (whitespace, punctuation, CJK) with its normalized characters traced back
   to the text's, each piece covering the characters it spells, [UNK] the
@@ -128,10 +129,23 @@ def wordpiece_spans(ck, text):
 
 
 def spm_spans(ck, text):
-    """The pieces' begin / end: the Python module gives them in characters
-    of the str it was handed."""
-    proto = ck._spm().encode(text, out_type="immutable_proto")
-    return [p.id for p in proto.pieces], [(p.begin, p.end) for p in proto.pieces]
+    """The ids and offset_mapping (in characters) the fast tokenizer gives:
+    Hugging Face's tokenizers library (npm, tests/node) running the
+    tokenizer.json transformers' DebertaV2Converter builds from the
+    checkpoint's spm.model (checkpoints.unigram_tokenizer_json); [CLS]
+    and [SEP] left out."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "sql"))
+    from test_tokenizer_json import library_ids, node_ready
+    from test_tokenizer_spm_hf import library_offsets
+    reason = node_ready()
+    if reason:
+        pytest.skip(reason)
+    doc = checkpoints.unigram_tokenizer_json(ck.tok_bytes, "deberta", ck.tok_config)
+    tmp = ck.dir / "lib"
+    tmp.mkdir(exist_ok=True)
+    ids = library_ids(tmp, doc, [text])[0][1:-1]
+    offsets = library_offsets(tmp, doc, [text])[0][1:-1]
+    return ids, [tuple(o) for o in offsets]
 
 
 def spans_of(ck, text):
@@ -274,7 +288,8 @@ def test_spans_and_logits(db, rng, tmp_path, case):
     for _ in range(3):
         text = sample(rng)
         ids, spans = spans_of(ck, text)
-        assert ids == ck.encode(text)
+        assert ids == json.loads(db.execute(
+            "SELECT relattn_tokens_json(relattn_tokenize('m', ?))", (text,)).fetchone()[0])
         out = ports.forward(ck.config, ck.params, [ck.special["cls"]] + ids + [ck.special["sep"]])
         got = db.execute("SELECT entity, score, word, start, \"end\", token_index "
                          "FROM relattn_token_labels('m', ?, 'none', '[]')", (text,)).fetchall()

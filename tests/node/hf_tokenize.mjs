@@ -7,7 +7,8 @@
 // texts.json: a JSON array of strings; the output: a JSON array of id arrays,
 // one per text, in order. With a fourth argument "decode", the input is a
 // JSON array of id arrays and the output the text of each,
-// tokenizer.decode(ids, skipSpecialTokens = true).
+// tokenizer.decode(ids, skipSpecialTokens = true). With "offsets", the output
+// is each text's offsets, [start, end] a token, as the binding gives them.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 
@@ -25,6 +26,7 @@ for (let i = 0; i < texts.length; i += 256) {
   }
   const batch = await tok.encodeBatch(texts.slice(i, i + 256),
                                       { addSpecialTokens: true });
-  for (const e of batch) out.push(Array.from(e.getIds()));
+  for (const e of batch)
+    out.push(mode === "offsets" ? e.getOffsets() : Array.from(e.getIds()));
 }
 process.stdout.write(JSON.stringify(out));

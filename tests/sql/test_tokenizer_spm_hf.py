@@ -229,3 +229,58 @@ def test_stored_pipeline_and_refusals(tmp_path, rng):
 def sqlite3_error():
     import sqlite3
     return sqlite3.OperationalError
+
+
+def library_offsets(tmp_path, doc, texts):
+    """Each text's tokens' offsets from the library (in characters)."""
+    import os
+    import subprocess
+    from test_tokenizer_json import NODE_DIR
+    (tmp_path / "tokenizer.json").write_text(json.dumps(doc))
+    (tmp_path / "texts.json").write_text(json.dumps(texts))
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    r = subprocess.run(["node", str(NODE_DIR / "hf_tokenize.mjs"),
+                        str(tmp_path / "tokenizer.json"), str(tmp_path / "texts.json"),
+                        "offsets"], capture_output=True, text=True, timeout=1800, env=env)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("lower_case", [False, True])
+def test_offsets_equal_the_librarys(tmp_path, rng, lower_case):
+    """relattn_token_labels' offsets (aggregation none, nothing ignored: a
+    row a token) are the library's offset_mapping for each token: the
+    alignments its normalizers, Metaspace and model carry (the prepended
+    '▁' takes the first character's, a collapsed run of spaces its last
+    space's, a grapheme Precompiled replaces its characters' in order)."""
+    reason = node_ready()
+    if reason:
+        pytest.skip(reason)
+    ck = checkpoints.deberta(tmp_path / "d", rng, "DebertaV2ForTokenClassification")
+    conf = dict(ck.tok_config, do_lower_case=lower_case)
+    doc = checkpoints.unigram_tokenizer_json(ck.tok_bytes, "deberta", conf)
+    if lower_case:
+        lower_deberta(doc)
+    texts = []
+    for b in corpus.lines(1500, generated=500):
+        try:
+            texts.append(b.decode("utf-8"))
+        except UnicodeDecodeError:
+            pass
+    texts += [t for t in EXTRA if "[" not in t and "<" not in t]
+    texts = [t for t in texts if t.strip()]
+    db = connect()
+    assert import_spm(db, ck, tok_config=conf) > 0
+    want = library_offsets(tmp_path, doc, texts)
+    differ = []
+    for text, w in zip(texts, want):
+        rows = db.execute("SELECT token_index, start, \"end\" FROM "
+                          "relattn_token_labels('m', ?, 'none', '[]')", (text,)).fetchall()
+        got = [(i, s, e) for i, s, e in rows]
+        exp = [(i, w[i][0], w[i][1]) for i, _, _ in rows]
+        if got != exp or not rows:
+            k = next((k for k, (g, x) in enumerate(zip(got, exp)) if g != x), 0)
+            differ.append((text, got[max(0, k - 2):k + 3], exp[max(0, k - 2):k + 3]))
+    print(f"offsets: {len(differ)} of {len(texts)} lines differ")
+    assert differ == [], differ[:3]
+    db.close()
