@@ -421,15 +421,27 @@ static int convertSpm(sqlite3 *db, const relattn_hf_model *m,
   if (tok_config &&
       (rc = sqlite3_prepare_v2(
            db,
-           "SELECT count(*) FROM json_each(?1, '$.added_tokens_decoder')", -1,
-           &st, NULL)) == SQLITE_OK) {
+           "SELECT coalesce(json_type(?1, '$.added_tokens_decoder'), 'null'), "
+           "(SELECT count(*) FROM json_each(?1, '$.added_tokens_decoder')), "
+           "(SELECT count(*) FROM json_each(?1, '$.added_tokens_decoder') "
+           "WHERE type <> 'object')",
+           -1, &st, NULL)) == SQLITE_OK) {
     sqlite3_bind_text(st, 1, tok_config, -1, SQLITE_STATIC);
     if (sqlite3_step(st) == SQLITE_ROW) {
-      cap += sqlite3_column_int(st, 0);
-      has_decoder = sqlite3_column_int(st, 0) > 0;
+      const char *type = (const char *)sqlite3_column_text(st, 0);
+      int null = type && strcmp(type, "null") == 0;
+      if (!null && (!type || strcmp(type, "object") != 0 ||
+                    sqlite3_column_int(st, 2) > 0))
+        *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: "
+                                 "added_tokens_decoder must be an object of "
+                                 "objects ({\"<id>\": {\"content\": ...}})",
+                                 FN);
+      cap += sqlite3_column_int(st, 1);
+      has_decoder = !null && sqlite3_column_int(st, 1) > 0;
     }
     rc = sqlite3_finalize(st);
     st = NULL;
+    if (*pzErr) goto done;
   }
   if (rc != SQLITE_OK) goto done;
   a = sqlite3_malloc64((sqlite3_uint64)cap * sizeof *a);
@@ -443,7 +455,8 @@ static int convertSpm(sqlite3 *db, const relattn_hf_model *m,
              "coalesce(json_type(value, '$.special'), 'true'), "
              "json_type(value, '$.lstrip'), json_type(value, '$.rstrip'), "
              "json_type(value, '$.single_word'), "
-             "json_type(value, '$.normalized') FROM json_each(?1, "
+             "json_type(value, '$.normalized'), json_extract(?1, fullkey || "
+             "'.content', fullkey || '.content') FROM json_each(?1, "
              "'$.added_tokens_decoder') ORDER BY CAST(key AS INTEGER)",
              -1, &st, NULL)) != SQLITE_OK)
       goto done;
@@ -466,6 +479,12 @@ static int convertSpm(sqlite3 *db, const relattn_hf_model *m,
         *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: "
                                  "added_tokens_decoder '%s' needs an id as "
                                  "its key and a content", FN, e);
+        goto done;
+      }
+      if (relattn_json_has_nul((const char *)sqlite3_column_text(st, 8))) {
+        *pzErr = sqlite3_mprintf("%s: tokenizer_config_json: the content of "
+                                 "added_tokens_decoder '%d'" RELATTN_NUL_MSG,
+                                 FN, id);
         goto done;
       }
       relattn_echo(e2, text, -1);
@@ -525,8 +544,9 @@ static int convertSpm(sqlite3 *db, const relattn_hf_model *m,
                ? RELATTN_ADDED_RSTRIP : 0);
       n_a++;
     }
-    if ((rc = sqlite3_finalize(st)) != SQLITE_OK) goto done;
+    rc = sqlite3_finalize(st);
     st = NULL;
+    if (rc != SQLITE_OK) goto done;
   } else {
     for (k = 0; k < c.n_extra; k++) {
       if (!(own[n_own] = sqlite3_mprintf("<extra_id_%d>", k))) goto nomem;

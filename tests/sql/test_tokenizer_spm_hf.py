@@ -217,7 +217,10 @@ def test_stored_pipeline_and_refusals(tmp_path, rng):
             "500": {"content": "<new>"}}},
          "relattn_import: tokenizer_config_json: added_tokens_decoder '500' ('<new>') is not "
          "at id 404, where the fast tokenizer adds it"),
-    ]
+    ] + [(dict(ck.tok_config, added_tokens_decoder=bad),
+          "relattn_import: tokenizer_config_json: added_tokens_decoder must be an object "
+          "of objects ({\"<id>\": {\"content\": ...}})")
+         for bad in ({"0": "x"}, ["c2p"], 3)]
     for conf, msg in cases:
         with pytest.raises(sqlite3_error()) as e:
             import_spm(db, ck, tok_config=conf, name="x")
