@@ -17,6 +17,7 @@ without them); the tie, the refusals and the stored pipeline do not."""
 import copy
 import json
 import pathlib
+import sqlite3
 import struct
 import sys
 
@@ -222,16 +223,12 @@ def test_stored_pipeline_and_refusals(tmp_path, rng):
           "of objects ({\"<id>\": {\"content\": ...}})")
          for bad in ({"0": "x"}, ["c2p"], 3)]
     for conf, msg in cases:
-        with pytest.raises(sqlite3_error()) as e:
+        with pytest.raises(sqlite3.OperationalError) as e:
             import_spm(db, ck, tok_config=conf, name="x")
         assert str(e.value) == msg
     assert db.execute("SELECT count(*) FROM relattn_model WHERE name = 'x'").fetchone()[0] == 0
     db.close()
 
-
-def sqlite3_error():
-    import sqlite3
-    return sqlite3.OperationalError
 
 
 def library_offsets(tmp_path, doc, texts):
