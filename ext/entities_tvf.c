@@ -100,25 +100,9 @@ static int tlClose(sqlite3_vtab_cursor *cur) {
 
 /* model and text are required; aggregation and ignore_labels optional. */
 static int tlBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *info) {
-  int i, c, argv_i = 0, mask = 0, idx[4] = {-1, -1, -1, -1};
+  static const int cols[] = {TL_MODEL, TL_TEXT, TL_AGG, TL_IGNORE};
   (void)pVtab;
-  for (i = 0; i < info->nConstraint; i++) {
-    const struct sqlite3_index_constraint *k = &info->aConstraint[i];
-    c = k->iColumn - TL_MODEL;
-    if (c < 0 || c > 3 || k->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
-    if (!k->usable) return SQLITE_CONSTRAINT;
-    if (idx[c] < 0) idx[c] = i;
-  }
-  for (c = 0; c < 4; c++) {
-    if (idx[c] < 0) continue;
-    mask |= 1 << c;
-    info->aConstraintUsage[idx[c]].argvIndex = ++argv_i;
-    info->aConstraintUsage[idx[c]].omit = 1;
-  }
-  info->idxNum = mask;
-  info->estimatedCost = (mask & 3) == 3 ? 1000.0 : 1e12;
-  info->estimatedRows = 100;
-  return SQLITE_OK;
+  return relattn_tvf_best_index(info, cols, 4, 3, 15, 100);
 }
 
 static int tlError(tlCursor *c, int rc, char *zErr) {

@@ -65,6 +65,11 @@ void relattn_result_status(sqlite3_context *ctx, int status, const char *msg);
 /* A virtual table's zErrMsg (the old one freed, msg taken); returns code,
 ** or SQLITE_NOMEM when msg is NULL. */
 int relattn_vtab_error(sqlite3 *db, sqlite3_vtab *vtab, int code, char *msg);
+/* xBestIndex of a table-valued function whose arguments are the hidden
+** columns cols (at most 8): = constraints in order as argv, idxNum their
+** bits; required, refuse: bit masks over cols (ext/util.c). */
+int relattn_tvf_best_index(sqlite3_index_info *info, const int *cols,
+                           int n_cols, int required, int refuse, double rows);
 /* The SQLite code for a src/ status (RELATTN_ERR_TOOBIG: SQLITE_TOOBIG, ...). */
 int relattn_status_code(int status);
 /* The message for a statement of ours that failed with rc (sqlite3_malloc'd):

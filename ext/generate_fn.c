@@ -562,28 +562,9 @@ static int gtClose(sqlite3_vtab_cursor *cur) {
 
 /* model, input and options (the last optional) as = constraints, in order. */
 static int gtBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *info) {
-  int i, c, idx[3] = {-1, -1, -1}, present = 0, argv_i = 0, mask = 0;
+  static const int cols[] = {GT_MODEL, GT_INPUT, GT_OPTIONS};
   (void)pVtab;
-  for (i = 0; i < info->nConstraint; i++) {
-    const struct sqlite3_index_constraint *k = &info->aConstraint[i];
-    c = k->iColumn - GT_MODEL;
-    if (c < 0 || c > 2 || k->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
-    present |= 1 << c;
-    if (k->usable && idx[c] < 0) idx[c] = i;
-  }
-  for (c = 0; c < 3; c++) {
-    if (idx[c] < 0) {
-      if ((present >> c) & 1) return SQLITE_CONSTRAINT;
-      continue;
-    }
-    mask |= 1 << c;
-    info->aConstraintUsage[idx[c]].argvIndex = ++argv_i;
-    info->aConstraintUsage[idx[c]].omit = 1;
-  }
-  info->idxNum = mask;
-  info->estimatedCost = (mask & 3) == 3 ? 1000.0 : 1e12;
-  info->estimatedRows = 100;
-  return SQLITE_OK;
+  return relattn_tvf_best_index(info, cols, 3, 3, 7, 100);
 }
 
 static int gtFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,

@@ -65,41 +65,6 @@ static int vtabError(sqlite3_vtab *pVtab, int rc, char *zErr) {
   return relattn_vtab_error(((fnVtab *)pVtab)->conn->db, pVtab, rc, zErr);
 }
 
-/* Finds the usable = constraints on the given columns, in order, and hands
-** them to xFilter as argv; idxNum has bit i set for cols[i]. A constraint on
-** a required column that is not usable makes the plan impossible. */
-static int bestIndexEq(sqlite3_index_info *info, const int *cols, int n_cols,
-                       int required) {
-  int i, c, argv_i = 0, mask = 0, present = 0;
-  int idx[8];
-  for (c = 0; c < n_cols; c++) idx[c] = -1;
-  for (i = 0; i < info->nConstraint; i++) {
-    const struct sqlite3_index_constraint *k = &info->aConstraint[i];
-    for (c = 0; c < n_cols; c++) {
-      if (k->iColumn != cols[c] || k->op != SQLITE_INDEX_CONSTRAINT_EQ)
-        continue;
-      present |= 1 << c;
-      if (k->usable && idx[c] < 0) idx[c] = i;
-    }
-  }
-  for (c = 0; c < n_cols; c++) {
-    if (idx[c] < 0) {
-      if ((required >> c) & 1 && (present >> c) & 1) return SQLITE_CONSTRAINT;
-      continue;
-    }
-    mask |= 1 << c;
-    info->aConstraintUsage[idx[c]].argvIndex = ++argv_i;
-    info->aConstraintUsage[idx[c]].omit = 1;
-  }
-  info->idxNum = mask;
-  /* both arguments and each pushed-down column make the query cheaper */
-  info->estimatedCost = (mask & required) == required ? 1000.0 : 1e12;
-  for (c = 0; c < n_cols; c++)
-    if (!((required >> c) & 1) && (mask >> c) & 1) info->estimatedCost /= 10;
-  info->estimatedRows = 1000;
-  return SQLITE_OK;
-}
-
 /* ---- relattn_logprobs(model, tokens) --------------------------------------- */
 
 enum {
@@ -247,7 +212,7 @@ static int lpFill(lpCursor *c, relattn_call *mc, int k) {
 static int lpBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *info) {
   static const int cols[] = {LP_MODEL, LP_TOKENS, LP_K};
   (void)pVtab;
-  return bestIndexEq(info, cols, 3, 3);
+  return relattn_tvf_best_index(info, cols, 3, 3, 3, 1000);
 }
 
 static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
@@ -487,7 +452,7 @@ static int awClose(sqlite3_vtab_cursor *cur) {
 static int awBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *info) {
   static const int cols[] = {AW_MODEL, AW_TOKENS, AW_LAYER, AW_HEAD};
   (void)pVtab;
-  return bestIndexEq(info, cols, 4, 3);
+  return relattn_tvf_best_index(info, cols, 4, 3, 3, 1000);
 }
 
 /* Computes the map of (c->layer, c->head). */
@@ -705,7 +670,7 @@ static int lbClose(sqlite3_vtab_cursor *cur) {
 static int lbBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *info) {
   static const int cols[] = {LB_MODEL, LB_TOKENS, LB_TEXT_B};
   (void)pVtab;
-  return bestIndexEq(info, cols, 3, 3);
+  return relattn_tvf_best_index(info, cols, 3, 3, 3, 1000);
 }
 
 static int lbFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,

@@ -18,6 +18,8 @@
 **   interrupt   relattn_watch_begin / relattn_watch_end: sqlite3_interrupt
 **               seen by the worker pool while a call computes;
 **               relattn_interrupted: has it been called?
+**   tvf         relattn_tvf_best_index: a table-valued function's arguments
+**               (its hidden columns' = constraints) handed to xFilter.
 **
 ** Example (what a model function does with them, the model acquired by
 ** relattn_model_arg of ext/store.c):
@@ -743,4 +745,43 @@ int relattn_interrupted(sqlite3 *db) {
   rc = watchCheck(&w);
   sqlite3_finalize(w.ping);
   return rc;
+}
+
+/* ---- table-valued functions ---------------------------------------------- */
+
+/* Finds the usable = constraints on the given hidden columns, in order, and
+** hands them to xFilter as argv; idxNum has bit i set for cols[i]. A
+** column of refuse (bit i: cols[i]) constrained only by unusable = terms
+** makes the plan impossible (SQLITE_CONSTRAINT): its argument would come
+** later, from another table. The plan with every column of required costs
+** 1000, each optional column pushed down a tenth of that; rows: its rows. */
+int relattn_tvf_best_index(sqlite3_index_info *info, const int *cols,
+                           int n_cols, int required, int refuse, double rows) {
+  int i, c, argv_i = 0, mask = 0, present = 0;
+  int idx[8];
+  for (c = 0; c < n_cols; c++) idx[c] = -1;
+  for (i = 0; i < info->nConstraint; i++) {
+    const struct sqlite3_index_constraint *k = &info->aConstraint[i];
+    for (c = 0; c < n_cols; c++) {
+      if (k->iColumn != cols[c] || k->op != SQLITE_INDEX_CONSTRAINT_EQ)
+        continue;
+      present |= 1 << c;
+      if (k->usable && idx[c] < 0) idx[c] = i;
+    }
+  }
+  for (c = 0; c < n_cols; c++) {
+    if (idx[c] < 0) {
+      if ((refuse >> c) & 1 && (present >> c) & 1) return SQLITE_CONSTRAINT;
+      continue;
+    }
+    mask |= 1 << c;
+    info->aConstraintUsage[idx[c]].argvIndex = ++argv_i;
+    info->aConstraintUsage[idx[c]].omit = 1;
+  }
+  info->idxNum = mask;
+  info->estimatedCost = (mask & required) == required ? 1000.0 : 1e12;
+  for (c = 0; c < n_cols; c++)
+    if (!((required >> c) & 1) && (mask >> c) & 1) info->estimatedCost /= 10;
+  info->estimatedRows = (sqlite3_int64)rows;
+  return SQLITE_OK;
 }

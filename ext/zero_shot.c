@@ -103,25 +103,9 @@ static int zsClose(sqlite3_vtab_cursor *cur) {
 
 /* model, text and labels are required; options is optional. */
 static int zsBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *info) {
-  int i, c, argv_i = 0, mask = 0, idx[4] = {-1, -1, -1, -1};
+  static const int cols[] = {ZS_MODEL, ZS_TEXT, ZS_LABELS, ZS_OPTIONS};
   (void)pVtab;
-  for (i = 0; i < info->nConstraint; i++) {
-    const struct sqlite3_index_constraint *k = &info->aConstraint[i];
-    c = k->iColumn - ZS_MODEL;
-    if (c < 0 || c > 3 || k->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
-    if (!k->usable) return SQLITE_CONSTRAINT;
-    if (idx[c] < 0) idx[c] = i;
-  }
-  for (c = 0; c < 4; c++) {
-    if (idx[c] < 0) continue;
-    mask |= 1 << c;
-    info->aConstraintUsage[idx[c]].argvIndex = ++argv_i;
-    info->aConstraintUsage[idx[c]].omit = 1;
-  }
-  info->idxNum = mask;
-  info->estimatedCost = (mask & 7) == 7 ? 1000.0 : 1e12;
-  info->estimatedRows = 10;
-  return SQLITE_OK;
+  return relattn_tvf_best_index(info, cols, 4, 7, 15, 10);
 }
 
 static int zsError(zsCursor *c, int rc, char *zErr) {
