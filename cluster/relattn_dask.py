@@ -43,6 +43,11 @@ opened: a misspelt --source, --tokens or --id, or a column the model cannot
 give, writes nothing. Without --columns the model's config chooses: a decoder
 n_tokens, score, perplexity; a classifier n_tokens, label, prob, logit (a
 regression model n_tokens, logit); another encoder n_tokens, embedding.
+The results table belongs to one job: its model (name and sha256), source,
+tokens, id, columns and, with the generated column, --generate's options (their
+keys sorted, so the same options spelt in another order are the same job). A
+rerun that changes any of them is refused with what differs, as rows made with
+other options would mix with the first run's.
 
 Progress goes to stderr: the whole job's rows and tokens done of its total,
 tokens/s of this run and the ETA, redrawn in place on a terminal, else a line
@@ -194,7 +199,8 @@ def score_range(plugin_name, shard, source, tokens, id_col, lo, hi, columns, gen
 SCHEMA = ("""
 CREATE TABLE IF NOT EXISTS relattn_cluster_job(
   results TEXT PRIMARY KEY,      -- the results table this job fills
-  model TEXT, model_sha256 TEXT, source TEXT, tokens TEXT, id TEXT, columns TEXT)""", """
+  model TEXT, model_sha256 TEXT, source TEXT, tokens TEXT, id TEXT, columns TEXT,
+  generate TEXT)                 -- the generated column's options (NULL: none kept)""", """
 CREATE TABLE IF NOT EXISTS relattn_cluster_range(
   results TEXT, shard TEXT, lo INTEGER, hi INTEGER,   -- ids lo..hi of the shard file
   planned_rows INTEGER, planned_tokens INTEGER,
@@ -221,16 +227,20 @@ def prepare(db, args, job, model_db):
         if "planned_tokens" not in [c for (_, c, *_) in db.execute(
                 "PRAGMA table_info(relattn_cluster_range)")]:
             db.execute("ALTER TABLE relattn_cluster_range ADD COLUMN planned_tokens INTEGER")
+        # a job recorded before the generated column's options were
+        if "generate" not in [c for (_, c, *_) in db.execute(
+                "PRAGMA table_info(relattn_cluster_job)")]:
+            db.execute("ALTER TABLE relattn_cluster_job ADD COLUMN generate TEXT")
         table = args.table
         cols = ", ".join(f"{c} {COLUMN_TYPES[c]}" for c in args.columns + ["error"])
         db.execute(f"CREATE TABLE IF NOT EXISTS {quote(table)}(id INTEGER PRIMARY KEY, {cols})")
-        keys = ("model", "model_sha256", "source", "tokens", "id", "columns")
+        keys = ("model", "model_sha256", "source", "tokens", "id", "columns", "generate")
         new = tuple(job[k] for k in keys)
         old = db.execute(f"SELECT {', '.join(keys)} FROM relattn_cluster_job "
                          "WHERE results = ?", (table,)).fetchone()
         if old is None:
-            db.execute("INSERT INTO relattn_cluster_job VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (table,) + new)
+            db.execute(f"INSERT INTO relattn_cluster_job(results, {', '.join(keys)}) "
+                       f"VALUES (?{', ?' * len(keys)})", (table,) + new)
         elif old != new:
             diff = "; ".join(f"{k.replace('_', ' ')} {o!r}, not {v!r}"
                              for k, o, v in zip(keys, old, new) if o != v)
@@ -523,6 +533,21 @@ def default_columns(config):
     return DEFAULT_COLUMNS["encoder"]
 
 
+def job_generate(args):
+    """The generated column's options as the job records them: NULL unless
+    the job keeps that column, else the JSON object with its keys sorted, so
+    that a rerun spelling the same options differently is the same job and
+    one with other options (another text for the rows left) is refused."""
+    if "generated" not in args.columns:
+        return None
+    if args.generate is None:
+        return "{}"
+    try:
+        return json.dumps(json.loads(args.generate), sort_keys=True, separators=(", ", ": "))
+    except ValueError:   # relattn_scan took it (check_columns): keep its text
+        return args.generate
+
+
 def check_columns(db, model, columns, generate=None):
     """relattn_scan's own error when the model cannot give a column
     (score of an encoder, label of a decoder): a scan over no row."""
@@ -659,7 +684,8 @@ def run_job(args, extension, weights, sha, config, model_db):
         args.columns = default_columns(config)
     check_columns(model_db, args.model, args.columns, args.generate)
     job = {"model": args.model, "model_sha256": sha, "source": args.source,
-           "tokens": args.tokens, "id": args.id, "columns": ",".join(args.columns)}
+           "tokens": args.tokens, "id": args.id, "columns": ",".join(args.columns),
+           "generate": job_generate(args)}
     check_source(args)
     # The workers that ranges are planned for (auto_range_rows)
     client = Client(args.scheduler) if args.scheduler else None

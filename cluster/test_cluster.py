@@ -693,3 +693,29 @@ def test_generated_column_equals_relattn_generate(tmp_path):
         "SELECT id, generated FROM docs_scores WHERE error IS NULL AND generated "
         "IS NOT NULL ORDER BY id").fetchall()
     assert got == want and len(got) == 10
+    # the options are part of the job: the same ones in another order go on,
+    # other ones would mix two texts in one table and are refused
+    before = list(sqlite3.connect(out).iterdump())
+    r = run(path, "--results", out, "--workers", 1, "--range-rows", 5,
+            "--columns", "n_tokens,generated", "--generate", '{"num_beams":2,"max_new_tokens":8}')
+    assert r.stdout == "nothing to do: all 3 ranges of 'docs_scores' are done\n"
+    r = run(path, "--results", out, "--workers", 1, "--columns", "n_tokens,generated",
+            "--generate", '{"max_new_tokens": 9, "num_beams": 2}', rc=2)
+    assert r.stderr == ("relattn_dask: results table 'docs_scores' belongs to another job "
+                        """(generate '{"max_new_tokens": 8, "num_beams": 2}', not """
+                        """'{"max_new_tokens": 9, "num_beams": 2}'): """
+                        "name another --table or --results\n")
+    assert list(sqlite3.connect(out).iterdump()) == before
+    # a results database from before the options were recorded goes on
+    db = sqlite3.connect(out)
+    db.execute("ALTER TABLE relattn_cluster_job DROP COLUMN generate")
+    db.execute("UPDATE relattn_cluster_job SET columns = 'n_tokens,generated'")
+    db.commit()
+    db.close()
+    r = run(path, "--results", out, "--workers", 1, "--columns", "n_tokens", rc=2)
+    assert r.stderr == ("relattn_dask: results table 'docs_scores' belongs to another job "
+                        "(columns 'n_tokens,generated', not 'n_tokens'): "
+                        "name another --table or --results\n")
+    r = run(path, "--results", out, "--workers", 1, "--columns", "n_tokens", "--table", "n")
+    assert [c[1] for c in sqlite3.connect(out).execute(
+        "PRAGMA table_info(relattn_cluster_job)")][-1] == "generate"
