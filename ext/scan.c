@@ -24,8 +24,10 @@
 **
 ** HOW IT WORKS
 ** CREATE parses and checks the arguments (ext/scan_create.c). Each query
-** runs here. xFilter acquires the model once: every row of one scan comes from that
-** version, whatever another connection imports meanwhile. It then runs
+** runs here, its rows' forward passes and the progress line in
+** ext/scan_work.c (scan.h: the cursor both share). xFilter acquires the
+** model once: every row of one scan comes from that version, whatever
+** another connection imports meanwhile. It then runs
 **   SELECT id, tokens FROM source WHERE id <op> ? ... ORDER BY id
 ** with the id constraints xBestIndex pushed down (=, >, >=, <, <=; LIMIT and
 ** OFFSET as a cap on the rows read, when nothing is left to filter or sort).
@@ -77,92 +79,11 @@ SQLITE_EXTENSION_INIT3
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 enum { COL_ID, COL_NTOK, COL_SCORE, COL_PPL, COL_EMB, COL_ERR, COL_LABEL,
        COL_LOGIT, COL_PROB, COL_GEN };
-#define WANT_SCORE 1  /* score or perplexity: the LM head */
-#define WANT_EMB 2    /* embedding */
-#define WANT_TOKENS 4 /* n_tokens: the tokens are read, no model runs */
-#define WANT_ERRORS 8 /* error: a bad row is a row, not a failure */
-#define ID_DESC 16    /* ORDER BY id DESC: the source is read backwards */
-#define WANT_CLASS 32 /* label, logit or prob: the classifier */
-#define WANT_LABEL 64 /* label itself (a regression model has none) */
-#define WANT_GEN 128  /* generated: relattn_generate on each row */
-#define ERR_LEN 320
 #define POLL_MS 50    /* interrupt check while waiting for a row */
-#define BATCH_TOKENS 256 /* pack rows into one pass up to this many tokens */
-#define BATCH_ROWS 16
-#define TRIM_BYTES ((size_t)64 << 20) /* keep a worker's scratch below this */
-
-/* One row in flight. Filled by the connection's thread before it is added to
-** the runner, results written by one worker before the runner marks it done
-** (the runner's lock orders both). */
-typedef struct scan_slot {
-  sqlite3_int64 id;
-  int32_t *tokens;        /* (n): the model's input, BOS in front if any */
-  int n;                  /* 0: NULL tokens, nothing to compute */
-  int n_tokens;           /* the sequence's own tokens */
-  int status;             /* RELATTN_OK or an error in err */
-  int fatal;              /* an error the error column cannot hold */
-  double score;           /* sum of ln p over the scored tokens */
-  float *embedding;       /* (d_model), into the cursor's emb block */
-  float *logits;          /* (n_labels), into the cursor's logits block */
-  int best;               /* classifier: the label of the largest logit */
-  double prob;            /* its probability (none for regression) */
-  sqlite3_int64 bytes;    /* of its source value: the progress's measure */
-  atomic_llong layer_rows; /* n times the layers it has passed (workers add) */
-  int counted;            /* in rows_done, tok_done and bytes_done */
-  char *generated;         /* (generated_len) the row's new text, malloc'd */
-  size_t generated_len;
-  char err[ERR_LEN];
-} scan_slot;
-
-typedef struct scan_cursor scan_cursor;
-
-typedef struct scan_worker {
-  relattn_pool *pool;     /* one thread: scratch only */
-  float *logprob;         /* (cap_lp) */
-  int cap_lp;
-  double *probs;          /* (n_labels) the classifier's probabilities */
-} scan_worker;
-
-struct scan_cursor {
-  sqlite3_vtab_cursor base; /* must be first */
-  scan_vtab *vt;
-  const relattn_model *model; /* held from xFilter to the next or xClose */
-  sqlite3_stmt *src;      /* SELECT id, tokens FROM source ... ORDER BY id */
-  sqlite3_stmt *ping;     /* SELECT 1: sees sqlite3_interrupt */
-  int want;               /* WANT_SCORE | WANT_EMB | WANT_CLASS: the model runs */
-  int read_tokens;        /* tokens decoded (the model runs, or n_tokens) */
-  int blas_prev, blas_held;
-  /* the ring: rows seq head <= s < tail are in flight (item s of runner) */
-  scan_slot *ring;        /* (cap) */
-  float *emb;             /* (cap, d_model) */
-  float *logits;          /* (cap, n_labels) with WANT_CLASS */
-  int cap;
-  sqlite3_int64 head, tail;
-  sqlite3_int64 to_read;  /* rows still allowed by a LIMIT; -1: any */
-  int src_done, eof;
-  int keep_errors;        /* the error column is read: rows' errors are data */
-  int failed;             /* an error was returned: the scan did not finish */
-  /* the generated column: generate='s options, the memory bound */
-  relattn_gen_opts gen;
-  char *stops[16];
-  int n_stops;
-  sqlite3_int64 max_memory;
-  /* workers */
-  relattn_batch *runner;  /* src/batch.c: runs the ring's rows in batches */
-  scan_worker *workers;   /* (n_workers), or one used inline when 0 threads */
-  int n_workers;
-  /* progress */
-  int progress, tty;
-  int asked;              /* relattn_progress(1): a last line even when quick */
-  sqlite3_int64 total, rows_done, tok_done, tok_rows;
-  sqlite3_int64 total_bytes, bytes_done; /* the source's token values */
-  double t0, t_shown;
-};
 
 /* ---- planning ------------------------------------------------------------ */
 
@@ -263,128 +184,7 @@ static int scanBestIndex(sqlite3_vtab *tab, sqlite3_index_info *info) {
   return SQLITE_OK;
 }
 
-/* ---- workers ------------------------------------------------------------- */
-
-static double nowSeconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* The generated column of rows [first, first + k): relattn_generate on
-** each, on the worker's pool (src/generate.c; its text as
-** relattn_gen_text makes it). */
-static void scanGenerate(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
-                         int k) {
-  int i;
-  for (i = 0; i < k; i++) {
-    scan_slot *s = &cur->ring[(first + i) % cur->cap];
-    const int n = relattn_gen_input_n(cur->model, s->n);
-    if (s->status != RELATTN_OK || s->n == 0) continue;
-    s->status = relattn_gen_text(cur->model, &cur->gen, cur->stops,
-                                 cur->n_stops, s->tokens, n, w->pool,
-                                 cur->max_memory, &s->generated,
-                                 &s->generated_len, s->err, ERR_LEN);
-  }
-}
-
-/* Runs rows [first, first + k) as one packed forward pass, on a worker (or
-** inline). Touches no SQLite API: results and errors go into the slots. */
-static void scanRun(scan_cursor *cur, scan_worker *w, sqlite3_int64 first,
-                    int k) {
-  relattn_fwd f[BATCH_ROWS];
-  scan_slot *slot[BATCH_ROWS];
-  char err[ERR_LEN];
-  const int fwd = cur->want & ~WANT_GEN;
-  int count = 0, i, j, rc, total = 0, off = 0;
-  if (cur->want & WANT_GEN) scanGenerate(cur, w, first, k);
-  for (i = 0; i < k; i++) {
-    scan_slot *s = &cur->ring[(first + i) % cur->cap];
-    s->score = 0;
-    /* Errors found on reading, NULL tokens, one token without BOS when only
-    ** the score is read: nothing to run. */
-    if (s->status != RELATTN_OK || s->n == 0 || !fwd) continue;
-    if (fwd == WANT_SCORE && s->n < 2) continue;
-    slot[count] = s;
-    memset(&f[count], 0, sizeof f[count]);
-    f[count].tokens = s->tokens;
-    f[count].n = s->n;
-    if (cur->want & WANT_EMB)
-      relattn_pooling_request(&f[count], cur->model, cur->vt->pooling,
-                              s->embedding);
-    if (cur->want & WANT_CLASS) f[count].logits = s->logits;
-    f[count].layer_rows = &s->layer_rows;
-    total += s->n;
-    count++;
-  }
-  if (!count) return;
-  if (cur->want & WANT_SCORE) {
-    if (w->cap_lp < total) {
-      relattn_free(w->logprob);
-      w->cap_lp = 0;
-      w->logprob = relattn_alloc(sizeof(float) * (size_t)total);
-      if (!w->logprob) {
-        for (i = 0; i < count; i++) {
-          slot[i]->status = RELATTN_ERR_NOMEM;
-          snprintf(slot[i]->err, ERR_LEN, "out of memory for %d tokens",
-                   total);
-        }
-        return;
-      }
-      w->cap_lp = total;
-    }
-    for (i = 0; i < count; i++) {
-      if (f[i].n > 1) f[i].logprob = w->logprob + off;
-      off += f[i].n;
-    }
-  }
-  err[0] = 0;
-  rc = relattn_forward_batch(cur->model, f, count, w->pool, err, sizeof err);
-  for (i = 0; i < count; i++) {
-    if (rc == RELATTN_OK &&
-        (slot[i]->status = relattn_forward_check_finite(
-             &f[i], &cur->model->cfg, slot[i]->err, ERR_LEN)) !=
-            RELATTN_OK)
-      continue;
-    if (rc != RELATTN_OK) {
-      slot[i]->status = rc;
-      memcpy(slot[i]->err, err, ERR_LEN);
-    } else {
-      if (f[i].logprob) {
-        double sum = 0;
-        for (j = 0; j < f[i].n - 1; j++) sum += f[i].logprob[j];
-        slot[i]->score = sum;
-      }
-      if (f[i].logits) {
-        /* as relattn_classify and relattn_labels read them */
-        const relattn_config *c = &cur->model->cfg;
-        slot[i]->best = relattn_label_best(f[i].logits, c->n_labels);
-        slot[i]->prob = relattn_label_probs(w->probs, f[i].logits,
-                                            c->n_labels, c->problem_type)
-                            ? w->probs[slot[i]->best]
-                            : 0;
-      }
-    }
-  }
-  /* A rare huge sequence should not pin its scratch for the whole scan. */
-  if (relattn_forward_memory(cur->model, total, count, 1) > TRIM_BYTES)
-    relattn_pool_trim(w->pool, TRIM_BYTES);
-}
-
-/* The runner's batch function: runs on one of its threads (or inline). */
-static void scanBatch(void *ctx, int64_t first, int count, int worker) {
-  scan_cursor *cur = ctx;
-  scanRun(cur, &cur->workers[worker], first, count);
-}
-
-/* Stops and joins the workers; the ring is then the caller's alone. */
-static void scanStopWorkers(scan_cursor *cur) {
-  int i;
-  /* a forward pass in flight stops within a task, not at its end */
-  for (i = 0; i < cur->n_workers; i++) relattn_pool_cancel(cur->workers[i].pool);
-  relattn_batch_free(cur->runner);
-  cur->runner = NULL;
-}
+/* ---- ending a scan ------------------------------------------------------- */
 
 static void scanFreeSlots(scan_cursor *cur) {
   sqlite3_int64 s;
@@ -397,16 +197,14 @@ static void scanFreeSlots(scan_cursor *cur) {
   cur->head = cur->tail = 0;
 }
 
-static void scanProgressLine(scan_cursor *cur, int final);
-
 /* Ends a scan: workers joined, rows freed, model released, BLAS restored. */
 static void scanReset(scan_cursor *cur) {
-  scanStopWorkers(cur);
+  relattn_scan_stop_workers(cur);
   /* Left early: "(stopped)" when the scan failed (an error, an interrupt);
   ** a LIMIT met or a client done reading is a normal end. */
   if (cur->progress && cur->t0 > 0 && !cur->eof &&
       (cur->asked || cur->t_shown > cur->t0))
-    scanProgressLine(cur, cur->failed ? 2 : 1);
+    relattn_scan_progress_line(cur, cur->failed ? 2 : 1);
   scanFreeSlots(cur);
   sqlite3_finalize(cur->src);
   cur->src = NULL;
@@ -463,21 +261,6 @@ static int scanError(scan_cursor *cur, int rc, const char *fmt, ...) {
 /* Reads source rows into the ring while there is room. Token errors are
 ** kept in the row's slot and reported when its turn comes, so the rows
 ** before it are returned whatever the read-ahead. */
-/* What a row of n tokens may hold: on every worker at once (each may run a
-** row that long, or a batch of BATCH_TOKENS), its own one-worker pool's
-** scratch for the forward pass and its log-prob buffer, so the per-call
-** bound covers the whole scan. SIZE_MAX on overflow. */
-static size_t scanRowBytes(const scan_cursor *cur, const relattn_model *m,
-                           int n) {
-  int rows = n > BATCH_TOKENS ? n : BATCH_TOKENS;
-  size_t one = relattn_forward_memory(m, rows, BATCH_ROWS, 1), all;
-  if (!one || !relattn_add_ok(one, sizeof(float) * (size_t)rows, &one) ||
-      !relattn_mul_ok(one, (size_t)(cur->n_workers > 1 ? cur->n_workers : 1),
-                      &all))
-    return SIZE_MAX;
-  return all;
-}
-
 static int scanFill(scan_cursor *cur) {
   const relattn_model *m = cur->model;
   while (!cur->src_done && cur->tail - cur->head < cur->cap &&
@@ -551,8 +334,9 @@ static int scanFill(scan_cursor *cur) {
       sqlite3_free(arg);
       sqlite3_free(arg_b);
       if (rc == SQLITE_OK && cur->want &&
-          (zErr = relattn_memory_check(cur->vt->conn, "relattn_scan",
-                                       scanRowBytes(cur, m, in.n))) != NULL) {
+          (zErr = relattn_memory_check(
+               cur->vt->conn, "relattn_scan",
+               relattn_scan_row_bytes(cur, m, in.n))) != NULL) {
         char *why = zErr;
         zErr = sqlite3_mprintf("relattn_scan: %s of id %lld%s",
                                cur->vt->tokens, s->id, why + 12);
@@ -596,73 +380,6 @@ static int scanInterrupted(scan_cursor *cur) {
   return rc == SQLITE_INTERRUPT;
 }
 
-/* The work done so far, rows in flight included: each counts the fraction of
-** the model's layers it has passed (a row of 50 KB takes minutes; the line
-** must not wait for it). Tokens and source bytes move together, so the ETA
-** is the source's bytes left at the bytes-per-second rate so far. */
-static void scanWorkDone(scan_cursor *cur, double *tokens, double *bytes,
-                         double *rows) {
-  const int L = cur->model ? cur->model->cfg.n_layers : 0;
-  sqlite3_int64 i;
-  *tokens = (double)cur->tok_done;
-  *bytes = (double)cur->bytes_done;
-  *rows = (double)cur->rows_done;
-  for (i = cur->head; cur->ring && L > 0 && i < cur->tail; i++) {
-    scan_slot *s = &cur->ring[i % cur->cap];
-    double part;
-    if (s->counted || s->n == 0) continue;
-    part = (double)atomic_load(&s->layer_rows) / ((double)s->n * L);
-    if (part > 1) part = 1;
-    *tokens += part * s->n_tokens;
-    *bytes += part * (double)s->bytes;
-    *rows += part;
-  }
-}
-
-static void scanProgressLine(scan_cursor *cur, int final) {
-  double t = nowSeconds(), el = t - cur->t0, tps, rps, tokens, bytes, rows;
-  char eta[32] = "", pct[48] = "";
-  if (el <= 0) el = 1e-9;
-  scanWorkDone(cur, &tokens, &bytes, &rows);
-  tps = tokens / el;
-  rps = (double)cur->rows_done / el;
-  if (!final) {
-    double left = -1;
-    if (cur->total_bytes > 0 && bytes > 0)
-      left = ((double)cur->total_bytes - bytes) / (bytes / el);
-    else if (cur->total > 0 && rows > 0)
-      left = ((double)cur->total - rows) / (rows / el);
-    if (left >= 0) {
-      long s = (long)(left + 0.5);
-      snprintf(eta, sizeof eta, ", ETA %ld:%02ld:%02ld", s / 3600,
-               s / 60 % 60, s % 60);
-    }
-    if (cur->total_bytes > 0)
-      snprintf(pct, sizeof pct, " (%.1f%% of the tokens)",
-               100.0 * bytes / (double)cur->total_bytes);
-    else if (cur->total > 0)
-      snprintf(pct, sizeof pct, " (%.1f%%)",
-               100.0 * (double)cur->rows_done / (double)cur->total);
-  }
-  if (final)
-    fprintf(stderr, "%srelattn_scan: %lld rows in %.1f s, %.0f rows/s, %.0f "
-            "tokens/s%s\n", cur->tty ? "\r\033[K" : "",
-            (long long)cur->rows_done, el, rps, tps,
-            final == 2 ? " (stopped)" : "");
-  else if (cur->total >= 0)
-    fprintf(stderr, "%srelattn_scan: %lld/%lld rows%s, %.0f tokens/s%s%s",
-            cur->tty ? "\r\033[K" : "", (long long)cur->rows_done,
-            (long long)cur->total, pct, tps, eta, cur->tty ? "" : "\n");
-  fflush(stderr);
-  cur->t_shown = t;
-}
-
-/* While a row is awaited: a line a second (4 a second on a terminal). */
-static void scanProgressTick(scan_cursor *cur) {
-  if (cur->progress && nowSeconds() - cur->t_shown >= (cur->tty ? 0.25 : 1.0))
-    scanProgressLine(cur, 0);
-}
-
 /* Makes the head slot the current row: reads ahead, waits for it (or runs it
 ** here when there are no worker threads). */
 static int scanAdvance(scan_cursor *cur) {
@@ -673,7 +390,7 @@ static int scanAdvance(scan_cursor *cur) {
     cur->eof = 1;
     /* On a terminal alone, a quick query prints nothing. */
     if (cur->progress && cur->t0 > 0 && (cur->asked || cur->t_shown > cur->t0))
-      scanProgressLine(cur, 1);
+      relattn_scan_progress_line(cur, 1);
     return SQLITE_OK;
   }
   s = &cur->ring[cur->head % cur->cap];
@@ -685,14 +402,14 @@ static int scanAdvance(scan_cursor *cur) {
     while (relattn_batch_wait(cur->runner, POLL_MS) == 0) {
       if (relattn_pool_cancelled(cur->workers[0].pool) || scanInterrupted(cur))
         break;
-      scanProgressTick(cur);
+      relattn_scan_progress_tick(cur);
     }
     relattn_watch_end(&watch);
   } else {
     while (relattn_batch_wait(cur->runner, POLL_MS) == 0) {
       if (scanInterrupted(cur))
         return scanError(cur, SQLITE_INTERRUPT, "relattn_scan: interrupted");
-      scanProgressTick(cur);
+      relattn_scan_progress_tick(cur);
     }
   }
   if (s->status != RELATTN_OK && cur->keep_errors && !s->fatal &&
@@ -718,7 +435,7 @@ static int scanAdvance(scan_cursor *cur) {
   cur->tok_done += s->n_tokens;
   cur->bytes_done += s->bytes;
   s->counted = 1;
-  scanProgressTick(cur);
+  relattn_scan_progress_tick(cur);
   return SQLITE_OK;
 }
 
@@ -1050,10 +767,10 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   for (i = 0; i < cur->n_workers; i++) /* cancelled by the last scan's end */
     relattn_pool_set_cancel(cur->workers[i].pool, NULL, NULL);
   cur->runner = relattn_batch_new(n_threads, cur->cap, BATCH_ROWS,
-                                  BATCH_TOKENS, scanBatch, cur, err,
+                                  BATCH_TOKENS, relattn_scan_batch, cur, err,
                                   sizeof err);
   if (!cur->runner) return scanError(cur, SQLITE_ERROR, "relattn_scan: %s", err);
-  cur->t0 = nowSeconds();
+  cur->t0 = relattn_scan_now();
   cur->t_shown = cur->t0;
   return scanAdvance(cur);
 }
