@@ -1,7 +1,8 @@
 /*
 ** hf.h: the inside of the Hugging Face import (ext/hf.c): a checkpoint's
 ** config as read, and the families. Each family (ext/hf_<family>.c) is
-** one relattn_hf_family; ext/hf.c lists them in families[].
+** one relattn_hf_family; ext/hf.c lists them in families[]. The tokenizer
+** (ext/hf_tokenizer.c, ext/hf_tokjson*.c) is read apart.
 */
 #ifndef RELATTN_HF_H
 #define RELATTN_HF_H
@@ -119,5 +120,29 @@ typedef struct relattn_hf_tokjson {
 int relattn_hf_tokjson_read(sqlite3 *db, const uint8_t *file, size_t n,
                             relattn_hf_tokjson *out, char **pzErr);
 void relattn_hf_tokjson_free(relattn_hf_tokjson *t);
+
+/* ---- ext/hf_tokenizer.c: the tokenizer ----------------------------------- */
+
+/* What the checkpoint's tokenizer gives the native config. */
+typedef struct relattn_hf_tok {
+  int kind;                        /* RELATTN_TOK_* */
+  int bos, eos, pad, append, sep, mask, unk;
+  int lower, strip, chinese;       /* wordpiece options, -1: null */
+  int clean;                       /* wordpiece: clean_up_tokenization_spaces */
+  uint8_t *file;                   /* the file stored in place of the
+                                   ** tokenizer_blob (a tokenizer.json's
+                                   ** vocab.txt), or NULL */
+  size_t file_n;
+  int json_unigram;                /* file: a tokenizer.json's Unigram */
+} relattn_hf_tok;
+
+/* The tokenizer's kind, options and special ids (each role's text: the
+** family's default or tokenizer_config.json's cls_token, sep_token, ...,
+** looked up in the file tok). out->file, when set, is sqlite3_malloc'd and
+** the caller's. */
+int relattn_hf_read_tokenizer(sqlite3 *db, const relattn_hf_model *m,
+                              const char *tok_config, const uint8_t *tok,
+                              size_t tok_n, relattn_hf_tok *out,
+                              char **pzErr);
 
 #endif /* RELATTN_HF_H */
