@@ -33,11 +33,6 @@ SQLITE_EXTENSION_INIT3
 enum { TL_ENTITY, TL_SCORE, TL_WORD, TL_START, TL_END, TL_INDEX, TL_MODEL,
        TL_TEXT, TL_AGG, TL_IGNORE };
 
-typedef struct tlVtab {
-  sqlite3_vtab base; /* must be first */
-  relattn_conn *conn;
-} tlVtab;
-
 typedef struct tlCursor {
   sqlite3_vtab_cursor base; /* must be first */
   relattn_entity *e;        /* (n) */
@@ -49,37 +44,20 @@ typedef struct tlCursor {
 static int tlConnect(sqlite3 *db, void *aux, int argc,
                      const char *const *argv, sqlite3_vtab **ppVtab,
                      char **pzErr) {
-  tlVtab *v;
-  int rc = sqlite3_declare_vtab(db,
-                                "CREATE TABLE x(entity TEXT, score REAL, "
-                                "word TEXT, start INTEGER, \"end\" INTEGER, "
-                                "token_index INTEGER, model HIDDEN, "
-                                "text HIDDEN, aggregation HIDDEN, "
-                                "ignore_labels HIDDEN)");
   (void)argc;
   (void)argv;
   (void)pzErr;
-  if (rc != SQLITE_OK) return rc;
-  v = sqlite3_malloc64(sizeof *v);
-  if (!v) return SQLITE_NOMEM;
-  memset(v, 0, sizeof *v);
-  v->conn = aux;
-  *ppVtab = &v->base;
-  return SQLITE_OK;
-}
-
-static int tlDisconnect(sqlite3_vtab *pVtab) {
-  sqlite3_free(pVtab);
-  return SQLITE_OK;
+  return relattn_tvf_connect(db, aux,
+                             "CREATE TABLE x(entity TEXT, score REAL, "
+                             "word TEXT, start INTEGER, \"end\" INTEGER, "
+                             "token_index INTEGER, model HIDDEN, text HIDDEN, "
+                             "aggregation HIDDEN, ignore_labels HIDDEN)",
+                             ppVtab);
 }
 
 static int tlOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCursor) {
-  tlCursor *c = sqlite3_malloc64(sizeof *c);
   (void)pVtab;
-  if (!c) return SQLITE_NOMEM;
-  memset(c, 0, sizeof *c);
-  *ppCursor = &c->base;
-  return SQLITE_OK;
+  return relattn_tvf_open(sizeof(tlCursor), ppCursor);
 }
 
 static void tlReset(tlCursor *c) {
@@ -106,9 +84,8 @@ static int tlBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *info) {
 }
 
 static int tlError(tlCursor *c, int rc, char *zErr) {
-  tlVtab *v = (tlVtab *)c->base.pVtab;
   tlReset(c);
-  return relattn_vtab_error(v->conn->db, &v->base, rc, zErr);
+  return relattn_tvf_error(c->base.pVtab, rc, zErr);
 }
 
 /* The aggregation argument: RELATTN_AGG_*, or -1. */
@@ -195,7 +172,7 @@ static int isSpecial(const relattn_config *c, int32_t id) {
 static int tlFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
                     int argc, sqlite3_value **argv) {
   tlCursor *c = (tlCursor *)cur;
-  tlVtab *v = (tlVtab *)cur->pVtab;
+  relattn_tvf *v = (relattn_tvf *)cur->pVtab;
   const relattn_config *cfg;
   relattn_call mc;
   relattn_fwd f;
@@ -393,7 +370,7 @@ sqlite3_module relattn_token_labels_module = {
     0,            /* xCreate: eponymous only */
     tlConnect,    /* xConnect */
     tlBestIndex,  /* xBestIndex */
-    tlDisconnect, /* xDisconnect */
+    relattn_tvf_disconnect, /* xDisconnect */
     0,            /* xDestroy */
     tlOpen,       /* xOpen */
     tlClose,      /* xClose */

@@ -70,6 +70,22 @@ int relattn_vtab_error(sqlite3 *db, sqlite3_vtab *vtab, int code, char *msg);
 ** bits; required, refuse: bit masks over cols (ext/util.c). */
 int relattn_tvf_best_index(sqlite3_index_info *info, const int *cols,
                            int n_cols, int required, int refuse, double rows);
+/* The vtab of a table-valued function: no state beyond the connection. */
+typedef struct relattn_tvf {
+  sqlite3_vtab base; /* must be first */
+  relattn_conn *conn;
+} relattn_tvf;
+/* Its xConnect's work: declares schema, makes the relattn_tvf of conn (the
+** module's aux). */
+int relattn_tvf_connect(sqlite3 *db, void *aux, const char *schema,
+                        sqlite3_vtab **ppVtab);
+/* Its xDisconnect. */
+int relattn_tvf_disconnect(sqlite3_vtab *pVtab);
+/* Its xOpen's work: a zeroed cursor of size bytes (base first). */
+int relattn_tvf_open(size_t size, sqlite3_vtab_cursor **ppCursor);
+/* Sets its message (relattn_vtab_error: SQLITE_INTERRUPT after an
+** interrupt) and returns rc. */
+int relattn_tvf_error(sqlite3_vtab *pVtab, int rc, char *zErr);
 /* The SQLite code for a src/ status (RELATTN_ERR_TOOBIG: SQLITE_TOOBIG, ...). */
 int relattn_status_code(int status);
 /* The message for a statement of ours that failed with rc (sqlite3_malloc'd):

@@ -511,47 +511,28 @@ void relattn_generate_func(sqlite3_context *ctx, int argc,
 enum { GT_STEP, GT_TOKEN, GT_TEXT, GT_LOGPROB, GT_MODEL, GT_INPUT,
        GT_OPTIONS };
 
-typedef struct gtVtab {
-  sqlite3_vtab base; /* must be first */
-  relattn_conn *conn;
-} gtVtab;
-
 typedef struct gtCursor {
   sqlite3_vtab_cursor base; /* must be first */
   relattn_gen_call g;
   int row;
 } gtCursor;
 
-static int gtConnect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                     sqlite3_vtab **ppVtab, char **pzErr) {
-  gtVtab *v;
-  int rc = sqlite3_declare_vtab(
-      db, "CREATE TABLE x(step INTEGER, token INTEGER, text TEXT, logprob "
-          "REAL, model HIDDEN, input HIDDEN, options HIDDEN)");
+static int gtConnect(sqlite3 *db, void *aux, int argc,
+                     const char *const *argv, sqlite3_vtab **ppVtab,
+                     char **pzErr) {
   (void)argc;
   (void)argv;
   (void)pzErr;
-  if (rc != SQLITE_OK) return rc;
-  v = sqlite3_malloc64(sizeof *v);
-  if (!v) return SQLITE_NOMEM;
-  memset(v, 0, sizeof *v);
-  v->conn = aux;
-  *ppVtab = &v->base;
-  return SQLITE_OK;
-}
-
-static int gtDisconnect(sqlite3_vtab *pVtab) {
-  sqlite3_free(pVtab);
-  return SQLITE_OK;
+  return relattn_tvf_connect(db, aux,
+                             "CREATE TABLE x(step INTEGER, token INTEGER, "
+                             "text TEXT, logprob REAL, model HIDDEN, "
+                             "input HIDDEN, options HIDDEN)",
+                             ppVtab);
 }
 
 static int gtOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCursor) {
-  gtCursor *c = sqlite3_malloc64(sizeof *c);
   (void)pVtab;
-  if (!c) return SQLITE_NOMEM;
-  memset(c, 0, sizeof *c);
-  *ppCursor = &c->base;
-  return SQLITE_OK;
+  return relattn_tvf_open(sizeof(gtCursor), ppCursor);
 }
 
 static int gtClose(sqlite3_vtab_cursor *cur) {
@@ -570,7 +551,7 @@ static int gtBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *info) {
 static int gtFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
                     int argc, sqlite3_value **argv) {
   gtCursor *c = (gtCursor *)cur;
-  gtVtab *v = (gtVtab *)cur->pVtab;
+  relattn_tvf *v = (relattn_tvf *)cur->pVtab;
   char *zErr = NULL;
   int rc;
   (void)idxStr;
@@ -578,16 +559,16 @@ static int gtFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   relattn_gen_clear(&c->g);
   c->row = 0;
   if ((idxNum & 3) != 3)
-    return relattn_vtab_error(v->conn->db, cur->pVtab, SQLITE_ERROR,
-                              sqlite3_mprintf("relattn_generate_tokens: model "
-                                              "and input arguments are "
-                                              "required"));
+    return relattn_tvf_error(cur->pVtab, SQLITE_ERROR,
+                             sqlite3_mprintf("relattn_generate_tokens: model "
+                                             "and input arguments are "
+                                             "required"));
   rc = relattn_gen_run(v->conn, argv[0], argv[1], idxNum & 4 ? argv[2] : NULL,
                        1, &c->g, &zErr);
   if (rc != SQLITE_OK) {
     relattn_gen_clear(&c->g);
     if (!zErr && rc != SQLITE_NOMEM) return rc;
-    return relattn_vtab_error(v->conn->db, cur->pVtab, rc, zErr);
+    return relattn_tvf_error(cur->pVtab, rc, zErr);
   }
   return SQLITE_OK;
 }
@@ -625,7 +606,7 @@ static int gtRowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *rowid) {
 sqlite3_module relattn_generate_tokens_module = {
     0,            /* iVersion */
     0,            /* xCreate: eponymous only */
-    gtConnect, gtBestIndex, gtDisconnect,
+    gtConnect, gtBestIndex, relattn_tvf_disconnect,
     0,            /* xDestroy */
     gtOpen, gtClose, gtFilter, gtNext, gtEof, gtColumn, gtRowid,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 /* xUpdate .. xShadowName */

@@ -29,42 +29,6 @@ SQLITE_EXTENSION_INIT3
 
 #include "functions.h"
 
-/* ---- shared by the two table-valued functions ------------------------------ */
-
-/* The vtab of both: no state beyond the connection. */
-typedef struct fnVtab {
-  sqlite3_vtab base; /* must be first */
-  relattn_conn *conn;
-} fnVtab;
-
-static int fnConnect(sqlite3 *db, void *aux, const char *schema, int argc,
-                     const char *const *argv, sqlite3_vtab **ppVtab,
-                     char **pzErr) {
-  fnVtab *v;
-  int rc = sqlite3_declare_vtab(db, (const char *)schema);
-  (void)argc;
-  (void)argv;
-  (void)pzErr;
-  if (rc != SQLITE_OK) return rc;
-  v = sqlite3_malloc64(sizeof *v);
-  if (!v) return SQLITE_NOMEM;
-  memset(v, 0, sizeof *v);
-  v->conn = aux;
-  *ppVtab = &v->base;
-  return SQLITE_OK;
-}
-
-static int fnDisconnect(sqlite3_vtab *pVtab) {
-  sqlite3_free(pVtab);
-  return SQLITE_OK;
-}
-
-/* Sets the vtab's message and returns rc (SQLITE_INTERRUPT instead when
-** the statement was interrupted: relattn_vtab_error). */
-static int vtabError(sqlite3_vtab *pVtab, int rc, char *zErr) {
-  return relattn_vtab_error(((fnVtab *)pVtab)->conn->db, pVtab, rc, zErr);
-}
-
 /* ---- relattn_logprobs(model, tokens) --------------------------------------- */
 
 enum {
@@ -87,12 +51,8 @@ typedef struct lpCursor {
 } lpCursor;
 
 static int lpOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCursor) {
-  lpCursor *c = sqlite3_malloc64(sizeof *c);
   (void)pVtab;
-  if (!c) return SQLITE_NOMEM;
-  memset(c, 0, sizeof *c);
-  *ppCursor = &c->base;
-  return SQLITE_OK;
+  return relattn_tvf_open(sizeof(lpCursor), ppCursor);
 }
 
 static void lpReset(lpCursor *c) {
@@ -116,7 +76,7 @@ static int lpS2s(lpCursor *c, relattn_conn *conn, sqlite3_value **argv) {
   relattn_s2s_req r;
   char *zErr = NULL;
   int rc = relattn_s2s_init(conn, fn, argv[0], argv[1], argv[2], &sc, &zErr);
-  if (rc != SQLITE_OK) return vtabError(c->base.pVtab, rc, zErr);
+  if (rc != SQLITE_OK) return relattn_tvf_error(c->base.pVtab, rc, zErr);
   if (!sc.src) {
     relattn_s2s_clear(&sc);
     return SQLITE_OK;
@@ -136,7 +96,7 @@ static int lpS2s(lpCursor *c, relattn_conn *conn, sqlite3_value **argv) {
   if (rc != SQLITE_OK) {
     relattn_s2s_clear(&sc);
     lpReset(c);
-    return zErr ? vtabError(c->base.pVtab, rc, zErr) : rc;
+    return zErr ? relattn_tvf_error(c->base.pVtab, rc, zErr) : rc;
   }
   c->input = sc.mc.input;
   sc.mc.input = NULL;
@@ -175,7 +135,7 @@ static int lpFill(lpCursor *c, relattn_call *mc, int k) {
       zErr = sqlite3_mprintf("%s: %d [MASK] x k = %d is over 2^31 rows", fn,
                              rows, k);
     relattn_call_clear(mc);
-    return vtabError(c->base.pVtab, rc, zErr);
+    return relattn_tvf_error(c->base.pVtab, rc, zErr);
   }
   c->logprob = sqlite3_malloc64(bytes);
   if (!c->logprob) {
@@ -197,7 +157,7 @@ static int lpFill(lpCursor *c, relattn_call *mc, int k) {
   if (rc != SQLITE_OK) {
     relattn_call_clear(mc);
     lpReset(c);
-    return zErr ? vtabError(c->base.pVtab, rc, zErr) : rc;
+    return zErr ? relattn_tvf_error(c->base.pVtab, rc, zErr) : rc;
   }
   c->input = mc->input;
   mc->input = NULL;
@@ -219,7 +179,7 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
                     int argc, sqlite3_value **argv) {
   static const char fn[] = "relattn_logprobs";
   lpCursor *c = (lpCursor *)cur;
-  fnVtab *v = (fnVtab *)cur->pVtab;
+  relattn_tvf *v = (relattn_tvf *)cur->pVtab;
   relattn_call mc;
   relattn_fwd f;
   char *zErr = NULL;
@@ -228,9 +188,9 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   (void)argc;
   lpReset(c);
   if ((idxNum & 3) != 3)
-    return vtabError(cur->pVtab, SQLITE_ERROR,
-                     sqlite3_mprintf("%s: model and tokens arguments are "
-                                     "required", fn));
+    return relattn_tvf_error(cur->pVtab, SQLITE_ERROR,
+                             sqlite3_mprintf("%s: model and tokens arguments "
+                                             "are required", fn));
   if ((idxNum & 4) && (sqlite3_value_type(argv[2]) == SQLITE_TEXT ||
                       sqlite3_value_type(argv[2]) == SQLITE_BLOB ||
                       sqlite3_value_type(argv[2]) == SQLITE_NULL) &&
@@ -240,19 +200,20 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
     const relattn_model *m = relattn_store_acquire(
         v->conn, (const char *)sqlite3_value_text(argv[0]), fn, &zErr);
     int s2s;
-    if (!m) return vtabError(cur->pVtab, zErr ? SQLITE_ERROR : SQLITE_NOMEM,
-                             zErr);
+    if (!m)
+      return relattn_tvf_error(cur->pVtab, zErr ? SQLITE_ERROR : SQLITE_NOMEM,
+                               zErr);
     s2s = relattn_config_is_s2s(&m->cfg);
     if (!s2s && m->cfg.head != RELATTN_HEAD_MLM &&
         sqlite3_value_type(argv[2]) != SQLITE_NULL)
       zErr = relattn_s2s_refusal(m, fn, sqlite3_value_text(argv[0]));
     relattn_store_release(v->conn, m);
-    if (zErr) return vtabError(cur->pVtab, SQLITE_ERROR, zErr);
+    if (zErr) return relattn_tvf_error(cur->pVtab, SQLITE_ERROR, zErr);
     if (s2s) return lpS2s(c, v->conn, argv);
   }
   rc = relattn_call_init(v->conn, fn, argv[0], argv[1], RELATTN_NEED_FILL, &mc,
                          &zErr);
-  if (rc != SQLITE_OK) return vtabError(cur->pVtab, rc, zErr);
+  if (rc != SQLITE_OK) return relattn_tvf_error(cur->pVtab, rc, zErr);
   if (mc.n > 0 && (idxNum & 4)) {
     /* k: the best fills per [MASK], a masked-LM model's */
     const relattn_config *cfg = &mc.m->cfg;
@@ -275,7 +236,7 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
                                  : relattn_echo(e, sqlite3_value_text(kv), -1));
     if (zErr) {
       relattn_call_clear(&mc);
-      return vtabError(cur->pVtab, SQLITE_ERROR, zErr);
+      return relattn_tvf_error(cur->pVtab, SQLITE_ERROR, zErr);
     }
     if (cfg->head == RELATTN_HEAD_MLM) return lpFill(c, &mc, (int)k);
   }
@@ -290,7 +251,7 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
                            &zErr);
   if (rc != SQLITE_OK) {
     relattn_call_clear(&mc);
-    return vtabError(cur->pVtab, rc, zErr);
+    return relattn_tvf_error(cur->pVtab, rc, zErr);
   }
   c->logprob = sqlite3_malloc64(3 * sizeof(float) * (sqlite3_uint64)mc.n);
   if (!c->logprob) {
@@ -307,7 +268,7 @@ static int lpFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   if (rc != SQLITE_OK) {
     relattn_call_clear(&mc);
     lpReset(c);
-    return zErr ? vtabError(cur->pVtab, rc, zErr) : rc;
+    return zErr ? relattn_tvf_error(cur->pVtab, rc, zErr) : rc;
   }
   c->input = mc.input; /* keep the tokens for the token column */
   mc.input = NULL;
@@ -385,11 +346,13 @@ static int lpConnect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                      sqlite3_vtab **ppVtab, char **pzErr) {
   (void)argc;
   (void)argv;
-  return fnConnect(db, aux,
-                   "CREATE TABLE x(pos INTEGER, token INTEGER, logprob REAL, "
-                   "top_token INTEGER, top_logprob REAL, model HIDDEN, "
-                   "tokens HIDDEN, k HIDDEN, rank HIDDEN)",
-                   0, NULL, ppVtab, pzErr);
+  (void)pzErr;
+  return relattn_tvf_connect(db, aux,
+                             "CREATE TABLE x(pos INTEGER, token INTEGER, "
+                             "logprob REAL, top_token INTEGER, "
+                             "top_logprob REAL, model HIDDEN, tokens HIDDEN, "
+                             "k HIDDEN, rank HIDDEN)",
+                             ppVtab);
 }
 
 sqlite3_module relattn_logprobs_module = {
@@ -397,7 +360,7 @@ sqlite3_module relattn_logprobs_module = {
     0,            /* xCreate: eponymous only */
     lpConnect,    /* xConnect */
     lpBestIndex,  /* xBestIndex */
-    fnDisconnect, /* xDisconnect */
+    relattn_tvf_disconnect, /* xDisconnect */
     0,            /* xDestroy */
     lpOpen,       /* xOpen */
     lpClose,      /* xClose */
@@ -428,12 +391,8 @@ typedef struct awCursor {
 } awCursor;
 
 static int awOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCursor) {
-  awCursor *c = sqlite3_malloc64(sizeof *c);
   (void)pVtab;
-  if (!c) return SQLITE_NOMEM;
-  memset(c, 0, sizeof *c);
-  *ppCursor = &c->base;
-  return SQLITE_OK;
+  return relattn_tvf_open(sizeof(awCursor), ppCursor);
 }
 
 static void awReset(awCursor *c) {
@@ -465,7 +424,8 @@ static int awCompute(awCursor *c) {
   f.map_layer = c->layer;
   f.map_head = c->head;
   rc = relattn_call_run(&c->mc, "relattn_attention_weights", &f, &zErr);
-  if (rc != SQLITE_OK && zErr) return vtabError(c->base.pVtab, rc, zErr);
+  if (rc != SQLITE_OK && zErr)
+    return relattn_tvf_error(c->base.pVtab, rc, zErr);
   return rc;
 }
 
@@ -519,7 +479,7 @@ static int awFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
                     int argc, sqlite3_value **argv) {
   static const char fn[] = "relattn_attention_weights";
   awCursor *c = (awCursor *)cur;
-  fnVtab *v = (fnVtab *)cur->pVtab;
+  relattn_tvf *v = (relattn_tvf *)cur->pVtab;
   const relattn_config *cfg;
   sqlite3_uint64 cells;
   char *zErr = NULL;
@@ -529,11 +489,11 @@ static int awFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   awReset(c);
   c->rowid = 0;
   if ((idxNum & 3) != 3)
-    return vtabError(cur->pVtab, SQLITE_ERROR,
-                     sqlite3_mprintf("%s: model and tokens arguments are "
-                                     "required", fn));
+    return relattn_tvf_error(cur->pVtab, SQLITE_ERROR,
+                             sqlite3_mprintf("%s: model and tokens arguments "
+                                             "are required", fn));
   rc = relattn_call_init(v->conn, fn, argv[0], argv[1], 0, &c->mc, &zErr);
-  if (rc != SQLITE_OK) return vtabError(cur->pVtab, rc, zErr);
+  if (rc != SQLITE_OK) return relattn_tvf_error(cur->pVtab, rc, zErr);
   if (c->mc.n == 0) return SQLITE_OK; /* NULL tokens: no rows */
   cfg = &c->mc.m->cfg;
   if (idxNum & 4)
@@ -542,7 +502,7 @@ static int awFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
     head = indexArg(argv[a++], cfg->n_heads, fn, "head", "heads", &zErr);
   if (layer == -3 || head == -3) {
     relattn_call_clear(&c->mc);
-    return vtabError(cur->pVtab, SQLITE_ERROR, zErr);
+    return relattn_tvf_error(cur->pVtab, SQLITE_ERROR, zErr);
   }
   if (layer == -2 || head == -2) {
     relattn_call_clear(&c->mc);
@@ -558,12 +518,12 @@ static int awFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
   rc = relattn_call_memory(&c->mc, fn, sizeof(float) * cells, &zErr);
   if (rc != SQLITE_OK) {
     awReset(c);
-    return vtabError(cur->pVtab, rc, zErr);
+    return relattn_tvf_error(cur->pVtab, rc, zErr);
   }
   c->map = sqlite3_malloc64(sizeof(float) * cells);
   if (!c->map) {
     awReset(c);
-    return vtabError(cur->pVtab, SQLITE_NOMEM,
+    return relattn_tvf_error(cur->pVtab, SQLITE_NOMEM,
                      sqlite3_mprintf("%s: out of memory for a %d x %d "
                                      "attention map", fn, c->mc.n, c->mc.n));
   }
@@ -607,11 +567,12 @@ static int awConnect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                      sqlite3_vtab **ppVtab, char **pzErr) {
   (void)argc;
   (void)argv;
-  return fnConnect(db, aux,
-                   "CREATE TABLE x(layer INTEGER, head INTEGER, qpos INTEGER, "
-                   "kpos INTEGER, distance INTEGER, weight REAL, model HIDDEN, "
-                   "tokens HIDDEN)",
-                   0, NULL, ppVtab, pzErr);
+  (void)pzErr;
+  return relattn_tvf_connect(db, aux,
+                             "CREATE TABLE x(layer INTEGER, head INTEGER, "
+                             "qpos INTEGER, kpos INTEGER, distance INTEGER, "
+                             "weight REAL, model HIDDEN, tokens HIDDEN)",
+                             ppVtab);
 }
 
 sqlite3_module relattn_attention_weights_module = {
@@ -619,7 +580,7 @@ sqlite3_module relattn_attention_weights_module = {
     0,            /* xCreate: eponymous only */
     awConnect,    /* xConnect */
     awBestIndex,  /* xBestIndex */
-    fnDisconnect, /* xDisconnect */
+    relattn_tvf_disconnect, /* xDisconnect */
     0,            /* xDestroy */
     awOpen,       /* xOpen */
     awClose,      /* xClose */
@@ -644,12 +605,8 @@ typedef struct lbCursor {
 } lbCursor;
 
 static int lbOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCursor) {
-  lbCursor *c = sqlite3_malloc64(sizeof *c);
   (void)pVtab;
-  if (!c) return SQLITE_NOMEM;
-  memset(c, 0, sizeof *c);
-  *ppCursor = &c->base;
-  return SQLITE_OK;
+  return relattn_tvf_open(sizeof(lbCursor), ppCursor);
 }
 
 static void lbReset(lbCursor *c) {
@@ -677,20 +634,21 @@ static int lbFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
                     int argc, sqlite3_value **argv) {
   static const char fn[] = "relattn_labels";
   lbCursor *c = (lbCursor *)cur;
-  fnVtab *v = (fnVtab *)cur->pVtab;
+  relattn_tvf *v = (relattn_tvf *)cur->pVtab;
   char *zErr = NULL;
   int rc, n;
   (void)idxStr;
   (void)argc;
   lbReset(c);
   if ((idxNum & 3) != 3)
-    return vtabError(cur->pVtab, SQLITE_ERROR,
-                     sqlite3_mprintf("%s: model and tokens arguments are "
-                                     "required", fn));
+    return relattn_tvf_error(cur->pVtab, SQLITE_ERROR,
+                             sqlite3_mprintf("%s: model and tokens arguments "
+                                             "are required", fn));
   rc = relattn_call_classify(v->conn, fn, argv[0], argv[1],
                              (idxNum & 4) ? argv[2] : NULL, &c->mc, &c->logits,
                              &zErr);
-  if (rc != SQLITE_OK) return zErr ? vtabError(cur->pVtab, rc, zErr) : rc;
+  if (rc != SQLITE_OK)
+    return zErr ? relattn_tvf_error(cur->pVtab, rc, zErr) : rc;
   if (c->mc.n == 0) return SQLITE_OK; /* NULL tokens: no rows */
   n = c->mc.m->cfg.n_labels;
   if (c->mc.m->cfg.problem_type != RELATTN_PROBLEM_REGRESSION) {
@@ -740,10 +698,12 @@ static int lbConnect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                      sqlite3_vtab **ppVtab, char **pzErr) {
   (void)argc;
   (void)argv;
-  return fnConnect(db, aux,
-                   "CREATE TABLE x(label TEXT, logit REAL, prob REAL, "
-                   "model HIDDEN, tokens HIDDEN, text_b HIDDEN)",
-                   0, NULL, ppVtab, pzErr);
+  (void)pzErr;
+  return relattn_tvf_connect(db, aux,
+                             "CREATE TABLE x(label TEXT, logit REAL, "
+                             "prob REAL, model HIDDEN, tokens HIDDEN, "
+                             "text_b HIDDEN)",
+                             ppVtab);
 }
 
 sqlite3_module relattn_labels_module = {
@@ -751,7 +711,7 @@ sqlite3_module relattn_labels_module = {
     0,            /* xCreate: eponymous only */
     lbConnect,    /* xConnect */
     lbBestIndex,  /* xBestIndex */
-    fnDisconnect, /* xDisconnect */
+    relattn_tvf_disconnect, /* xDisconnect */
     0,            /* xDestroy */
     lbOpen,       /* xOpen */
     lbClose,      /* xClose */

@@ -19,7 +19,9 @@
 **               seen by the worker pool while a call computes;
 **               relattn_interrupted: has it been called?
 **   tvf         relattn_tvf_best_index: a table-valued function's arguments
-**               (its hidden columns' = constraints) handed to xFilter.
+**               (its hidden columns' = constraints) handed to xFilter;
+**               relattn_tvf_connect / _disconnect / _open / _error: its
+**               vtab (the connection alone), a cursor, its errors.
 **
 ** Example (what a model function does with them, the model acquired by
 ** relattn_model_arg of ext/store.c):
@@ -784,4 +786,36 @@ int relattn_tvf_best_index(sqlite3_index_info *info, const int *cols,
     if (!((required >> c) & 1) && (mask >> c) & 1) info->estimatedCost /= 10;
   info->estimatedRows = (sqlite3_int64)rows;
   return SQLITE_OK;
+}
+
+/* xConnect's work for an eponymous table-valued function: schema declared,
+** a relattn_tvf holding the connection (aux). */
+int relattn_tvf_connect(sqlite3 *db, void *aux, const char *schema,
+                        sqlite3_vtab **ppVtab) {
+  relattn_tvf *v;
+  int rc = sqlite3_declare_vtab(db, schema);
+  if (rc != SQLITE_OK) return rc;
+  v = sqlite3_malloc64(sizeof *v);
+  if (!v) return SQLITE_NOMEM;
+  memset(v, 0, sizeof *v);
+  v->conn = aux;
+  *ppVtab = &v->base;
+  return SQLITE_OK;
+}
+
+int relattn_tvf_disconnect(sqlite3_vtab *pVtab) {
+  sqlite3_free(pVtab);
+  return SQLITE_OK;
+}
+
+int relattn_tvf_open(size_t size, sqlite3_vtab_cursor **ppCursor) {
+  sqlite3_vtab_cursor *c = sqlite3_malloc64(size);
+  if (!c) return SQLITE_NOMEM;
+  memset(c, 0, size);
+  *ppCursor = c;
+  return SQLITE_OK;
+}
+
+int relattn_tvf_error(sqlite3_vtab *pVtab, int rc, char *zErr) {
+  return relattn_vtab_error(((relattn_tvf *)pVtab)->conn->db, pVtab, rc, zErr);
 }

@@ -33,11 +33,6 @@ SQLITE_EXTENSION_INIT3
 
 enum { ZS_LABEL, ZS_SCORE, ZS_LOGIT, ZS_MODEL, ZS_TEXT, ZS_LABELS, ZS_OPTIONS };
 
-typedef struct zsVtab {
-  sqlite3_vtab base; /* must be first */
-  relattn_conn *conn;
-} zsVtab;
-
 typedef struct zsCursor {
   sqlite3_vtab_cursor base; /* must be first */
   char **labels;            /* (n) the candidates, in the order given */
@@ -50,35 +45,19 @@ typedef struct zsCursor {
 static int zsConnect(sqlite3 *db, void *aux, int argc,
                      const char *const *argv, sqlite3_vtab **ppVtab,
                      char **pzErr) {
-  zsVtab *v;
-  int rc = sqlite3_declare_vtab(db,
-                                "CREATE TABLE x(label TEXT, score REAL, "
-                                "logit REAL, model HIDDEN, text HIDDEN, "
-                                "labels HIDDEN, options HIDDEN)");
   (void)argc;
   (void)argv;
   (void)pzErr;
-  if (rc != SQLITE_OK) return rc;
-  v = sqlite3_malloc64(sizeof *v);
-  if (!v) return SQLITE_NOMEM;
-  memset(v, 0, sizeof *v);
-  v->conn = aux;
-  *ppVtab = &v->base;
-  return SQLITE_OK;
-}
-
-static int zsDisconnect(sqlite3_vtab *pVtab) {
-  sqlite3_free(pVtab);
-  return SQLITE_OK;
+  return relattn_tvf_connect(db, aux,
+                             "CREATE TABLE x(label TEXT, score REAL, "
+                             "logit REAL, model HIDDEN, text HIDDEN, "
+                             "labels HIDDEN, options HIDDEN)",
+                             ppVtab);
 }
 
 static int zsOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCursor) {
-  zsCursor *c = sqlite3_malloc64(sizeof *c);
   (void)pVtab;
-  if (!c) return SQLITE_NOMEM;
-  memset(c, 0, sizeof *c);
-  *ppCursor = &c->base;
-  return SQLITE_OK;
+  return relattn_tvf_open(sizeof(zsCursor), ppCursor);
 }
 
 static void zsReset(zsCursor *c) {
@@ -109,9 +88,8 @@ static int zsBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *info) {
 }
 
 static int zsError(zsCursor *c, int rc, char *zErr) {
-  zsVtab *v = (zsVtab *)c->base.pVtab;
   zsReset(c);
-  return relattn_vtab_error(v->conn->db, &v->base, rc, zErr);
+  return relattn_tvf_error(c->base.pVtab, rc, zErr);
 }
 
 /* The JSON type of text v ("array", "object", ...), or NULL when it is not
@@ -295,7 +273,7 @@ static int entailmentId(const relattn_model *m) {
 
 /* The classifier on the pair (text, hyp) into logits (n_classes); on the
 ** first call checks the model (*n_classes, *entail set). */
-static int runPair(zsVtab *v, sqlite3_value *model, sqlite3_value *text,
+static int runPair(relattn_tvf *v, sqlite3_value *model, sqlite3_value *text,
                    const char *hyp, float **logits, int i, int n,
                    int *n_classes, int *entail, int *null_text, char **zErr) {
   sqlite3_stmt *st = NULL;
@@ -353,7 +331,7 @@ static int runPair(zsVtab *v, sqlite3_value *model, sqlite3_value *text,
 static int zsFilter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr,
                     int argc, sqlite3_value **argv) {
   zsCursor *c = (zsCursor *)cur;
-  zsVtab *v = (zsVtab *)cur->pVtab;
+  relattn_tvf *v = (relattn_tvf *)cur->pVtab;
   sqlite3 *db = v->conn->db;
   char *zErr = NULL, *tmpl;
   float *logits = NULL;
@@ -444,7 +422,7 @@ sqlite3_module relattn_zero_shot_module = {
     0,            /* xCreate: eponymous only */
     zsConnect,    /* xConnect */
     zsBestIndex,  /* xBestIndex */
-    zsDisconnect, /* xDisconnect */
+    relattn_tvf_disconnect, /* xDisconnect */
     0,            /* xDestroy */
     zsOpen,       /* xOpen */
     zsClose,      /* xClose */
