@@ -84,6 +84,8 @@ static const struct config_key {
     {"$.quantization", "quantization", K_OBJ, 0, 0, NO_FIELD, 0, 0},
     {"$.quantization.linear", "quantization.linear", K_ENUM,
      "float32|int8|bf16", 0, F(quant), 0, 0},
+    {"$.quantization.embeddings", "quantization.embeddings", K_ENUM,
+     "float32|int8|bf16", 0, F(quant_emb), 0, 0},
     {"$.embedding", "embedding", K_OBJ, 0, 0, NO_FIELD, 0, 0},
     {"$.embedding.norm", "embedding.norm", K_BOOL, 0, 0, F(emb_norm), 0, 0},
     {"$.embedding.token_types", "embedding.token_types", K_INT, 0, 0,

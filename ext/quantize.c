@@ -1,6 +1,6 @@
 /*
 ** quantize.c: relattn_quantize, a stored model copied as a new model whose
-** layers' linear weights are int8 or bf16 (docs/reference.md,
+** layers' linear weights and embeddings are int8 or bf16 (docs/reference.md,
 ** relattn_quantize).
 **
 **   SELECT relattn_quantize('tiny', 'tiny_q8', 'int8');   -- 99
@@ -10,12 +10,14 @@
 ** The source model is loaded first (ext/store.c checks every row of it),
 ** then its rows are read again as stored, in the snapshot its config was
 ** read in (that statement stays open, as ext/store.c does), each checked
-** against the config's size before it is used. Each linear weight of a layer (attn.wq .wk .wv .wo, ffn.w1 .w3
-** .w2) becomes I8 rows and a F32 tensor of per-row scales
-** (relattn_q8_quantize, src/qgemm.c), or BF16 (rounded to nearest even,
-** subnormals zero, as the kernel reads them); every other tensor and the
-** tokenizer's file are copied as stored. The config is the source's with
-** "quantization": {"linear": mode}. The plan goes to relattn_store_write
+** against the config's size before it is used. Each linear weight of a
+** layer (attn.wq .wk .wv .wo, ffn.w1 .w3 .w2) and each embedding table
+** (tok_emb, an untied lm_head, pos_emb, rel_emb) becomes I8 rows and a F32
+** tensor of per-row scales (relattn_q8_quantize, src/qgemm.c), or BF16
+** (rounded to nearest even, subnormals zero, as the kernel reads them);
+** every other tensor and the tokenizer's file are copied as stored. The
+** config is the source's with "quantization": {"linear": mode,
+** "embeddings": mode}. The plan goes to relattn_store_write
 ** as an import's does: all or nothing. A new_model that exists is refused
 ** rather than replaced, checked again inside the write.
 */
@@ -207,7 +209,8 @@ static int quantize(sqlite3_context *ctx, const char *name,
   st = relattn_prepare(db,
                        "SELECT 1 FROM relattn_model WHERE name = ?2 UNION ALL "
                        "SELECT json_set(config, '$.quantization', "
-                       "json_object('linear', ?3)) FROM relattn_model "
+                       "json_object('linear', ?3, 'embeddings', ?3)) "
+                       "FROM relattn_model "
                        "WHERE name = ?1",
                        fn, pzErr);
   if (!st) return relattn_sql_code(db);

@@ -307,8 +307,9 @@ static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
     }
     if (!seen[i]) seen_count++;
     seen[i] = 1;
-    if (kind == RELATTN_SLOT_Q8 || kind == RELATTN_SLOT_BF16)
-      /* as stored: packed once all are read */
+    if (kind == RELATTN_SLOT_Q8 || kind == RELATTN_SLOT_BF16 ||
+        kind == RELATTN_SLOT_Q8F)
+      /* as stored: packed (or read into floats) once all are read */
       memcpy(relattn_model_slot(m, i), data, (size_t)bytes);
     else if (spec.numel)
       relattn_to_f32(relattn_model_slot(m, i), data, dtype, spec.numel);

@@ -339,7 +339,7 @@ static int run_rows(relattn_dec *d, const int *tok, int rows, char *err,
   int r, l, j;
   for (r = 0; r < rows; r++) {
     float *x = d->x + (size_t)r * D;
-    memcpy(x, m->tok_emb + (size_t)tok[r] * D, sizeof(float) * D);
+    relattn_model_embed(m, x, tok[r]);
     if (m->pos_emb) {
       const float *pe = m->pos_emb + (size_t)d->row_pos[r] * D;
       for (j = 0; j < D; j++) x[j] += pe[j];
@@ -419,12 +419,12 @@ nomem:
                         "relattn_generate: out of memory for scratch");
 }
 
-/* The LM head on rows of d->last starting at first: logits (rows, vocab). */
-static void head(relattn_dec *d, int first, int rows, float *logits) {
-  const relattn_model *m = d->m;
-  relattn_sgemm(0, 1, rows, m->cfg.vocab_size, d->d, 1.0f,
-                d->last + (size_t)first * d->d, d->d, m->lm_head, d->d, 0.0f,
-                logits, m->cfg.vocab_size);
+/* The LM head on rows of d->last starting at first: logits (rows, vocab).
+** 0, or 1 when worker 0's scratch could not be had. */
+static int head(relattn_dec *d, int first, int rows, float *logits) {
+  return relattn_fwd_head(d->m, d->pool, 0, logits,
+                          d->last + (size_t)first * d->d, d->d, rows, 1.0f,
+                          NULL);
 }
 
 int relattn_dec_open(const relattn_model *m, const int *src, int n_src,
@@ -565,7 +565,11 @@ int relattn_dec_open(const relattn_model *m, const int *src, int n_src,
       relattn_dec_close(d);
       return rc;
     }
-    if (done + rows == n_src) head(d, rows - 1, 1, logits);
+    if (done + rows == n_src && head(d, rows - 1, 1, logits)) {
+      relattn_dec_close(d);
+      return relattn_errorf(err, errsz, RELATTN_ERR_NOMEM,
+                            "relattn_generate: out of memory for scratch");
+    }
   }
   for (l = 0; l < c->n_layers; l++)
     for (b = 1; b < beams; b++) {
@@ -626,7 +630,9 @@ int relattn_dec_step(relattn_dec *d, const int *parent, const int *token,
   }
   rc = run_rows(d, token, d->beams, err, errsz);
   if (rc != RELATTN_OK) return rc;
-  head(d, 0, d->beams, logits);
+  if (head(d, 0, d->beams, logits))
+    return relattn_errorf(err, errsz, RELATTN_ERR_NOMEM,
+                          "relattn_generate: out of memory for scratch");
   d->len++;
   return RELATTN_OK;
 }

@@ -332,6 +332,31 @@ int relattn_fwd_linear(const relattn_model *m, relattn_pool *pool, int worker,
   return 0;
 }
 
+int relattn_fwd_head(const relattn_model *m, relattn_pool *pool, int worker,
+                     float *logits, const float *x, int ldx, int rows,
+                     float alpha, const float *b) {
+  const int V = m->cfg.vocab_size, d = m->cfg.d_model;
+  int r, c;
+  if (m->cfg.quant_emb == RELATTN_QUANT_INT8) {
+    void *scratch = relattn_pool_scratch_slot(pool, worker, SLOT_Q8,
+                                              relattn_q8_scratch(rows, d));
+    if (!scratch) return 1;
+    relattn_q8_gemm(logits, V, x, ldx, rows,
+                    (const relattn_q8w *)(const void *)m->lm_head, b, 0,
+                    scratch);
+    if (alpha != 1.0f)
+      for (r = 0; r < rows; r++)
+        for (c = 0; c < V; c++) logits[(size_t)r * V + c] *= alpha;
+    return 0;
+  }
+  relattn_sgemm(0, 1, rows, V, d, alpha, x, ldx, m->lm_head, d, 0.0f, logits,
+                V);
+  if (b)
+    for (r = 0; r < rows; r++)
+      for (c = 0; c < V; c++) logits[(size_t)r * V + c] += b[c];
+  return 0;
+}
+
 /* GELU, the exact form: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), with erf
 ** from Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7):
 **   1 - erf(z) = t (a1 + t (a2 + ... + t a5)) exp(-z^2),  t = 1 / (1 + p z)
@@ -670,8 +695,11 @@ static void head_task(void *ctxp, int task, int worker) {
     c->failed = 1;
     return;
   }
-  relattn_sgemm(0, 1, rows, V, c->d, 1.0f, c->x + (size_t)r0 * c->d, c->d,
-                c->m->lm_head, c->d, 0.0f, logits, V);
+  if (relattn_fwd_head(c->m, c->pool, worker, logits,
+                       c->x + (size_t)r0 * c->d, c->d, rows, 1.0f, NULL)) {
+    c->failed = 1;
+    return;
+  }
   for (r = 0; r < rows; r++) {
     const float *z = logits + (size_t)r * V;
     int s = c->blocks[3 * task], i = r0 + r - c->start[s], arg = 0;
@@ -725,7 +753,11 @@ static void fill_task(void *ctxp, int task, int worker) {
   linear(h, d, g, d, rows, d, d, m->mlm_w, m->mlm_b, 0.0f);
   activate_head(h, (size_t)rows * d, cfg->head_activation);
   model_norm(m, h, h, rows, m->mlm_ln_w, m->mlm_ln_b);
-  linear(logits, V, h, d, rows, d, V, m->lm_head, m->mlm_bias, 0.0f);
+  if (relattn_fwd_head(m, c->pool, worker, logits, h, d, rows, 1.0f,
+                       m->mlm_bias)) {
+    c->failed = 1;
+    return;
+  }
   for (r = 0; r < rows; r++) {
     const float *z = logits + (size_t)r * V;
     int32_t *tok = f->fill_token + (size_t)(i0 + r) * k;
@@ -1131,8 +1163,7 @@ int relattn_forward_batch(const relattn_model *m, relattn_fwd *f, int count,
     for (i = 0, type = 0; i < f[s].n; i++, total++) {
       float *x = c.x + total * c.d;
       int j;
-      memcpy(x, m->tok_emb + (size_t)f[s].tokens[i] * c.d,
-             sizeof(float) * c.d);
+      relattn_model_embed(m, x, f[s].tokens[i]);
       if (m->pos_emb) { /* absolute: learned positions added to the input */
         const float *pe = m->pos_emb + (size_t)i * c.d;
         for (j = 0; j < c.d; j++) x[j] += pe[j];

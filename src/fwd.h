@@ -17,6 +17,15 @@ int relattn_fwd_linear(const relattn_model *m, relattn_pool *pool, int worker,
                        float *y, int ldy, const float *x, int ldx, int rows,
                        int in, int out, const float *w, const float *b,
                        float beta);
+/* logits (rows, vocab_size) = alpha x E^T + b, E the output embedding
+** (lm_head, or tok_emb when tied), b (vocab_size) or NULL. With
+** quantization.embeddings int8 an int8 product (src/qgemm.c, x quantized
+** per row as a linear layer's) on worker's scratch, then times alpha when
+** alpha is not 1 (a second rounding); else sgemm. 0, or 1 when that
+** scratch could not be had. */
+int relattn_fwd_head(const relattn_model *m, relattn_pool *pool, int worker,
+                     float *logits, const float *x, int ldx, int rows,
+                     float alpha, const float *b);
 /* The FFN's activation (config activation) on count floats, in place. */
 void relattn_fwd_activate(float *x, size_t count, int activation);
 /* x (rows, d_model) += FFN(in) of layer L, in (rows, d_model) already

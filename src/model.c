@@ -33,14 +33,15 @@
 ** the array, and when a config has it. A new tensor is one row here.
 ** Shape rules: */
 enum { S_D, S_DD, S_F, S_FD, S_DF, S_VD, S_REL, S_BIAS, S_POS, S_HD, S_RELEMB,
-       S_TYPES, S_V, S_LD, S_L, S_ID, S_DI, S_I, S_STW0, S_STB0 = S_STW0 + 4 };
+       S_TYPES, S_V, S_LD, S_L, S_ID, S_DI, S_I, S_POSROWS, S_RELROWS, S_STW0,
+       S_STB0 = S_STW0 + 4 };
 /* (S_ID, S_DI, S_I: the attention's inner width i = n_heads * d_head by
 ** d_model, d_model by i, and i alone) */
 /* Presence rules: */
 enum { W_ALL, W_REL_K, W_SHAW_VALUES, W_PRE, W_UNTIED, W_T5, W_ABSOLUTE, W_XL,
        W_DEBERTA, W_REL_LN, W_GATED, W_TYPES, W_EMB_NORM, W_MLM, W_POOLER,
-       W_CLASSIFIER, W_Q8, W_Q8_GATED, W_DEC, W_DEC_T5, W_STW0,
-       W_STB0 = W_STW0 + 4 };
+       W_CLASSIFIER, W_Q8, W_Q8_GATED, W_DEC, W_DEC_T5, W_Q8E, W_Q8E_UNTIED,
+       W_Q8E_ABSOLUTE, W_Q8E_DEBERTA, W_STW0, W_STB0 = W_STW0 + 4 };
 /* (S_STW0 + k, S_STB0 + k, W_STW0 + k, W_STB0 + k: sentence Dense module
 ** k's weight and bias, k < RELATTN_ST_MAX_DENSE) */
 /* Which kind of bias a row is, besides its presence rule: a linear layer's
@@ -129,14 +130,21 @@ static const tensor_row dec_layer_rows[] = {
     {"ffn.w2", S_DF, W_ALL, L(w2), B_NONE},
     {"ffn.w2.scale", S_D, W_Q8, L(s2), B_NONE},
     {"ffn.b2", S_D, W_ALL, L(b2), B_LINEAR}};
-/* tok_emb comes first, then the layers, then these */
+/* first, before the layers: the token embedding (and its scales) */
+static const tensor_row head_rows[] = {
+    {"tok_emb", S_VD, W_ALL, M(tok_emb), B_NONE},
+    {"tok_emb.scale", S_V, W_Q8E, M(tok_scale), B_NONE}};
+/* after the layers */
 static const tensor_row tail_rows[] = {
     {"ln_f.weight", S_D, W_PRE, M(lnf_w), B_NONE},
     {"ln_f.bias", S_D, W_PRE, M(lnf_b), B_NORM},
     {"lm_head", S_VD, W_UNTIED, M(lm_head), B_NONE},
+    {"lm_head.scale", S_V, W_Q8E_UNTIED, M(lm_scale), B_NONE},
     {"rel_bias", S_BIAS, W_T5, M(rel_bias), B_NONE},
     {"pos_emb", S_POS, W_ABSOLUTE, M(pos_emb), B_NONE},
+    {"pos_emb.scale", S_POSROWS, W_Q8E_ABSOLUTE, M(pos_scale), B_NONE},
     {"rel_emb", S_RELEMB, W_DEBERTA, M(rel_emb), B_NONE},
+    {"rel_emb.scale", S_RELROWS, W_Q8E_DEBERTA, M(rel_scale), B_NONE},
     {"rel_emb_norm.weight", S_D, W_REL_LN, M(rel_ln_w), B_NONE},
     {"rel_emb_norm.bias", S_D, W_REL_LN, M(rel_ln_b), B_NORM},
     {"type_emb", S_TYPES, W_TYPES, M(type_emb), B_NONE},
@@ -167,6 +175,7 @@ static const tensor_row dec_tail_rows[] = {
     {"dec.rel_bias", S_BIAS, W_DEC_T5, M(dec_rel_bias), B_NONE}};
 #undef L
 #undef M
+#define N_HEAD_ROWS (int)(sizeof head_rows / sizeof head_rows[0])
 #define N_LAYER_ROWS (int)(sizeof layer_rows / sizeof layer_rows[0])
 #define N_TAIL_ROWS (int)(sizeof tail_rows / sizeof tail_rows[0])
 #define N_DEC_ROWS (int)(sizeof dec_layer_rows / sizeof dec_layer_rows[0])
@@ -198,6 +207,15 @@ static int has_when(const relattn_config *c, int when) {
     case W_CLASSIFIER: return RELATTN_HEAD_HAS_LABELS(c->head);
     case W_Q8: return c->quant == RELATTN_QUANT_INT8;
     case W_Q8_GATED: return c->quant == RELATTN_QUANT_INT8 && c->ffn_gated;
+    case W_Q8E: return c->quant_emb == RELATTN_QUANT_INT8;
+    case W_Q8E_UNTIED:
+      return c->quant_emb == RELATTN_QUANT_INT8 && has_when(c, W_UNTIED);
+    case W_Q8E_ABSOLUTE:
+      return c->quant_emb == RELATTN_QUANT_INT8 &&
+             c->pos.type == RELATTN_POS_ABSOLUTE;
+    case W_Q8E_DEBERTA:
+      return c->quant_emb == RELATTN_QUANT_INT8 &&
+             c->pos.type == RELATTN_POS_DEBERTA;
     case W_DEC: return c->decoder;
     case W_DEC_T5: return c->decoder && c->pos.type == RELATTN_POS_T5;
     default:
@@ -244,6 +262,8 @@ static void shape_of(const relattn_config *c, int rule,
       break;
     case S_BIAS: a = c->n_heads, b = c->pos.num_buckets; break;
     case S_POS: a = c->max_len, b = d; break;
+    case S_POSROWS: a = c->max_len; break;
+    case S_RELROWS: a = 2 * (int64_t)deberta_span(c); break;
     case S_HD: a = c->n_heads, b = dh; break;
     case S_RELEMB: a = 2 * (int64_t)deberta_span(c), b = d; break;
     case S_TYPES: a = c->token_types, b = d; break;
@@ -490,6 +510,11 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
       c->quant != RELATTN_QUANT_BF16)
     return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
                           "%s: unknown quantization.linear", what);
+  if (c->quant_emb != RELATTN_QUANT_NONE && c->quant_emb != c->quant)
+    return relattn_errorf(err, errlen, RELATTN_ERR_ARG,
+                          "%s: quantization.embeddings must be the same as "
+                          "quantization.linear",
+                          what);
   if (c->quant == RELATTN_QUANT_INT8 &&
       (c->d_model > RELATTN_Q8_MAX_IN || c->d_ff > RELATTN_Q8_MAX_IN ||
        relattn_config_inner(c) > RELATTN_Q8_MAX_IN))
@@ -537,6 +562,19 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
 }
 
 /* Which rows of layer_rows a config has, in order: *out gets their indices. */
+static int head_list(const relattn_config *c, int *out) {
+  int k, n = 0;
+  for (k = 0; k < N_HEAD_ROWS; k++)
+    if (has(c, &head_rows[k])) out[n++] = k;
+  return n;
+}
+
+/* The tensors before the layers: tok_emb, [tok_emb.scale]. */
+static int n_head(const relattn_config *c) {
+  int idx[N_HEAD_ROWS];
+  return head_list(c, idx);
+}
+
 static int layer_list(const relattn_config *c, int *out) {
   int k, n = 0;
   for (k = 0; k < N_LAYER_ROWS; k++)
@@ -588,7 +626,7 @@ int relattn_config_is_s2s(const relattn_config *c) {
 /* The first index after the encoder's tail: the decoder's first tensor. */
 static int dec_first(const relattn_config *c) {
   int idx[N_TAIL_ROWS];
-  return 1 + c->n_layers * per_layer(c) + tail_list(c, idx);
+  return n_head(c) + c->n_layers * per_layer(c) + tail_list(c, idx);
 }
 
 int relattn_model_n_tensors(const relattn_config *c) {
@@ -604,19 +642,22 @@ static size_t table_bytes(const relattn_config *c) {
           63) & ~(size_t)63;
 }
 
+static int is_dec_tail_row(const tensor_row *r) {
+  return r >= dec_tail_rows && r < dec_tail_rows + N_DEC_TAIL;
+}
+
 static int is_dec_row(const tensor_row *r) {
   return r >= dec_layer_rows && r < dec_layer_rows + N_DEC_ROWS;
 }
 
-/* The row of spec i: *layer is its layer (-1 outside the layers); NULL for
-** tok_emb. */
+/* The row of spec i: *layer is its layer (-1 outside the layers). */
 static const tensor_row *row_of(const relattn_config *c, int i, int *layer) {
   int lidx[N_LAYER_ROWS], tidx[N_TAIL_ROWS], didx[N_DEC_ROWS];
-  int dtidx[N_DEC_TAIL];
-  int pl = layer_list(c, lidx), nt, pd;
+  int dtidx[N_DEC_TAIL], hidx[N_HEAD_ROWS];
+  int pl = layer_list(c, lidx), nt, pd, nh = head_list(c, hidx);
   *layer = -1;
-  if (i == 0) return NULL;
-  i -= 1;
+  if (i < nh) return &head_rows[hidx[i]];
+  i -= nh;
   if (i < c->n_layers * pl) {
     *layer = i / pl;
     return &layer_rows[lidx[i % pl]];
@@ -654,11 +695,32 @@ static int is_packed_field(const tensor_row *r) {
   return 0;
 }
 
+/* Whether r is one of the embedding tables quantization.embeddings
+** quantizes: 2 for those the cache keeps quantized (the vocabulary's), 1
+** for those read into floats (positions'), 0 for none. */
+static int emb_table(const tensor_row *r) {
+  if (r->field == offsetof(relattn_model, tok_emb) ||
+      r->field == offsetof(relattn_model, lm_head))
+    return 2;
+  if (r->field == offsetof(relattn_model, pos_emb) ||
+      r->field == offsetof(relattn_model, rel_emb))
+    return 1;
+  return 0;
+}
+
 int relattn_model_slot_kind(const relattn_config *c, int i) {
   int layer;
   const tensor_row *r = row_of(c, i, &layer);
-  if (!r || layer < 0) return RELATTN_SLOT_FLOAT;
-  if (r->when == W_Q8 || r->when == W_Q8_GATED) return RELATTN_SLOT_SCALE;
+  if (r->when == W_Q8 || r->when == W_Q8_GATED || r->when == W_Q8E ||
+      r->when == W_Q8E_UNTIED || r->when == W_Q8E_ABSOLUTE ||
+      r->when == W_Q8E_DEBERTA)
+    return RELATTN_SLOT_SCALE;
+  if (layer < 0) { /* (head and tail rows: fields of relattn_model) */
+    const int t = is_dec_tail_row(r) ? 0 : emb_table(r);
+    if (!t || c->quant_emb == RELATTN_QUANT_NONE) return RELATTN_SLOT_FLOAT;
+    if (c->quant_emb == RELATTN_QUANT_BF16) return RELATTN_SLOT_BF16F;
+    return t == 2 ? RELATTN_SLOT_Q8 : RELATTN_SLOT_Q8F;
+  }
   if (!is_packed_field(r)) return RELATTN_SLOT_FLOAT;
   return c->quant == RELATTN_QUANT_INT8   ? RELATTN_SLOT_Q8
          : c->quant == RELATTN_QUANT_BF16 ? RELATTN_SLOT_BF16
@@ -666,16 +728,19 @@ int relattn_model_slot_kind(const relattn_config *c, int i) {
 }
 
 const char *relattn_slot_dtypes(int kind) {
-  return kind == RELATTN_SLOT_Q8      ? "I8"
-         : kind == RELATTN_SLOT_SCALE ? "F32"
-         : kind == RELATTN_SLOT_BF16  ? "BF16"
-                                      : "F32, F16 or BF16";
+  return kind == RELATTN_SLOT_Q8 || kind == RELATTN_SLOT_Q8F ? "I8"
+         : kind == RELATTN_SLOT_SCALE                       ? "F32"
+         : kind == RELATTN_SLOT_BF16 || kind == RELATTN_SLOT_BF16F
+             ? "BF16"
+             : "F32, F16 or BF16";
 }
 
 int relattn_slot_dtype_ok(int kind, int dtype) {
-  if (kind == RELATTN_SLOT_Q8) return dtype == RELATTN_I8;
+  if (kind == RELATTN_SLOT_Q8 || kind == RELATTN_SLOT_Q8F)
+    return dtype == RELATTN_I8;
   if (kind == RELATTN_SLOT_SCALE) return dtype == RELATTN_F32;
-  if (kind == RELATTN_SLOT_BF16) return dtype == RELATTN_BF16;
+  if (kind == RELATTN_SLOT_BF16 || kind == RELATTN_SLOT_BF16F)
+    return dtype == RELATTN_BF16;
   return dtype == RELATTN_F32 || dtype == RELATTN_F16 || dtype == RELATTN_BF16;
 }
 
@@ -683,11 +748,6 @@ int relattn_slot_dtype_ok(int kind, int dtype) {
 static void spec_shape(const relattn_config *c, int i, relattn_tensor_spec *s) {
   int layer;
   const tensor_row *r = row_of(c, i, &layer);
-  if (!r) {
-    snprintf(s->name, sizeof s->name, "tok_emb");
-    shape_of(c, S_VD, s);
-    return;
-  }
   if (layer >= 0 && is_dec_row(r))
     snprintf(s->name, sizeof s->name, "dec.layers.%d.%s",
              layer - c->n_layers, r->name);
@@ -729,6 +789,8 @@ static size_t slot_floats(const relattn_config *c, int i,
     n = relattn_q8w_block_bytes((int)s->shape[0], (int)s->shape[1]) /
         sizeof(float);
   if (kind == RELATTN_SLOT_SCALE) n = 0;
+  if (kind == RELATTN_SLOT_Q8F) /* the floats, then the scales' room */
+    n += aligned_floats((size_t)s->shape[0]);
   if (kind == RELATTN_SLOT_BF16)
     n = relattn_bf16w_block_bytes((int)s->shape[0], (int)s->shape[1]) /
         sizeof(float);
@@ -741,17 +803,17 @@ int relattn_model_bytes(const relattn_config *c, size_t *bytes,
   ** layers costs no more to size than one with a single layer */
   size_t total = table_bytes(c) / sizeof(float), layer = 0, dec = 0, b;
   int i, n = relattn_model_n_tensors(c), pl = per_layer(c), ok = 1;
-  const int d0 = dec_first(c), pd = per_dec_layer(c);
+  const int d0 = dec_first(c), pd = per_dec_layer(c), nh = n_head(c);
   const int d1 = d0 + dec_layers(c) * pd;
   relattn_tensor_spec s;
   /* tok_emb, the encoder's tail, the decoder's tail: one by one */
-  for (i = 0; i < n; i = (i == 0 ? 1 + c->n_layers * pl
-                                  : i + 1 == d0 ? d1 : i + 1)) {
+  for (i = 0; i < n; i = (i + 1 == nh ? nh + c->n_layers * pl
+                                       : i + 1 == d0 ? d1 : i + 1)) {
     if (i >= d0 && i < d1) continue; /* (no tail: the jump lands here) */
     spec_shape(c, i, &s);
     if (!relattn_add_ok(total, slot_floats(c, i, &s, &ok), &total)) ok = 0;
   }
-  for (i = 1; i <= pl; i++) {
+  for (i = nh; i < nh + pl; i++) {
     spec_shape(c, i, &s);
     if (!relattn_add_ok(layer, slot_floats(c, i, &s, &ok), &layer)) ok = 0;
   }
@@ -778,11 +840,13 @@ void relattn_model_spec(const relattn_config *c, int i,
 
 int relattn_model_index(const relattn_config *c, const char *name) {
   relattn_tensor_spec s;
-  int lidx[N_LAYER_ROWS], tidx[N_TAIL_ROWS];
+  int lidx[N_LAYER_ROWS], tidx[N_TAIL_ROWS], hidx[N_HEAD_ROWS];
   int n = relattn_model_n_tensors(c), pl = layer_list(c, lidx), i = -1, k;
-  int nt = tail_list(c, tidx);
-  if (strcmp(name, "tok_emb") == 0) i = 0;
-  else if (strncmp(name, "layers.", 7) == 0) {
+  int nt = tail_list(c, tidx), nh = head_list(c, hidx);
+  for (k = 0; k < nh; k++)
+    if (strcmp(name, head_rows[hidx[k]].name) == 0) i = k;
+  if (i >= 0) {
+  } else if (strncmp(name, "layers.", 7) == 0) {
     const char *p = name + 7;
     long layer = 0;
     if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9'))
@@ -793,7 +857,7 @@ int relattn_model_index(const relattn_config *c, const char *name) {
     for (k = 0; k < pl; k++)
       if (strcmp(p, layer_rows[lidx[k]].name) == 0) break;
     if (k == pl) return -1;
-    i = 1 + (int)layer * pl + k;
+    i = nh + (int)layer * pl + k;
   } else if (strncmp(name, "dec.layers.", 11) == 0) {
     int didx[N_DEC_ROWS], pd = dec_list(c, didx);
     const char *p = name + 11;
@@ -815,7 +879,7 @@ int relattn_model_index(const relattn_config *c, const char *name) {
   } else {
     for (k = 0; k < nt; k++)
       if (strcmp(name, tail_rows[tidx[k]].name) == 0)
-        i = 1 + c->n_layers * pl + k;
+        i = nh + c->n_layers * pl + k;
   }
   if (i < 0 || i >= n) return -1;
   spec_shape(c, i, &s); /* the name must round-trip exactly */
@@ -838,7 +902,6 @@ void relattn_shape_json(const int64_t *shape, int ndim, char *out, size_t n) {
 static const float **slot_ptr(relattn_model *m, int i) {
   int layer;
   const tensor_row *r = row_of(&m->cfg, i, &layer);
-  if (!r) return &m->tok_emb;
   if (layer >= m->cfg.n_layers) /* the decoder's, numbered after */
     return (const float **)((char *)&m->dec_layers[layer - m->cfg.n_layers] +
                             r->field);
@@ -870,17 +933,21 @@ int relattn_model_init(relattn_model *m, const relattn_config *c,
   off = table_bytes(c) / sizeof(float);
   for (i = 0; i < n; i++) {
     if (relattn_model_slot_kind(c, i) == RELATTN_SLOT_SCALE) {
-      /* in its weight's block (slot i - 1, whose shape s still is) */
-      *slot_ptr(m, i) = (const float *)((const char *)*slot_ptr(m, i - 1) +
-                                        relattn_q8w_scale_offset(
-                                            (int)s.shape[0], (int)s.shape[1]));
+      /* in its weight's block (slot i - 1, whose shape s still is): a
+      ** packed one's own, else after the floats */
+      *slot_ptr(m, i) =
+          relattn_model_slot_kind(c, i - 1) == RELATTN_SLOT_Q8
+              ? (const float *)((const char *)*slot_ptr(m, i - 1) +
+                                relattn_q8w_scale_offset((int)s.shape[0],
+                                                         (int)s.shape[1]))
+              : *slot_ptr(m, i - 1) + aligned_floats(spec_numel(&s));
       continue;
     }
     spec_shape(c, i, &s);
     *slot_ptr(m, i) = (float *)m->mem + off;
     off += slot_floats(c, i, &s, &ok); /* ok: relattn_model_bytes held */
   }
-  if (c->tie_embeddings) m->lm_head = m->tok_emb;
+  if (c->tie_embeddings) m->lm_head = m->tok_emb, m->lm_scale = m->tok_scale;
   return RELATTN_OK;
 }
 
@@ -923,11 +990,19 @@ int relattn_model_slot_packed(const relattn_model *m, int i, int *out,
   const tensor_row *r;
   if (!m->packed) return 0;
   r = row_of(&m->cfg, i, &layer);
-  if (!r || layer < 0 || !is_packed_field(r)) return 0;
+  if (layer < 0 || !is_packed_field(r)) return 0;
   spec_shape(&m->cfg, i, &s);
   *out = (int)s.shape[0];
   *in = (int)s.shape[1];
   return 1;
+}
+
+void relattn_model_embed(const relattn_model *m, float *x, int token) {
+  const int d = m->cfg.d_model;
+  if (m->cfg.quant_emb == RELATTN_QUANT_INT8)
+    relattn_q8w_row(x, (const relattn_q8w *)(const void *)m->tok_emb, token);
+  else
+    memcpy(x, m->tok_emb + (size_t)token * d, sizeof(float) * d);
 }
 
 const struct relattn_q8w *relattn_model_slot_q8(const relattn_model *m,
@@ -1018,11 +1093,36 @@ static int pack_layers(relattn_model *m, const char *what, char *err,
 static int prepare_terms(relattn_model *m, const char *what, char *err,
                          size_t errlen);
 
+/* Each int8 table read into floats (pos_emb, rel_emb: I8 as stored at the
+** start of its slot, its scales after), in place: q s, last element
+** first, so that float k (bytes 4k .. 4k+3) overwrites only bytes already
+** read. */
+static void dequantize_q8f(relattn_model *m) {
+  const relattn_config *c = &m->cfg;
+  const int n = relattn_model_n_tensors(c);
+  relattn_tensor_spec s;
+  int i;
+  for (i = 0; i < n; i++) {
+    float *f, *scale;
+    const int8_t *q;
+    size_t k, cols;
+    if (relattn_model_slot_kind(c, i) != RELATTN_SLOT_Q8F) continue;
+    relattn_model_spec(c, i, &s);
+    f = relattn_model_slot(m, i);
+    q = (const int8_t *)(const void *)f;
+    scale = relattn_model_slot(m, i + 1);
+    cols = (size_t)s.shape[1];
+    for (k = s.numel; k-- > 0;) f[k] = (float)q[k] * scale[k / cols];
+  }
+}
+
 int relattn_model_prepare(relattn_model *m, const char *what, char *err,
                           size_t errlen) {
+  int rc;
+  dequantize_q8f(m);
   /* the terms first: deberta's tables project the rows through wk, wq as
   ** stored */
-  int rc = prepare_terms(m, what, err, errlen);
+  rc = prepare_terms(m, what, err, errlen);
   if (rc != RELATTN_OK) return rc;
   if (m->cfg.quant != RELATTN_QUANT_NONE) return pack_q8(m, what, err, errlen);
   return pack_layers(m, what, err, errlen);

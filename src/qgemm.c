@@ -286,6 +286,13 @@ void relattn_q8w_dequantize(float *w, const relattn_q8w *qw) {
       w[(size_t)c * qw->in + k] = (float)qw->w[q8_at(c, k, kp)] * qw->scale[c];
 }
 
+void relattn_q8w_row(float *w, const relattn_q8w *qw, int r) {
+  const int kp = round_up(qw->in, 4);
+  const float s = qw->scale[r];
+  int k;
+  for (k = 0; k < qw->in; k++) w[k] = (float)qw->w[q8_at(r, k, kp)] * s;
+}
+
 /* ---- int8: activations --------------------------------------------------- */
 
 /* One row's scale and zero point from its range (lo <= 0 <= hi). */

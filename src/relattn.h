@@ -472,6 +472,13 @@ typedef struct relattn_config {
   int st_normalize;       /* 1: a Normalize module last */
   int st_max_seq;         /* sentence.max_seq_length: the input is cut to
                           ** this many rows (ext/util.c), 0: not cut */
+  /* quantization.embeddings (RELATTN_QUANT_*, 0 when absent: models
+  ** quantized before it stored their embeddings float): with int8,
+  ** tok_emb and an untied lm_head are I8 with per-row scales and stay int8
+  ** in the cache (relattn_q8w), pos_emb and rel_emb are I8 with scales,
+  ** read into floats (q s); with bf16 all four are BF16, read into floats.
+  ** Only the same mode as quantization.linear. */
+  int quant_emb;
 } relattn_config;
 
 /* Whether c is an encoder-decoder (its decoder runs through src/seq2seq.c). */
@@ -549,6 +556,11 @@ typedef struct relattn_model {
   relattn_layer *dec_layers;          /* (dec_layers) */
   const float *dec_lnf_w, *dec_lnf_b; /* (d_model) its final norm */
   const float *dec_rel_bias;          /* t5: (n_heads, num_buckets) causal */
+  /* quantization.embeddings int8: the per-row scales of tok_emb, lm_head,
+  ** pos_emb and rel_emb (in their blocks), else NULL. tok_emb and an
+  ** untied lm_head then point at a relattn_q8w, not floats: read a row
+  ** with relattn_model_embed, the head with relattn_fwd_head. */
+  const float *tok_scale, *lm_scale, *pos_scale, *rel_scale;
 } relattn_model;
 
 /* ---- half precision (src/half.c) ---------------------------------------- */
@@ -675,8 +687,12 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
 ** accepted); with quantization int8, RELATTN_SLOT_Q8 (a linear weight:
 ** I8 only) and RELATTN_SLOT_SCALE (its per-row scales: F32 only); with
 ** bf16, RELATTN_SLOT_BF16 (a linear weight: BF16 only). */
+/* With quantization.embeddings int8 tok_emb and an untied lm_head are
+** RELATTN_SLOT_Q8 too, pos_emb and rel_emb RELATTN_SLOT_Q8F (I8 only,
+** followed by their scales, read into floats q s); with bf16 all four are
+** RELATTN_SLOT_BF16F (BF16 only, read into floats). */
 enum { RELATTN_SLOT_FLOAT = 0, RELATTN_SLOT_Q8 = 1, RELATTN_SLOT_SCALE = 2,
-       RELATTN_SLOT_BF16 = 3 };
+       RELATTN_SLOT_BF16 = 3, RELATTN_SLOT_Q8F = 4, RELATTN_SLOT_BF16F = 5 };
 int relattn_model_slot_kind(const relattn_config *c, int i);
 /* The dtypes slot kind k takes, for messages: "F32, F16 or BF16", ... */
 const char *relattn_slot_dtypes(int kind);
@@ -684,6 +700,9 @@ int relattn_slot_dtype_ok(int kind, int dtype);
 /* A loaded slot of kind RELATTN_SLOT_Q8 (after relattn_model_prepare). */
 const struct relattn_q8w *relattn_model_slot_q8(const relattn_model *m,
                                                 int i);
+/* Row token of tok_emb into x (d_model floats): an int8 table's row
+** dequantized, q s, the floats it stands for. */
+void relattn_model_embed(const relattn_model *m, float *x, int token);
 /* Whether tensor slot i is kept in panel order (*out, *in its shape). */
 int relattn_model_slot_packed(const relattn_model *m, int i, int *out,
                               int *in);
@@ -978,6 +997,8 @@ relattn_q8w *relattn_q8w_place(void *mem, const int8_t *q, const float *scale,
 void relattn_q8w_unpack(int8_t *q /* (out, in) */, const relattn_q8w *qw);
 /* The floats an int8 weight stands for: w (out, in) = q s_w per row. */
 void relattn_q8w_dequantize(float *w /* (out, in) */, const relattn_q8w *qw);
+/* Row r of it: w (in) = q[r] s_w[r], the same floats. */
+void relattn_q8w_row(float *w /* (in) */, const relattn_q8w *qw, int r);
 /* Per row: u8 with a zero point, x = (q - z) s; rows of q ldq apart,
 ** zero from in to in rounded up to 4. On a path as below. */
 void relattn_q8_quantize_rows_on(const char *path, uint8_t *xq, int ldq,

@@ -147,14 +147,15 @@ static void cross_rows(const relattn_config *c, float *out, int ldo,
     }
 }
 
-/* The LM head's raw outputs of rows (rows, d) into logits (rows, vocab). */
-static void head_rows(const relattn_model *m, float *logits, const float *x,
-                      int rows) {
+/* The LM head's raw outputs of rows (rows, d) into logits (rows, vocab):
+** 0, or 1 when worker's scratch could not be had. */
+static int head_rows(const relattn_model *m, relattn_pool *pool, int worker,
+                     float *logits, const float *x, int rows) {
   const relattn_config *c = &m->cfg;
   const float alpha =
       c->tie_embeddings ? (float)(1.0 / sqrt((double)c->d_model)) : 1.0f;
-  relattn_sgemm(0, 1, rows, c->vocab_size, c->d_model, alpha, x, c->d_model,
-                m->lm_head, c->d_model, 0.0f, logits, c->vocab_size);
+  return relattn_fwd_head(m, pool, worker, logits, x, c->d_model, rows, alpha,
+                          NULL);
 }
 
 /* The encoder's final rows of src into enc (n_src, d). */
@@ -256,7 +257,7 @@ static int step_rows(s2s *s, float *logits, const char *fn, char *err,
     if (relattn_fwd_ffn(m, L, s->pool, w, s->x, s->h, B, s->hid)) goto nomem;
   }
   norm_rows(m, s->x, s->x, B, m->dec_lnf_w, m->dec_lnf_b);
-  head_rows(m, logits, s->x, B);
+  if (head_rows(m, s->pool, w, logits, s->x, B)) goto nomem;
   s->t++;
   return RELATTN_OK;
 nomem:
@@ -269,8 +270,7 @@ static void embed_rows(s2s *s, const int *token) {
   const int d = m->cfg.d_model;
   int b;
   for (b = 0; b < s->beams; b++)
-    memcpy(s->x + (size_t)b * d, m->tok_emb + (size_t)token[b] * d,
-           sizeof(float) * d);
+    relattn_model_embed(m, s->x + (size_t)b * d, token[b]);
 }
 
 int relattn_s2s_open(const relattn_model *m, const int *src, int n_src,
@@ -496,9 +496,8 @@ int relattn_s2s_forward(const relattn_model *m, relattn_s2s_req *r,
   if (rc != RELATTN_OK) goto done;
   /* the decoder's input: decoder.start, then the target shifted right */
   for (i = 0; i < T; i++)
-    memcpy(x + (size_t)i * d,
-           m->tok_emb + (size_t)(i ? r->tgt[i - 1] : c->dec_start) * d,
-           sizeof(float) * d);
+    relattn_model_embed(m, x + (size_t)i * d,
+                        i ? r->tgt[i - 1] : c->dec_start);
   memset(&tb, 0, sizeof tb);
   tb.t[2] = m->dec_rel_bias;
   tb.count[2] = (int64_t)c->n_heads * c->pos.num_buckets;
@@ -558,7 +557,7 @@ int relattn_s2s_forward(const relattn_model *m, relattn_s2s_req *r,
     const int rows = T - i < HEAD_ROWS ? T - i : HEAD_ROWS;
     const int V = c->vocab_size;
     int k, t;
-    head_rows(m, lg, x + (size_t)i * d, rows);
+    if (head_rows(m, pool, w, lg, x + (size_t)i * d, rows)) goto nomem;
     if (r->logits)
       memcpy(r->logits + (size_t)i * V, lg, sizeof(float) * rows * (size_t)V);
     for (k = 0; k < rows; k++) {

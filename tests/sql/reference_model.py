@@ -297,12 +297,14 @@ def scheme_attention(q, k, v, pos, head, n_heads, rel_bias, causal,
     return a @ v, a
 
 
-def forward(cfg, params, ids, maps=False, act_quant=None):
+def forward(cfg, params, ids, maps=False, act_quant=None, head_quant=None):
     """The model on its input ids (BOS already in front). Returns hidden
     (n, d) after the last norm, logprobs (n, V) (decoders) and, with maps,
     maps[layer][head] (n, n). act_quant: a function of a (rows, in) array
     the layers' linear weights (wq wk wv wo w1 w3 w2) see instead of their
-    input, the activations of an int8 model as its kernel rounds them."""
+    input, the activations of an int8 model as its kernel rounds them;
+    head_quant: the same for the output embedding's input (an int8
+    tok_emb or lm_head)."""
     p = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
     d, h = cfg["d_model"], cfg["n_heads"]
     dh = cfg.get("d_head", d // h)   # head hd is columns hd*dh .. of q, k, v
@@ -387,7 +389,7 @@ def forward(cfg, params, ids, maps=False, act_quant=None):
     out = {"hidden": x}
     if causal:
         head = p["tok_emb"] if cfg["tie_embeddings"] else p["lm_head"]
-        logits = x @ head.T
+        logits = (head_quant(x) if head_quant else x) @ head.T
         m = logits.max(-1, keepdims=True)
         out["logprobs"] = logits - m - np.log(np.exp(logits - m).sum(-1, keepdims=True))
     if maps:
@@ -413,7 +415,7 @@ def activation(name):
     return np.tanh
 
 
-def heads(cfg, params, ids, act_quant=None):
+def heads(cfg, params, ids, act_quant=None, head_quant=None):
     """The heads on the final hidden rows of ids: cls (d), pooled (d, or
     None), logits (labels, or None), probs (softmax / sigmoid / None),
     mlm (n, V) log-probs at every row (mlm head, else None)."""
@@ -444,7 +446,7 @@ def heads(cfg, params, ids, act_quant=None):
             h = layer_norm(h, p["mlm.norm.weight"], p["mlm.norm.bias"],
                            cfg["norm_eps"])
         E = p["tok_emb"] if cfg["tie_embeddings"] else p["lm_head"]
-        z = h @ E.T + p["mlm.bias"]
+        z = (head_quant(h) if head_quant else h) @ E.T + p["mlm.bias"]
         m = z.max(-1, keepdims=True)
         out["mlm"] = z - m - np.log(np.exp(z - m).sum(-1, keepdims=True))
     return out

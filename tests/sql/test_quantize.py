@@ -36,6 +36,7 @@ from conftest import ROOT, connect, from_f32  # noqa: E402
 
 MODELS = ROOT / "models"
 LIC = MODELS / "deberta-licenses"
+EMBEDDINGS = ("tok_emb", "lm_head", "pos_emb", "rel_emb")
 LINEAR = ("attn.wq", "attn.wk", "attn.wv", "attn.wo", "ffn.w1", "ffn.w3",
           "ffn.w2")
 
@@ -61,6 +62,12 @@ def tables(db):
         except Exception:
             out.append(None)
     return out
+
+
+def quantized(name):
+    """Whether relattn_quantize makes tensor name int8 (bf16): the layers'
+    linear weights and the embedding tables."""
+    return name.split(".", 2)[-1] in LINEAR or name in EMBEDDINGS
 
 
 def act_q8(t):
@@ -93,6 +100,9 @@ def act_bf16(t):
 
 
 ACT = {"int8": act_q8, "bf16": act_bf16}
+# the output embedding's input: int8 tables keep an int8 product (the same
+# rounding as a linear layer's input), bf16 ones are read into floats
+HEAD = {"int8": act_q8, "bf16": None}
 
 
 def stored_params(db, model):
@@ -134,16 +144,17 @@ def test_layout_and_values(db, rng):
     params = ref.random_params(rng, cfg)
     db.execute("SELECT relattn_import('f', ?)", (ref.safetensors_bytes(params, cfg),))
     n_f = db.execute("SELECT count(*) FROM relattn_tensor WHERE model = 'f'").fetchone()[0]
-    # one scale tensor more per linear weight: 7 a layer (gated), 2 layers
-    assert db.execute("SELECT relattn_quantize('f', 'q', 'int8')").fetchone()[0] == n_f + 14
+    # one scale tensor more per linear weight, 7 a layer (gated), 2 layers,
+    # and for the (tied) token embedding
+    assert sum(map(quantized, params)) == 15 and "tok_emb" in params
+    assert db.execute("SELECT relattn_quantize('f', 'q', 'int8')").fetchone()[0] == n_f + 15
     config = json.loads(db.execute("SELECT config FROM relattn_model WHERE name = 'q'").fetchone()[0])
-    assert config["quantization"] == {"linear": "int8"}
+    assert config["quantization"] == {"linear": "int8", "embeddings": "int8"}
     assert {k: v for k, v in config.items() if k != "quantization"} == cfg
     rows = {n: (dt, json.loads(sh), d) for n, dt, sh, d in db.execute(
         "SELECT name, dtype, shape, data FROM relattn_tensor WHERE model = 'q'")}
     for name, w in params.items():
-        leaf = name.split(".", 2)[-1]
-        if leaf not in LINEAR:
+        if not quantized(name):
             assert rows[name][0] == "F32" and rows[name][2] == w.astype("<f4").tobytes()
             continue
         dt, shape, data = rows[name]
@@ -160,7 +171,7 @@ def test_layout_and_values(db, rng):
         got = from_f32(db.execute("SELECT relattn_weights('q', ?)", (name,)).fetchone()[0],
                        w.shape)
         assert np.array_equal(got, (q * s[:, None]).astype(np.float32))
-    assert len(rows) == n_f + 14
+    assert len(rows) == n_f + 15
 
 
 def test_layout_and_values_bf16(db, rng):
@@ -171,13 +182,13 @@ def test_layout_and_values_bf16(db, rng):
     n_f = db.execute("SELECT count(*) FROM relattn_tensor WHERE model = 'f'").fetchone()[0]
     assert db.execute("SELECT relattn_quantize('f', 'q', 'bf16')").fetchone()[0] == n_f
     config = json.loads(db.execute("SELECT config FROM relattn_model WHERE name = 'q'").fetchone()[0])
-    assert config["quantization"] == {"linear": "bf16"}
+    assert config["quantization"] == {"linear": "bf16", "embeddings": "bf16"}
     rows = {n: (dt, json.loads(sh), d) for n, dt, sh, d in db.execute(
         "SELECT name, dtype, shape, data FROM relattn_tensor WHERE model = 'q'")}
     assert len(rows) == n_f
     for name, w in params.items():
         dt, shape, data = rows[name]
-        if name.split(".", 2)[-1] not in LINEAR:
+        if not quantized(name):
             assert dt == "F32" and data == w.astype("<f4").tobytes()
             continue
         assert (dt, shape) == ("BF16", list(w.shape))
@@ -224,7 +235,7 @@ def test_matches_dequantized_reference(db, rng, case, mode):
     for n in (1, 2, 5, 9, 17, 33, 60, 120) * 2:
         tokens = rng.integers(0, 256, n).tolist()
         ids = ref.model_input(cfg, tokens)
-        want = ref.forward(cfg, p, ids, act_quant=ACT[mode])
+        want = ref.forward(cfg, p, ids, act_quant=ACT[mode], head_quant=HEAD[mode])
         if cfg["arch"] == "decoder":
             got = np.array([r[0] for r in db.execute(
                 "SELECT logprob FROM relattn_logprobs('m', ?)", (toks(tokens),))])
@@ -333,7 +344,10 @@ def test_export_import_round_trip(db, rng, mode):
     header = json.loads(blob[8:8 + n])
     assert header["layers.0.attn.wq"]["dtype"] == {"int8": "I8", "bf16": "BF16"}[mode]
     assert ("layers.0.attn.wq.scale" in header) == (mode == "int8")
-    assert json.loads(header["__metadata__"]["relattn.config"])["quantization"] == {"linear": mode}
+    assert json.loads(header["__metadata__"]["relattn.config"])["quantization"] == {
+        "linear": mode, "embeddings": mode}
+    assert header["tok_emb"]["dtype"] == {"int8": "I8", "bf16": "BF16"}[mode]
+    assert ("tok_emb.scale" in header) == (mode == "int8")
     text = "round trip"
     assert db.execute("SELECT relattn_score('m', ?) = relattn_score('m2', ?)",
                       (text, text)).fetchone()[0] == 1
