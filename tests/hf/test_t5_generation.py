@@ -182,18 +182,24 @@ def test_export_import_same_sha256_and_scores(db, rng, tmp_path):
     assert {"dec.layers.2.xattn.wq", "dec.ln_f.weight", "dec.rel_bias", "lm_head"} <= names
 
 
+@pytest.mark.parametrize("kind", ["t5-v1_1-gated-gelu-untied", "t5-relu-tied"])
 @pytest.mark.parametrize("mode,tol", [("int8", (0.1, 0.5)), ("bf16", (0.03, 0.15))])
-def test_quantized_close_to_float(db, rng, tmp_path, mode, tol):
-    ck = make("t5-v1_1-gated-gelu-untied", tmp_path, rng)
+def test_quantized_close_to_float(db, rng, tmp_path, mode, tol, kind):
+    """The tied checkpoint's output is the shared embedding (int8: an int8
+    product over it) times d_model^-0.5."""
+    ck = make(kind, tmp_path, rng)
     import_checkpoint(db, ck)
     db.execute("SELECT relattn_quantize('m', 'q', ?)", (mode,))
     dtype = "I8" if mode == "int8" else "BF16"
     rows = dict(db.execute("SELECT name, dtype FROM relattn_tensor WHERE model = 'q'"))
+    tables = ("tok_emb",) + (("lm_head",) if "untied" in kind else ())
     for name in ("dec.layers.0.attn.wq", "dec.layers.1.xattn.wk",
-                 "dec.layers.2.xattn.wo", "dec.layers.2.ffn.w3", "layers.1.ffn.w2"):
+                 "dec.layers.1.xattn.wo", "layers.1.ffn.w2") + tables:
         assert rows[name] == dtype, name
+    assert ("lm_head" in rows) == ("untied" in kind)
     if mode == "int8":
         assert rows["dec.layers.1.xattn.wv.scale"] == "F32"
+        assert all(rows[t + ".scale"] == "F32" for t in tables)
     diffs = []
     for _ in range(4):
         src, tgt = toks(random_ids(rng, ck, 10)), toks(random_ids(rng, ck, 8))

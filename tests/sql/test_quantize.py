@@ -353,6 +353,250 @@ def test_export_import_round_trip(db, rng, mode):
                       (text, text)).fetchone()[0] == 1
 
 
+# ---- the embedding tables ------------------------------------------------------
+
+EMB_CASES = {
+    "decoder-untied": dict(arch="decoder", norm="pre", tie=False),
+    "decoder-absolute-untied": dict(arch="decoder", norm="pre", tie=False,
+                                    position={"type": "absolute", "max_len": 130}),
+    "mlm-tied": "mlm",
+    "mlm-untied": "mlm-untied",
+}
+
+
+def embedding_config(rng, case):
+    spec = EMB_CASES[case]
+    if isinstance(spec, dict):
+        return ref.random_config(rng, d_model=64, n_heads=4, d_ff=128, **spec)
+    base = ref.random_config(rng, d_model=64, n_heads=4, d_ff=128, bos=False, norm="post",
+                             tie=spec == "mlm")
+    return ref.with_head(base, "mlm", mask=259, head_activation="gelu")
+
+
+def dequantized_table(rows, name):
+    """An embedding table from its stored row (and scales): the floats it stands for."""
+    dt, shape, data = rows[name]
+    if dt == "I8":
+        q = np.frombuffer(data, np.int8).reshape(shape)
+        s = np.frombuffer(rows[name + ".scale"][2], "<f4")
+        return (q * s[:, None]).astype(np.float32)
+    return (np.frombuffer(data, "<u2").astype(np.uint32) << 16).view(np.float32).reshape(shape)
+
+
+@pytest.mark.parametrize("mode", ["int8", "bf16"])
+@pytest.mark.parametrize("case", EMB_CASES)
+def test_embedding_tables_stored_quantized_and_used(db, rng, case, mode):
+    """Each embedding table the config has is stored I8 with per-row scales
+    (BF16); relattn_weights gives the floats it stands for; the model's
+    outputs are the float64 reference's on those floats, the output
+    embedding's input rounded as a linear layer's (int8) or not (bf16, read
+    into floats): log-probabilities (decoders) and the k best fills at each
+    [MASK] (masked LM)."""
+    cfg = embedding_config(rng, case)
+    params = ref.random_params(rng, cfg)
+    import_quantized(db, cfg, params, mode=mode)
+    rows = {n: (dt, json.loads(sh), d) for n, dt, sh, d in db.execute(
+        "SELECT name, dtype, shape, data FROM relattn_tensor WHERE model = 'm'")}
+    tables = [n for n in EMBEDDINGS if n in params]
+    assert len(tables) == {"decoder-untied": 2, "decoder-absolute-untied": 3,
+                           "mlm-tied": 1, "mlm-untied": 2}[case]
+    for name in tables:
+        w = params[name].astype(np.float32)
+        dt, shape, data = rows[name]
+        assert (dt, shape) == ({"int8": "I8", "bf16": "BF16"}[mode], list(w.shape)), name
+        if mode == "int8":
+            assert rows[name + ".scale"][:2] == ("F32", [w.shape[0]])
+            s = (np.abs(w).max(1) / np.float32(127)).astype(np.float32)
+            assert np.frombuffer(rows[name + ".scale"][2], "<f4").tolist() == s.tolist()
+            q = np.frombuffer(data, np.int8).reshape(w.shape)
+            assert np.array_equal(q, np.clip(np.rint(w / s[:, None]), -127, 127))
+        else:
+            assert name + ".scale" not in rows
+        got = from_f32(db.execute("SELECT relattn_weights('m', ?)", (name,)).fetchone()[0],
+                       w.shape)
+        assert np.array_equal(got.view(np.uint32), dequantized_table(rows, name).view(np.uint32))
+        if mode == "int8":   # the scales too, as stored
+            got = from_f32(db.execute("SELECT relattn_weights('m', ?)",
+                                      (name + ".scale",)).fetchone()[0])
+            assert got.tobytes() == rows[name + ".scale"][2]
+    p = stored_params(db, "m")
+    errors = []
+    # short sequences: a level flip (see above) early in a long causal one
+    # moves every position after it
+    for n in (1, 2, 5, 9, 17, 33, 40) * 3:
+        tokens = rng.integers(0, 256, n).tolist()
+        if cfg["arch"] == "decoder":
+            ids = ref.model_input(cfg, tokens)
+            lp = ref.forward(cfg, p, ids, act_quant=ACT[mode], head_quant=HEAD[mode])["logprobs"]
+            got = [r[0] for r in db.execute("SELECT logprob FROM relattn_logprobs('m', ?)",
+                                            (toks(tokens),))]
+            errors += list(np.abs(np.array(got) - [lp[i, ids[i + 1]]
+                                                   for i in range(len(ids) - 1)]))
+            continue
+        masks = sorted(set(rng.integers(0, n, 1 + n // 4).tolist()))
+        for i in masks:
+            tokens[i] = 259
+        want = ref.heads(cfg, p, ref.model_input(cfg, tokens), act_quant=ACT[mode],
+                         head_quant=HEAD[mode])["mlm"]
+        got = db.execute("SELECT pos, top_token, top_logprob FROM relattn_logprobs('m', ?, 3)",
+                         (toks(tokens),)).fetchall()
+        assert [r[0] for r in got] == [i for i in masks for _ in range(3)]
+        errors += [abs(want[pos][tok] - lp) for pos, tok, lp in got]
+    errors = np.array(errors)
+    print(f"{case} {mode}: median error {np.median(errors):.1e}, largest {errors.max():.1e}")
+    assert np.median(errors) < 1e-5
+    assert errors.max() < 0.5
+
+
+def test_int8_head_rounds_its_input_as_a_linear_layer(db, rng):
+    """The int8 output embedding is an int8 product: the reference without
+    the head's input rounded (a float product over the same int8 table) is
+    further away than float32's rounding, so this test needs the int8
+    kernel there."""
+    cfg = embedding_config(rng, "decoder-untied")
+    import_quantized(db, cfg, ref.random_params(rng, cfg))
+    p = stored_params(db, "m")
+    e_with, e_without = [], []
+    for n in (1, 2, 5, 9, 17) * 3:
+        tokens = rng.integers(0, 256, n).tolist()
+        ids = ref.model_input(cfg, tokens)
+        got = np.array([r[0] for r in db.execute(
+            "SELECT logprob FROM relattn_logprobs('m', ?)", (toks(tokens),))])
+        for errors, hq in ((e_with, act_q8), (e_without, None)):
+            lp = ref.forward(cfg, p, ids, act_quant=act_q8, head_quant=hq)["logprobs"]
+            errors += list(np.abs(got - [lp[i, ids[i + 1]] for i in range(len(ids) - 1)]))
+    print(f"median error {np.median(e_with):.1e}, without the head's rounding "
+          f"{np.median(e_without):.1e}")
+    assert np.median(e_with) < 1e-5
+    assert np.median(e_without) > 1e-4
+
+
+def safetensors_rows(blob):
+    """An exported file's header and tensors: {name: (dtype, shape, bytes)}."""
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + n])
+    data = blob[8 + n:]
+    meta = header.pop("__metadata__")
+    return meta, {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+                  for k, v in header.items()}
+
+
+def safetensors_file(meta, tensors):
+    header, chunks, off = {"__metadata__": meta}, [], 0
+    for name, (dt, shape, raw) in tensors.items():
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(raw)]}
+        chunks.append(raw)
+        off += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + b"".join(chunks)
+
+
+@pytest.mark.parametrize("mode", ["int8", "bf16"])
+def test_models_quantized_before_embeddings_still_load(db, rng, mode):
+    """A model quantized before the embeddings were (its config without
+    quantization.embeddings, tok_emb and lm_head float32, no scales for
+    them) loads and runs as it did: against the reference with float
+    embeddings and a float output product."""
+    cfg = ref.random_config(rng, d_model=64, n_heads=4, d_ff=128, tie=False)
+    params = ref.random_params(rng, cfg)
+    import_quantized(db, cfg, params, mode=mode)
+    meta, tensors = safetensors_rows(db.execute("SELECT relattn_export('m')").fetchone()[0])
+    config = json.loads(meta["relattn.config"])
+    config["quantization"] = {"linear": mode}
+    meta["relattn.config"] = json.dumps(config)
+    old = {}
+    for name, t in tensors.items():
+        if name.endswith(".scale") and name[:-6] in EMBEDDINGS:
+            continue
+        old[name] = ("F32", t[1], params[name].astype("<f4").tobytes()) \
+            if name in EMBEDDINGS else t
+    db.execute("SELECT relattn_import('old', ?)", (safetensors_file(meta, old),))
+    assert db.execute("SELECT group_concat(DISTINCT dtype) FROM relattn_tensor WHERE "
+                      "model = 'old' AND name IN ('tok_emb', 'lm_head')"
+                      ).fetchone()[0] == "F32"
+    p = stored_params(db, "old")
+    errors = []
+    for n in (1, 5, 9, 17, 33, 40) * 2:   # short: as above
+        tokens = rng.integers(0, 256, n).tolist()
+        ids = ref.model_input(cfg, tokens)
+        lp = ref.forward(cfg, p, ids, act_quant=ACT[mode])["logprobs"]
+        got = [r[0] for r in db.execute("SELECT logprob FROM relattn_logprobs('old', ?)",
+                                        (toks(tokens),))]
+        errors += list(np.abs(np.array(got) - [lp[i, ids[i + 1]] for i in range(len(ids) - 1)]))
+    print(f"median error {np.median(errors):.1e}, largest {max(errors):.1e}")
+    # (as the tests above; level flips of the rounded activations move a
+    # causal sequence after them: a median up to 3e-4 in 80 seeds, 1e-6 most)
+    assert np.median(errors) < 1e-3 and max(errors) < 0.5
+    # and it generates: each new token's log-prob the model's own
+    prompt = rng.integers(0, 256, 6).tolist()
+    rows = db.execute("SELECT token, logprob FROM relattn_generate_tokens('old', ?, ?)",
+                      (toks(prompt), json.dumps({"max_new_tokens": 20, "eos_token_id": None}))
+                      ).fetchall()
+    assert len(rows) == 20
+    lp = [r[0] for r in db.execute("SELECT logprob FROM relattn_logprobs('old', ?)",
+                                   (toks(prompt + [r[0] for r in rows]),))][len(prompt):]
+    err = np.abs(np.array(lp) - [r[1] for r in rows])
+    print(f"generated: median error {np.median(err):.1e}, largest {err.max():.1e}")
+    assert np.median(err) < 1e-3 and err.max() < 0.05   # as test_generate.py's
+
+
+def test_import_checks_embedding_tensors(db, rng):
+    cfg = ref.random_config(rng, d_model=32, n_heads=4, d_ff=48, tie=False,
+                            position={"type": "absolute", "max_len": 40})
+    import_quantized(db, cfg, ref.random_params(rng, cfg))
+    meta, tensors = safetensors_rows(db.execute("SELECT relattn_export('m')").fetchone()[0])
+    before = tables(db)
+
+    def refused(edit):
+        t = dict(tensors)
+        edit(t)
+        return err(db, "SELECT relattn_import('x', ?)", safetensors_file(meta, t))
+    # the table as floats in an int8 model
+    assert refused(lambda t: t.update(tok_emb=("F32", [260, 32], bytes(4 * 260 * 32)))) == (
+        "relattn_import: tensor 'tok_emb' has dtype 'F32'; expected I8")
+    assert refused(lambda t: t.update(pos_emb=("BF16", [40, 32], bytes(2 * 40 * 32)))) == (
+        "relattn_import: tensor 'pos_emb' has dtype 'BF16'; expected I8")
+    # scales of another shape or dtype, or none
+    assert refused(lambda t: t.update({"lm_head.scale": ("F32", [32], bytes(4 * 32))})) == (
+        "relattn_import: tensor 'lm_head.scale' has shape [32]; the config needs [260]")
+    assert refused(lambda t: t.update({"pos_emb.scale": ("F16", [40], bytes(2 * 40))})) == (
+        "relattn_import: tensor 'pos_emb.scale' has dtype 'F16'; expected F32")
+    assert refused(lambda t: t.pop("tok_emb.scale")) == (
+        "relattn_import: tensor 'tok_emb.scale' is missing (the config needs it)")
+    # -128 in a table
+    bad = bytearray(tensors["tok_emb"][2])
+    bad[7] = 0x80
+    assert refused(lambda t: t.update(tok_emb=("I8", [260, 32], bytes(bad)))) == (
+        "relattn_import: tensor 'tok_emb' has -128 at element 7")
+    # the config's key: only as quantization.linear
+    for q, name in (({"linear": "bf16", "embeddings": "int8"}, "x"),
+                    ({"embeddings": "int8"}, "y")):
+        c = json.loads(meta["relattn.config"])
+        c["quantization"] = q
+        m2 = dict(meta, **{"relattn.config": json.dumps(c)})
+        assert err(db, "SELECT relattn_import(?, ?)", name, safetensors_file(m2, tensors)) == (
+            "relattn_import: config: quantization.embeddings must be the same as "
+            "quantization.linear")
+    assert tables(db) == before
+    # rows edited in the table: the load names them
+    db.execute("UPDATE relattn_tensor SET dtype = 'F32', data = zeroblob(4 * 260 * 32) "
+               "WHERE model = 'm' AND name = 'lm_head'")
+    assert err(db, "SELECT relattn_score('m', 'x')") == (
+        "relattn_score: model 'm': tensor 'lm_head' has dtype 'F32'; expected I8")
+
+
+def test_import_checks_bf16_embedding_tensors(db, rng):
+    cfg = ref.random_config(rng, d_model=32, n_heads=4, d_ff=48)
+    import_quantized(db, cfg, ref.random_params(rng, cfg), mode="bf16")
+    meta, tensors = safetensors_rows(db.execute("SELECT relattn_export('m')").fetchone()[0])
+    before = tables(db)
+    t = dict(tensors, tok_emb=("F32", [260, 32], bytes(4 * 260 * 32)))
+    assert err(db, "SELECT relattn_import('x', ?)", safetensors_file(meta, t)) == (
+        "relattn_import: tensor 'tok_emb' has dtype 'F32'; expected BF16")
+    assert tables(db) == before
+
+
 # ---- against the float32 model: realistic inputs -----------------------------
 
 
