@@ -46,6 +46,13 @@ def main():
     out["scan_embed"] = [hexes(np.frombuffer(r[1], "<f4")) for r in rows]
     out["logprob"] = hexes(r[0] for r in db.execute(
         "SELECT logprob FROM relattn_logprobs('m', ?)", (seqs[5],)))
+    # its int8 copy, the embedding table int8 too: the LM head an int8
+    # product (src/qgemm.c), no OpenBLAS product in the scores
+    db.execute("SELECT relattn_quantize('m', 'q8', 'int8')")
+    out["q8_score"] = hexes(r[0] for r in db.execute(
+        "SELECT relattn_score('q8', body) FROM docs ORDER BY id"))
+    out["q8_logprob"] = hexes(r[0] for r in db.execute(
+        "SELECT logprob FROM relattn_logprobs('q8', ?)", (seqs[5],)))
     q, k, v = (rng.standard_normal((600, 2 * 32)).astype("<f4") for _ in range(3))
     rk, rv = (rng.standard_normal((2 * 16 + 1, 32)).astype("<f4") for _ in range(2))
     att = db.execute("SELECT relattn_attention(?, ?, ?, ?, ?, ?)",

@@ -217,6 +217,40 @@ def test_scan_same_bits_for_a_classifier_packed_or_alone(db, rng, mode):
         assert got == both, f"threads={t}: {first_difference(got, both)}"
 
 
+@pytest.mark.parametrize("mode", ["int8", "bf16"])
+@pytest.mark.parametrize("tie", [True, False])
+def test_quantized_output_embedding_same_bits_for_any_thread_count(db, rng, mode, tie):
+    # The quantized embedding tables (int8: the output projection an int8
+    # product over tok_emb or lm_head, each row of activations quantized on
+    # its own): log-probs over row blocks split by thread count, the masked
+    # LM's k best fills, generation's cached steps.
+    cfg = modelgen.config(d_model=64, n_heads=4, d_ff=256, n_layers=2, clip=8,
+                          tie_embeddings=tie)
+    modelgen.load(db, "f", cfg, rng)
+    db.execute("SELECT relattn_quantize('f', 'm', ?)", (mode,))
+    fill = dict(cfg, arch="encoder", head="mlm", tokenizer=dict(cfg["tokenizer"], mask=258))
+    modelgen.load(db, "ff", fill, rng)
+    db.execute("SELECT relattn_quantize('ff', 'fm', ?)", (mode,))
+    body = rng.integers(0, 256, 393).astype("<i4")
+    masked = body.copy()
+    masked[rng.integers(0, 393, 60)] = 258
+    prompt = rng.integers(0, 256, 9).astype("<i4").tobytes()
+    ref = None
+    for t in THREADS + (1,):
+        db.execute("SELECT relattn_threads(?)", (t,))
+        got = (db.execute("SELECT * FROM relattn_logprobs('m', ?)", (body.tobytes(),)).fetchall(),
+               db.execute("SELECT * FROM relattn_logprobs('fm', ?, 5)",
+                          (masked.tobytes(),)).fetchall(),
+               db.execute("SELECT token, logprob FROM relattn_generate_tokens('m', ?, "
+                          "'{\"max_new_tokens\": 12, \"eos_token_id\": null, "
+                          "\"num_beams\": 3}')", (prompt,)).fetchall())
+        assert len(got[0]) == 393 and len(got[1]) > 5 * 40 and len(got[2]) == 12
+        if ref is None:
+            ref = got
+        for a, b, what in zip(got, ref, ("logprobs", "fills", "generate")):
+            assert a == b, f"{what}, threads={t}: {first_difference(a, b)}"
+
+
 def test_same_bits_across_connections(tmp_path, rng):
     # A second connection (fresh cache, fresh pool, fresh scratch) gives the
     # same bits as the first: nothing carries over from earlier calls.

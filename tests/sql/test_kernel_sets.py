@@ -15,7 +15,9 @@ relattn_attention on one random model and input):
 - where relattn's own product kernel runs (simd avx2 or avx512: the layers'
   and the attention's products, src/gemm.c), what uses no OpenBLAS product is
   the same bits under every set: the embeddings and relattn_attention's
-  output (scores and log-probs go through the LM head's sgemm);
+  output (scores and log-probs go through the LM head's sgemm), and the
+  scores and log-probs of the model's int8 copy (its LM head is an int8
+  product over the int8 embedding table, src/qgemm.c);
 - relattn_debug() names the kernel set the process used.
 
 `make test` also reruns the numerical test files under each of these sets
@@ -102,3 +104,5 @@ def test_kernel_sets_bit_identical_within_and_close_across(rng):
             assert np.array_equal(r["embed"], base["embed"]), ct
             assert np.array_equal(r["scan_embed"], base["embed"]), ct
             assert np.array_equal(r["attention"], base["attention"]), ct
+            assert np.array_equal(r["q8_score"], base["q8_score"]), ct
+            assert np.array_equal(r["q8_logprob"], base["q8_logprob"]), ct

@@ -92,6 +92,21 @@ static void q8_weights(void) {
     if (sum != qw.sum[c] || s[c] != qw.scale[c]) bad++;
   }
   CHECK(bad == 0, "q8 row sums or scales differ in %d rows", bad);
+  { /* one row, as an embedding lookup reads it: q s, the same floats the
+    ** whole table dequantizes to */
+    float *all = relattn_alloc(sizeof(float) * (size_t)out * in);
+    float *row = relattn_alloc(sizeof(float) * (size_t)in);
+    relattn_q8w_dequantize(all, &qw);
+    for (c = 0, bad = 0; c < out; c++) {
+      relattn_q8w_row(row, &qw, c);
+      for (k = 0; k < in; k++)
+        if (fbits(row[k]) != fbits((float)q[(size_t)c * in + k] * s[c]) ||
+            fbits(row[k]) != fbits(all[(size_t)c * in + k]))
+          bad++;
+    }
+    CHECK(bad == 0, "q8 row lookup: %d elements differ from q s", bad);
+    relattn_free(all), relattn_free(row);
+  }
   relattn_q8w_free(&qw);
   CHECK(relattn_q8w_new(&qw, q, s, out, RELATTN_Q8_MAX_IN + 1) ==
                 RELATTN_ERR_TOOBIG && qw.w == NULL,
