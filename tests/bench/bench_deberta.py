@@ -92,12 +92,17 @@ and the softmax keep their time: perf of the int8 embed, one thread, puts the in
 30% of the library's samples, the attention's float32 products 28%, the c2p/p2c gathers 9%,
 GELU 4%), on demo 1.15-1.30 (width 128: the products are a small part). ORT stays ahead on t5
 in float32 (0.90-0.95): both spend it in the products (37.7 MFLOP a token; relattn's kernel at
-about 150 GFLOP/s here). Sizes: the int8 model's stored BLOBs are 26% of float32's on t5, 30-31%
-on base, 55-56% on demo (embeddings and DeBERTa's relative table stay float32: a quarter of the
-demo model); its cached bytes 26% on t5 but 46-47% on base and 71% on demo, because the cache
-also holds DeBERTa's per-layer c2p/p2c tables, float32 for every mode (14 MB of base's 59). Both
-quantized copies agree with float32 relattn: every label, probabilities within 6e-6, embedding
-cosines at least 0.99995 (int8) and 0.99999 (bf16).
+about 150 GFLOP/s here). Sizes, from the same checkpoints and the same measurement (this script's
+size part run alone, without the timings, after the embedding tables were quantized too:
+tok_emb and rel_emb I8 with per-row scales): the int8 model's stored BLOBs are 25.6% of
+float32's on t5, 27.2% on base, 40.5% on demo, where the tokenizer's file (499,226 bytes, copied
+as it is) is 42% of the int8 model: its tensors alone are 28.2% (686,652 of 2,432,024 bytes;
+55-56% of all before, with float embeddings); its cached bytes 25.3% on t5 but 45.0% on base and
+61.8% on demo (71% before), because the cache also holds DeBERTa's per-layer c2p/p2c tables,
+float32 for every mode (14 MB of base's 59). bf16: stored 50.3% (t5), 51.3% (base), 60.0% (demo),
+cached 50.6%, 64.4%, 80.4% (its tables are read into float32). Both quantized copies agreed with
+float32 relattn, before the embeddings were quantized: every label, probabilities within 6e-6,
+embedding cosines at least 0.99995 (int8) and 0.99999 (bf16).
 On t5, before ReLU was vectorized (src/forward.c), relattn float32 ran at 2410 tokens a CPU
 second, int8 at 4377; after, 2967 and 7867 (12 rows of 50-500 tokens, one thread).
 
@@ -513,6 +518,10 @@ def bench(shape, job, tmp, rng):
         relattn_run(db, job, LABELS, table[side])   # a first run off the clock
     stored = {side: db.execute("SELECT sum(length(data)) FROM relattn_tensor WHERE model = ?",
                                (name[side],)).fetchone()[0] for side in sides}
+    # the same without the tokenizer's file, which every copy holds as it is
+    tensors = {side: db.execute("SELECT sum(length(data)) FROM relattn_tensor WHERE model = ? "
+                                "AND name NOT LIKE 'tokenizer.%'", (name[side],)).fetchone()[0]
+               for side in sides}
     for r in range(ROUNDS):
         order = variants[r % len(variants):] + variants[:r % len(variants)]
         for side, t in order:
@@ -557,7 +566,8 @@ def bench(shape, job, tmp, rng):
     lines.append(f"#   {shape} {job} against relattn: " + "; ".join(said))
     for s in sides[1:]:
         lines.append(f"#   {shape} {job} {s}: stored {stored[s]:,} bytes ({stored[s] / stored['relattn']:.1%} "
-                     f"of float32's {stored['relattn']:,}), cached {memory[s]:,} "
+                     f"of float32's {stored['relattn']:,}; its tensors alone "
+                     f"{tensors[s] / tensors['relattn']:.1%}), cached {memory[s]:,} "
                      f"({memory[s] / memory['relattn']:.1%} of {memory['relattn']:,})")
     sizes = {s: (stored[s] / stored["relattn"], memory[s] / memory["relattn"]) for s in sides[1:]}
     return lines, medians, sizes
