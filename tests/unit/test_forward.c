@@ -443,7 +443,8 @@ static void check_errors(relattn_pool *pool) {
                         RELATTN_RULES_TRANSFORMERS,
                         1 /* clean_up_spaces */, RELATTN_QUANT_NONE,
                         0, 0, 0 /* no decoder */,
-                        0, 0, 0, {0}, {0}, {0}, {0}, 0, 0 /* no sentence modules */};
+                        0, 0, 0, {0}, {0}, {0}, {0}, 0, 0 /* no sentence modules */,
+                        RELATTN_QUANT_NONE /* quantization.embeddings */};
   int32_t tok[3] = {1, 11, 2};
   float lp[3], emb[8];
   relattn_fwd f;
