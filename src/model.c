@@ -843,10 +843,9 @@ int relattn_model_index(const relattn_config *c, const char *name) {
   int lidx[N_LAYER_ROWS], tidx[N_TAIL_ROWS], hidx[N_HEAD_ROWS];
   int n = relattn_model_n_tensors(c), pl = layer_list(c, lidx), i = -1, k;
   int nt = tail_list(c, tidx), nh = head_list(c, hidx);
-  for (k = 0; k < nh; k++)
+  for (k = 0; k < nh; k++) /* tok_emb, [tok_emb.scale]: first */
     if (strcmp(name, head_rows[hidx[k]].name) == 0) i = k;
-  if (i >= 0) {
-  } else if (strncmp(name, "layers.", 7) == 0) {
+  if (i < 0 && strncmp(name, "layers.", 7) == 0) {
     const char *p = name + 7;
     long layer = 0;
     if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9'))

@@ -355,9 +355,13 @@ def test_export_import_round_trip(db, rng, mode):
 
 # ---- the embedding tables ------------------------------------------------------
 
+# No BOS: every sequence of a decoder with one shares its first row, and
+# where one of that row's activations sits on a rounding boundary (float32
+# and the float64 reference on either side of it, one model in a few
+# hundred) every position of every sequence moves by about 1e-3.
 EMB_CASES = {
-    "decoder-untied": dict(arch="decoder", norm="pre", tie=False),
-    "decoder-absolute-untied": dict(arch="decoder", norm="pre", tie=False,
+    "decoder-untied": dict(arch="decoder", norm="pre", tie=False, bos=False),
+    "decoder-absolute-untied": dict(arch="decoder", norm="pre", tie=False, bos=False,
                                     position={"type": "absolute", "max_len": 130}),
     "mlm-tied": "mlm",
     "mlm-untied": "mlm-untied",
@@ -454,7 +458,7 @@ def test_int8_head_rounds_its_input_as_a_linear_layer(db, rng):
     further away than float32's rounding, so this test needs the int8
     kernel there."""
     cfg = embedding_config(rng, "decoder-untied")
-    import_quantized(db, cfg, ref.random_params(rng, cfg))
+    import_quantized(db, cfg, ref.random_params(rng, cfg))   # (no BOS: as above)
     p = stored_params(db, "m")
     e_with, e_without = [], []
     for n in (1, 2, 5, 9, 17) * 3:
@@ -498,7 +502,7 @@ def test_models_quantized_before_embeddings_still_load(db, rng, mode):
     quantization.embeddings, tok_emb and lm_head float32, no scales for
     them) loads and runs as it did: against the reference with float
     embeddings and a float output product."""
-    cfg = ref.random_config(rng, d_model=64, n_heads=4, d_ff=128, tie=False)
+    cfg = ref.random_config(rng, d_model=64, n_heads=4, d_ff=128, tie=False, bos=False)
     params = ref.random_params(rng, cfg)
     import_quantized(db, cfg, params, mode=mode)
     meta, tensors = safetensors_rows(db.execute("SELECT relattn_export('m')").fetchone()[0])
@@ -525,9 +529,7 @@ def test_models_quantized_before_embeddings_still_load(db, rng, mode):
                                         (toks(tokens),))]
         errors += list(np.abs(np.array(got) - [lp[i, ids[i + 1]] for i in range(len(ids) - 1)]))
     print(f"median error {np.median(errors):.1e}, largest {max(errors):.1e}")
-    # (as the tests above; level flips of the rounded activations move a
-    # causal sequence after them: a median up to 3e-4 in 80 seeds, 1e-6 most)
-    assert np.median(errors) < 1e-3 and max(errors) < 0.5
+    assert np.median(errors) < 1e-5 and max(errors) < 0.5   # as above
     # and it generates: each new token's log-prob the model's own
     prompt = rng.integers(0, 256, 6).tolist()
     rows = db.execute("SELECT token, logprob FROM relattn_generate_tokens('old', ?, ?)",
@@ -535,10 +537,13 @@ def test_models_quantized_before_embeddings_still_load(db, rng, mode):
                       ).fetchall()
     assert len(rows) == 20
     lp = [r[0] for r in db.execute("SELECT logprob FROM relattn_logprobs('old', ?)",
-                                   (toks(prompt + [r[0] for r in rows]),))][len(prompt):]
+                                   (toks(prompt + [r[0] for r in rows]),))][len(prompt) - 1:]
     err = np.abs(np.array(lp) - [r[1] for r in rows])
     print(f"generated: median error {np.median(err):.1e}, largest {err.max():.1e}")
-    assert np.median(err) < 1e-3 and err.max() < 0.05   # as test_generate.py's
+    # the prompt's cached rows and the whole sequence's block may sum in
+    # another order, and a level flip there moves the positions after it
+    # (test_generate.py): medians up to 2e-4 in 100 seeds, most 1e-6
+    assert np.median(err) < 1e-3 and err.max() < 0.05
 
 
 def test_import_checks_embedding_tensors(db, rng):
