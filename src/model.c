@@ -15,7 +15,12 @@
 ** .wo, ffn.w1 .w3 .w2) is I8 and followed by its per-row scales
 ** (attn.wq.scale, ...: F32, one per output row); its slot then holds a
 ** packed relattn_q8w (src/qgemm.c) instead of floats. With bf16 the same
-** weights are BF16, no scales, the slot a packed relattn_bf16w. A bias is left
+** weights are BF16, no scales, the slot a packed relattn_bf16w. With
+** quantization.embeddings int8 tok_emb, an untied lm_head, pos_emb and
+** rel_emb are I8 and followed by their per-row scales (tok_emb.scale, ...);
+** tok_emb's and lm_head's slots then hold a packed relattn_q8w, pos_emb's
+** and rel_emb's the floats q s (read in place by relattn_model_prepare);
+** with bf16 the four are BF16, read into floats. A bias is left
 ** out where the config has none: the linear ones with biases false, the
 ** norms' with rmsnorm. The tables below hold them. Import stores them in
 ** this order and export writes them in it. Every array lives in one 64-byte
@@ -561,7 +566,8 @@ int relattn_config_check(const relattn_config *c, const char *what, char *err,
   return RELATTN_OK;
 }
 
-/* Which rows of layer_rows a config has, in order: *out gets their indices. */
+/* Which rows of head_rows (layer_rows, ...) a config has, in order: *out
+** gets their indices. */
 static int head_list(const relattn_config *c, int *out) {
   int k, n = 0;
   for (k = 0; k < N_HEAD_ROWS; k++)
