@@ -202,9 +202,11 @@ def test_layout_and_values_bf16(db, rng):
 
 # ---- against the float64 reference of the quantized math --------------------
 
+# No BOS: a row every sequence shares would, in about one model of 1,000,
+# straddle a rounding boundary and move every position of every sequence
 CASES = {
-    "decoder-shaw-pre": dict(arch="decoder", norm="pre"),
-    "decoder-rope-gated-rms": dict(arch="decoder", norm="pre", position={"type": "rope"},
+    "decoder-shaw-pre": dict(arch="decoder", norm="pre", bos=False),
+    "decoder-rope-gated-rms": dict(arch="decoder", norm="pre", bos=False, position={"type": "rope"},
                                    options={"ffn": "gated", "norm_kind": "rmsnorm",
                                             "biases": False}),
     "encoder-t5-post": dict(arch="encoder", norm="post", bos=False,
