@@ -66,6 +66,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "vecmath.h"
@@ -170,10 +171,33 @@ typedef struct attn_job {
 ** (bq + bk) / bq. */
 #define G_CHUNK 64
 
+/* Table rows before a product's first: an int8 table's products start at a
+** panel (src/qgemm.c), up to RELATTN_QPANEL - 1 rows before the first the
+** block reaches. */
+#define Q8_LEAD (RELATTN_QPANEL - 1)
+
 /* Rows of one chunk's key-side product. */
 static int g_rows(const relattn_rel *t, int R, int bq) {
-  if (t->bucket) return R;
-  return R < bq + G_CHUNK - 1 ? R : bq + G_CHUNK - 1;
+  const int lead = t->qrq ? Q8_LEAD : 0;
+  if (t->bucket) return R + lead;
+  return (R < bq + G_CHUNK - 1 ? R : bq + G_CHUNK - 1) + lead;
+}
+
+/* Columns of a row of P: an int8 table's product may start Q8_LEAD rows
+** early. */
+static int p_width(const relattn_rel *t, int R) {
+  return R + (t->qrk ? Q8_LEAD : 0);
+}
+
+/* Floats of scratch for the int8 tables' products: one product's (src/
+** qgemm.c) of up to max(bq, G_CHUNK) rows, 64-byte aligned, and a chunk's
+** key-side product before it is turned (G_CHUNK, rows). */
+static size_t q8_floats(const relattn_rel *t, int bq, int d, int R) {
+  size_t f = 0;
+  if (!t->qrk && !t->qrq) return 0;
+  f = relattn_q8_scratch(bq > G_CHUNK ? bq : G_CHUNK, d) / sizeof(float) + 16;
+  if (t->qrq) f += (size_t)G_CHUNK * g_rows(t, R, bq);
+  return f;
 }
 
 static void rotate_task(void *ctx, int task, int worker) {
@@ -195,15 +219,15 @@ static size_t scratch_floats(const relattn_rel *t, int bq, int bk, int d,
       (size_t)bq * bk + (size_t)bq * d + 5 * (size_t)bq; /* S O m l el er mb */
   if (t->rot_dim || t->u) f += (size_t)bq * d;                  /* Qc */
   if (t->w && t->rk) f += (size_t)bq * d;                       /* Qw */
-  if (t->rk) f += (size_t)bq * R;                               /* P */
+  if (t->rk || t->qrk) f += (size_t)bq * p_width(t, R);        /* P */
   if (t->rv) f += (size_t)bq * R;                               /* B */
-  if (t->rq)
+  if (t->rq || t->qrq)
     f += chunks * ((size_t)g_rows(t, R, bq) * G_CHUNK + 1); /* G, gmin */
   /* right operands in panel order (src/gemm.c): a key block or P's table
   ** rows; a chunk of keys for G */
   f += (size_t)((bk > R ? bk : R) + RELATTN_PANEL) * d;
   if (t->rq) f += (size_t)G_CHUNK * d;
-  return f;
+  return f + q8_floats(t, bq, d, R);
 }
 
 /* Rows a query block's buckets may span: the table's with a bucket map (its
@@ -274,13 +298,16 @@ static void attn_task(void *ctx, int task, int worker) {
   const float *rk = T->rk ? T->rk + h * ts : NULL;
   const float *rq = T->rq ? T->rq + h * ts : NULL;
   const float *rv = T->rv ? T->rv + h * ts : NULL;
+  const relattn_q8w *qk8 = T->qrk ? T->qrk + h : NULL;
+  const relattn_q8w *qq8 = T->qrq ? T->qrq + h : NULL;
+  const int PW = p_width(T, R);
   const float *beta = T->beta ? T->beta + (size_t)h * T->rows : NULL;
   const float slope = T->slope ? T->slope[h] : 0.0f;
   const float *kc = J->kr ? J->kr + (size_t)h * d : a->k + (size_t)h * d;
   const int ldkc = J->kr ? a->heads * d : a->ldk;
   const int j_end = a->causal ? i0 + bq : n;
-  const int has_p = rk || beta;
-  const int rel = has_p || rq || rv || slope != 0.0f;
+  const int has_p = rk || qk8 || beta;
+  const int rel = has_p || rq || qq8 || rv || slope != 0.0f;
   /* Distances this block reaches and the table rows they map to. */
   const long long dmin = -(long long)(i0 + bq - 1),
                   dmax = a->causal ? 0 : (long long)n - 1 - i0;
@@ -290,7 +317,8 @@ static void attn_task(void *ctx, int task, int worker) {
   size_t pstride = 0;
   int ldqs = a->ldq, ldqp = a->ldq, pmin = 0, pmax = -1, np, b_left, b_right;
   float *S, *O, *Qc = NULL, *Qw = NULL, *P = NULL, *B = NULL, *G = NULL;
-  float *m, *l, *el, *er, *mb, *sp, *kp, *gp = NULL;
+  float *m, *l, *el, *er, *mb, *sp, *kp, *gp = NULL, *gt = NULL;
+  void *q8s = NULL;
   int *gmin = NULL, ii, j0, j;
   const int n_chunks = (BK + G_CHUNK - 1) / G_CHUNK;
   const size_t g_size = (size_t)g_rows(T, R, J->bq) * G_CHUNK;
@@ -305,9 +333,9 @@ static void attn_task(void *ctx, int task, int worker) {
   O = sp;  sp += (size_t)J->bq * d;   /* (bq, d) */
   if (T->rot_dim || T->u) { Qc = sp; sp += (size_t)J->bq * d; } /* (bq, d) */
   if (T->w && T->rk) { Qw = sp; sp += (size_t)J->bq * d; }      /* (bq, d) */
-  if (rk) { P = sp; sp += (size_t)J->bq * R; }                  /* (bq, R) */
+  if (rk || qk8) { P = sp; sp += (size_t)J->bq * PW; }         /* (bq, PW) */
   if (rv) { B = sp; sp += (size_t)J->bq * R; }                  /* (bq, R) */
-  if (rq) {  /* per chunk of keys (rows, G_CHUNK), and its first row */
+  if (rq || qq8) {  /* per chunk of keys (rows, G_CHUNK), and its first row */
     G = sp;
     sp += (size_t)n_chunks * g_size;
     gmin = (int *)sp;
@@ -320,7 +348,13 @@ static void attn_task(void *ctx, int task, int worker) {
   l = sp;  sp += J->bq;
   el = sp; sp += J->bq;
   er = sp; sp += J->bq;
-  mb = sp;
+  mb = sp; sp += J->bq;
+  if (qk8 || qq8) { /* src/qgemm.c's scratch, 64-byte aligned; G turned */
+    q8s = (void *)(((uintptr_t)sp + 63) & ~(uintptr_t)63);
+    gt = (float *)q8s +
+         relattn_q8_scratch(J->bq > G_CHUNK ? J->bq : G_CHUNK, d) /
+             sizeof(float);
+  }
 
   bucket_range(T, dmin, dmax, &pmin, &pmax);
   np = pmax - pmin + 1;
@@ -351,7 +385,18 @@ static void attn_task(void *ctx, int task, int worker) {
     Qp = Qw;
     ldqp = d;
   }
-  if (rk) {
+  if (qk8) {
+    /* rows [pal, pmax] of the int8 table: from the panel pmin is in */
+    const int pal = pmin / RELATTN_QPANEL * RELATTN_QPANEL;
+    const relattn_q8w part = relattn_q8w_rows(qk8, pal, pmax - pal + 1);
+    relattn_q8_gemm(P, PW, Qp, ldqp, bq, &part, NULL, 0, q8s);
+    for (ii = 0; ii < bq; ii++) {
+      vec->scale(P + (size_t)ii * PW, part.out, s);
+      if (beta) vec->add(P + (size_t)ii * PW + (pmin - pal), beta + pmin, np);
+    }
+    pbase = P + (pmin - pal); /* pbase[b - pmin] is P's row b - pal */
+    pstride = (size_t)PW;
+  } else if (rk) {
     prod_nt(J, bq, np, d, s, Qp, ldqp, rk + (size_t)pmin * d, d, P, R, kp);
     if (beta)
       for (ii = 0; ii < bq; ii++) vec->add(P + (size_t)ii * R, beta + pmin, np);
@@ -375,7 +420,7 @@ static void attn_task(void *ctx, int task, int worker) {
     const int diag = a->causal && j0 + bk > i0 + 1;
     const int panel = diag ? CAUSAL_PANEL : bq;
     int r0, c0, keys_packed = 0;
-    if (rq) {
+    if (rq || qq8) {
       /* Key-side terms of this key block, G_CHUNK keys at a time, each
       ** chunk over the table rows its distances to the block reach. */
       const int wmax = a->causal && i0 + bq - j0 < bk ? i0 + bq - j0 : bk;
@@ -387,6 +432,22 @@ static void attn_task(void *ctx, int task, int worker) {
         if (a->causal && thi > 0) thi = 0;
         bucket_range(T, (long long)j0 + c0 - (i0 + bq - 1), thi, &gmin[cc],
                      &gmax);
+        if (qq8) {
+          /* the keys' rows against table rows [gmin, gmax] from gmin's
+          ** panel: (gc, rows), turned into G's (rows, G_CHUNK) times s */
+          const int gal = gmin[cc] / RELATTN_QPANEL * RELATTN_QPANEL;
+          const relattn_q8w part = relattn_q8w_rows(qq8, gal, gmax - gal + 1);
+          float *g = G + cc * g_size;
+          int b, key;
+          relattn_q8_gemm(gt, part.out,
+                          a->k + (size_t)(j0 + c0) * a->ldk + (size_t)h * d,
+                          a->ldk, gc, &part, NULL, 0, q8s);
+          for (b = 0; b < part.out; b++)
+            for (key = 0; key < gc; key++)
+              g[(size_t)b * G_CHUNK + key] = s * gt[(size_t)key * part.out + b];
+          gmin[cc] = gal;
+          continue;
+        }
         prod_nt(J, gmax - gmin[cc] + 1, gc, d, s, rq + (size_t)gmin[cc] * d,
                 d, a->k + (size_t)(j0 + c0) * a->ldk + (size_t)h * d, a->ldk,
                 G + cc * g_size, G_CHUNK, gp);
@@ -737,10 +798,12 @@ int relattn_attention_map(const relattn_attn *a, int head,
                           char *err, size_t errlen) {
   const int n = a ? a->n : 0;
   relattn_rel t;
-  int rc, d, i, j, c, pmin, pmax, np;
+  int rc, d, i, j, c, pmin, pmax, np, pal, pw, gw;
   size_t ts;
   const float *rk, *rq, *beta;
+  const relattn_q8w *qk8, *qq8;
   float s, slope, *qs, *ks, *qw, *p = NULL, *g = NULL;
+  void *q8s = NULL;
 
   rc = check_attn(a, err, errlen);
   if (rc != RELATTN_OK || n == 0) return rc;
@@ -759,18 +822,29 @@ int relattn_attention_map(const relattn_attn *a, int head,
   rq = t.rq ? t.rq + head * ts : NULL;
   beta = t.beta ? t.beta + (size_t)head * t.rows : NULL;
   slope = t.slope ? t.slope[head] : 0.0f;
+  qk8 = t.qrk ? t.qrk + head : NULL;
+  qq8 = t.qrq ? t.qrq + head : NULL;
   bucket_range(&t, -(long long)(n - 1), a->causal ? 0 : n - 1, &pmin, &pmax);
   np = pmax - pmin + 1;
+  /* int8 tables: their products from pmin's panel, rows [pal, pmax] (as
+  ** the kernel's, the same values) */
+  pal = pmin / RELATTN_QPANEL * RELATTN_QPANEL;
+  pw = qk8 ? pmax - pal + 1 : np;
+  gw = qq8 ? pmax - pal + 1 : np;
   /* q (rotated, + u) and k (rotated) of this head, q + w; the query-side
   ** terms of a block of rows; the key-side ones of every key. */
   qs =
       relattn_alloc(sizeof(float) * ((size_t)n * d * 2 + (size_t)MAP_ROWS * d));
-  if (rk) p = relattn_alloc(sizeof(float) * (size_t)MAP_ROWS * np);
-  if (rq) g = relattn_alloc(sizeof(float) * (size_t)n * np);
-  if (!qs || (rk && !p) || (rq && !g)) {
+  if (rk || qk8) p = relattn_alloc(sizeof(float) * (size_t)MAP_ROWS * pw);
+  if (rq || qq8) g = relattn_alloc(sizeof(float) * (size_t)n * gw);
+  if (qk8 || qq8)
+    q8s = relattn_alloc(relattn_q8_scratch(n > MAP_ROWS ? n : MAP_ROWS, d));
+  if (!qs || ((rk || qk8) && !p) || ((rq || qq8) && !g) ||
+      ((qk8 || qq8) && !q8s)) {
     relattn_free(qs);
     relattn_free(p);
     relattn_free(g);
+    relattn_free(q8s);
     return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
                           "attention: out of memory");
   }
@@ -790,7 +864,15 @@ int relattn_attention_map(const relattn_attn *a, int head,
       for (c = 0; c < d; c++)
         qs[(size_t)i * d + c] += t.u[(size_t)head * d + c];
   }
-  if (rq)
+  if (qq8) {
+    const relattn_q8w part = relattn_q8w_rows(qq8, pal, gw);
+    relattn_q8_gemm(g, gw, a->k + (size_t)head * d, a->ldk, n, &part, NULL, 0,
+                    q8s);
+    for (j = 0; j < n; j++) {
+      float *gr = g + (size_t)j * gw;
+      for (c = 0; c < gw; c++) gr[c] *= s;
+    }
+  } else if (rq)
     relattn_sgemm(0, 1, n, np, d, s, a->k + (size_t)head * d, a->ldk,
                   rq + (size_t)pmin * d, d, 0.0f, g, np);
 
@@ -801,7 +883,9 @@ int relattn_attention_map(const relattn_attn *a, int head,
   for (i = 0; i < n; i++) {
     float *row = map + (size_t)i * n;
     const int cnt = a->causal ? i + 1 : n;
-    const float *prow = p ? p + (size_t)(i % MAP_ROWS) * np : NULL;
+    const float *prow =
+        p ? p + (size_t)(i % MAP_ROWS) * pw + (qk8 ? pmin - pal : 0) : NULL;
+    const float *grow = g ? g + (qq8 ? pmin - pal : 0) : NULL;
     float mx = -INFINITY;
     double sum = 0.0;
     if (i % MAP_ROWS == 0) {
@@ -810,12 +894,13 @@ int relattn_attention_map(const relattn_attn *a, int head,
         relattn_free(qs);
         relattn_free(p);
         relattn_free(g);
+        relattn_free(q8s);
         return relattn_errorf(err, errlen, RELATTN_ERR_INTERRUPT,
                               "interrupted");
       }
       relattn_sgemm(0, 1, rows, n, d, s, qs + (size_t)i * d, d, ks, d, 0.0f,
                     row, n);
-      if (rk) {
+      if (rk || qk8) {
         for (j = 0; j < rows; j++) {
           float *qj = qw + (size_t)j * d;
           memcpy(qj, a->q + (size_t)(i + j) * a->ldq + (size_t)head * d,
@@ -823,14 +908,20 @@ int relattn_attention_map(const relattn_attn *a, int head,
           if (t.w)
             for (c = 0; c < d; c++) qj[c] += t.w[(size_t)head * d + c];
         }
-        relattn_sgemm(0, 1, rows, np, d, s, qw, d, rk + (size_t)pmin * d, d,
-                      0.0f, p, np);
+        if (qk8) {
+          const relattn_q8w part = relattn_q8w_rows(qk8, pal, pw);
+          relattn_q8_gemm(p, pw, qw, d, rows, &part, NULL, 0, q8s);
+          for (j = 0; j < rows * pw; j++) p[j] *= s;
+        } else {
+          relattn_sgemm(0, 1, rows, np, d, s, qw, d, rk + (size_t)pmin * d, d,
+                        0.0f, p, np);
+        }
       }
     }
     for (j = 0; j < cnt; j++) {
       const int b = bucket_of(&t, (long long)j - i) - pmin;
       if (prow) row[j] += prow[b];
-      if (g) row[j] += g[(size_t)j * np + b];
+      if (grow) row[j] += grow[(size_t)j * gw + b];
       if (beta) row[j] += beta[b + pmin];
       if (slope != 0.0f) row[j] -= slope * (float)(j > i ? j - i : i - j);
     }
@@ -845,5 +936,6 @@ int relattn_attention_map(const relattn_attn *a, int head,
   relattn_free(qs);
   relattn_free(p);
   relattn_free(g);
+  relattn_free(q8s);
   return RELATTN_OK;
 }

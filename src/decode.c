@@ -60,7 +60,8 @@ struct relattn_dec {
   float *ef, *tr;             /* (max_len) each: scores then weights, a
                               ** table's rows (when no more than the keys) */
   int *rb;                    /* (max_len) each key's table row */
-  float *qa;                  /* (2 d_head) q rotated + u, q + w */
+  float *qa;                  /* (2 d_head) q rotated + u, q + w; then a
+                              ** row quantized for an int8 table */
   int *row_beam, *row_pos;    /* (rows_max) whose cache each row reads */
   float *last;                /* (rows_max, d) rows the head reads */
   void *mem;
@@ -73,6 +74,12 @@ static int is_seq2seq(const relattn_model *m) {
 }
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* Floats after qa's for one row of d_head quantized (src/qgemm.c: bytes
+** rounded up to 64) for an int8 table's products. */
+static size_t q8_row_floats(int dh) {
+  return round16((size_t)(dh + 63) / 64 * 16);
+}
 
 static int rows_max_of(int n_src, int beams) {
   const int chunk = n_src < CHUNK ? n_src : CHUNK;
@@ -106,8 +113,11 @@ static void scheme_args(const relattn_model *m, relattn_position *pos,
   if (c->pos.type == RELATTN_POS_DEBERTA && m->terms) {
     const relattn_rel *t = &m->terms[0].rel;
     const int64_t per = (int64_t)t->rows * relattn_config_inner(c);
-    tb->t[0] = t->rk, tb->count[0] = t->rk ? per : 0;
-    tb->t[2] = t->rq, tb->count[2] = t->rq ? per : 0;
+    /* an int8 table stands in for its floats (src/forward.c) */
+    tb->t[0] = t->rk ? t->rk : (const float *)(const void *)t->qrk;
+    tb->t[2] = t->rq ? t->rq : (const float *)(const void *)t->qrq;
+    tb->count[0] = tb->t[0] ? per : 0;
+    tb->count[2] = tb->t[2] ? per : 0;
   }
 }
 
@@ -132,6 +142,7 @@ static size_t layout(const relattn_model *m, int n_src, int beams,
   part[4] = round16(rows * ff);                     /* hid */
   part[5] = 3 * round16((size_t)max_len);           /* ef, tr, rb */
   part[6] = round16(2 * (size_t)relattn_config_d_head(c)) +
+            q8_row_floats(relattn_config_d_head(c)) +
             round16(2 * rows) +                     /* qa, row_beam/pos */
             round16(rows * (size_t)c->d_model);     /* last */
   part[7] = round16((sizeof(relattn_rel) * (size_t)c->n_layers + 3) / 4);
@@ -202,6 +213,8 @@ static void layer_rel(relattn_dec *d, int l) {
   if (c->pos.type == RELATTN_POS_DEBERTA) {
     r->rk = m->terms[l].rel.rk;
     r->rq = m->terms[l].rel.rq;
+    r->qrk = m->terms[l].rel.qrk;
+    r->qrq = m->terms[l].rel.qrq;
   }
 }
 
@@ -221,7 +234,7 @@ static int row_of(const relattn_rel *t, int delta) {
 
 /* Does the scheme read a table row per key? */
 static int rk_any(const relattn_rel *t) {
-  return t->rk || t->rq || t->rv || t->beta;
+  return t->rk || t->rq || t->qrk || t->qrq || t->rv || t->beta;
 }
 
 /* The first r dims of x rotated by position p's angles into out, the rest
@@ -257,6 +270,7 @@ static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
   const int by_row = t->rows <= n;
   const relattn_vec *vec = relattn_vec_ops();
   float *qa = d->qa, *qw = d->qa + dh;
+  uint8_t *xq = (uint8_t *)(d->qa + round16(2 * (size_t)dh));
   float *ef = d->ef, *tr = d->tr;
   int *rb = d->rb;
   int h, j, c;
@@ -268,10 +282,13 @@ static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
     const float *rk = t->rk ? t->rk + h * ts : NULL;
     const float *rq = t->rq ? t->rq + h * ts : NULL;
     const float *rv = t->rv ? t->rv + h * ts : NULL;
+    const relattn_q8w *qk8 = t->qrk ? t->qrk + h : NULL;
+    const relattn_q8w *qq8 = t->qrq ? t->qrq + h : NULL;
     const float *beta = t->beta ? t->beta + (size_t)h * t->rows : NULL;
     const float slope = t->slope ? t->slope[h] : 0.0f;
     float *zh = z + (size_t)h * dh;
-    float mx, sum;
+    float mx, sum, sx;
+    int32_t zx;
     if (t->rot_dim) rotate(qa, qh, dh, t, i);
     else memcpy(qa, qh, sizeof(float) * dh);
     if (t->u)
@@ -292,10 +309,28 @@ static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
           ef[j] += s * dot(qw, rk + (size_t)rb[j] * dh, dh);
       }
     }
+    if (qk8) {
+      /* the int8 table: q + w quantized per row as src/attention.c's
+      ** products take it, each key's row of the product (the same bits) */
+      memcpy(qw, qh, sizeof(float) * dh);
+      if (t->w)
+        for (c = 0; c < dh; c++) qw[c] += t->w[(size_t)h * dh + c];
+      relattn_q8_quantize_rows_on(relattn_q8_path(), xq, dh, &sx, &zx, qw, dh,
+                                  1, dh);
+      for (j = 0; j < n; j++)
+        ef[j] += s * relattn_q8w_dot(qk8, rb[j], xq, sx, zx);
+    }
     if (rq)
       for (j = 0; j < n; j++)
         ef[j] += s * dot(K + (size_t)j * in + (size_t)h * dh,
                          rq + (size_t)rb[j] * dh, dh);
+    if (qq8)
+      for (j = 0; j < n; j++) {
+        relattn_q8_quantize_rows_on(relattn_q8_path(), xq, dh, &sx, &zx,
+                                    K + (size_t)j * in + (size_t)h * dh, in,
+                                    1, dh);
+        ef[j] += s * relattn_q8w_dot(qq8, rb[j], xq, sx, zx);
+      }
     if (beta)
       for (j = 0; j < n; j++) ef[j] += beta[rb[j]];
     if (slope != 0.0f)
@@ -533,7 +568,7 @@ int relattn_dec_open(const relattn_model *m, const int *src, int n_src,
   d->tr = d->ef + round16((size_t)max_len);
   d->rb = (int *)(d->tr + round16((size_t)max_len));
   p += part[5];
-  d->qa = p, p += round16(2 * (size_t)d->dh);
+  d->qa = p, p += round16(2 * (size_t)d->dh) + q8_row_floats(d->dh);
   d->row_beam = (int *)p;
   d->row_pos = d->row_beam + d->rows_max;
   p += round16(2 * (size_t)d->rows_max);

@@ -244,6 +244,10 @@ size_t relattn_forward_memory(const relattn_model *m, int n, int count,
                           ? c->pos.position_buckets
                           : c->pos.max_relative_positions);
       rel.rk = rel.rq = (const float *)m;
+      if (c->quant == RELATTN_QUANT_INT8) { /* int8 tables (model.c) */
+        rel.rk = rel.rq = NULL;
+        rel.qrk = rel.qrq = (const relattn_q8w *)m;
+      }
       rel.bucket = (const int *)m;
       rel.per_head = 1;
     }
@@ -972,11 +976,15 @@ static int build_schemes(fwd_ctx *c, char *err, size_t errlen) {
     tb.t[2] = c->m->rel_bias;
     tb.count[2] = (int64_t)cfg->n_heads * cfg->pos.num_buckets;
   }
-  if (deb) { /* layer 0's tables (H, 2S, d_head): the checks and the scale */
+  if (deb) { /* layer 0's tables (H, 2S, d_head): the checks and the scale
+             ** (an int8 table stands in for its floats: only its presence
+             ** and size are read) */
     const relattn_rel *t = &c->m->terms[0].rel;
     const int64_t per = (int64_t)t->rows * c->in;
-    tb.t[0] = t->rk, tb.count[0] = t->rk ? per : 0;
-    tb.t[2] = t->rq, tb.count[2] = t->rq ? per : 0;
+    tb.t[0] = t->rk ? t->rk : (const float *)(const void *)t->qrk;
+    tb.t[2] = t->rq ? t->rq : (const float *)(const void *)t->qrq;
+    tb.count[0] = tb.t[0] ? per : 0;
+    tb.count[2] = tb.t[2] ? per : 0;
   }
   for (s = 0; s < c->count; s++) {
     rc = relattn_scheme_build(&c->schemes[s], &pos, &tb, c->f[s].n,
@@ -994,6 +1002,8 @@ static void layer_tables(fwd_ctx *c, int l) {
   for (s = 0; s < c->count; s++) {
     c->schemes[s].rel.rk = c->m->terms[l].rel.rk;
     c->schemes[s].rel.rq = c->m->terms[l].rel.rq;
+    c->schemes[s].rel.qrk = c->m->terms[l].rel.qrk;
+    c->schemes[s].rel.qrq = c->m->terms[l].rel.qrq;
   }
 }
 

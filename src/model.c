@@ -961,8 +961,17 @@ float *relattn_model_slot(relattn_model *m, int i) {
   return (float *)*slot_ptr(m, i);
 }
 
+/* Bytes of deberta's int8 tables: each layer's c2p and p2c, one weight
+** (2 span rows, d_head) per head (src/qgemm.c's block and its header). */
+static size_t deberta_q8_bytes(const relattn_config *c) {
+  const int rows = 2 * deberta_span(c), dh = relattn_config_d_head(c);
+  const size_t count = 2 * (size_t)c->n_heads * (size_t)c->n_layers;
+  return (count * sizeof(relattn_q8w) + 63) / 64 * 64 +
+         count * relattn_q8w_block_bytes(rows, dh);
+}
+
 size_t relattn_model_prepared_bytes(const relattn_config *c) {
-  size_t per, total;
+  size_t per, total, once = 0;
   const size_t dh = (size_t)relattn_config_d_head(c);
   const size_t in = (size_t)relattn_config_inner(c);
   if (c->pos.type == RELATTN_POS_XL)
@@ -970,19 +979,26 @@ size_t relattn_model_prepared_bytes(const relattn_config *c) {
   else if (c->pos.type == RELATTN_POS_REL_KEY ||
            c->pos.type == RELATTN_POS_REL_KEY_QUERY)
     per = (2 * (size_t)c->max_len - 1) * dh; /* the flipped table */
-  else if (c->pos.type == RELATTN_POS_DEBERTA)
-    /* the c2p and p2c tables (2 span rows of the inner width each) and the
-    ** normed table (2 span rows of d_model, once): as many rows as rel_emb.
-    ** The bucket map is each sequence's own (src/forward.c), not the
-    ** model's: here one entry. */
-    per = 4 * (size_t)deberta_span(c) * in +
-          2 * (size_t)deberta_span(c) * (size_t)c->d_model + 8;
-  else
+  else if (c->pos.type == RELATTN_POS_DEBERTA &&
+           c->quant == RELATTN_QUANT_INT8) {
+    /* int8 c2p and p2c tables (build_terms: the normed table is scratch);
+    ** the bucket map is each sequence's own (src/forward.c), not the
+    ** model's: here one entry */
+    per = 8;
+    once = deberta_q8_bytes(c);
+  } else if (c->pos.type == RELATTN_POS_DEBERTA) {
+    /* each layer's c2p and p2c tables (2 span rows of the inner width each)
+    ** and the normed table (2 span rows of d_model, once: build_terms keeps
+    ** it after the layers'); the bucket map as above */
+    per = 4 * (size_t)deberta_span(c) * in + 8;
+    once = sizeof(float) * (2 * (size_t)deberta_span(c) * (size_t)c->d_model);
+  } else
     return 0;
   /* each layer's floats, 64 bytes of slack and its terms' entry */
   if (!relattn_mul_ok(per, sizeof(float), &per) ||
       !relattn_add_ok(per, 64 + sizeof(relattn_scheme), &per) ||
-      !relattn_mul_ok(per, (size_t)c->n_layers, &total))
+      !relattn_mul_ok(per, (size_t)c->n_layers, &total) ||
+      !relattn_add_ok(total, once, &total))
     return SIZE_MAX;
   return total;
 }
@@ -1145,8 +1161,15 @@ static int prepare_terms(relattn_model *m, const char *what, char *err,
   float *deq = NULL;
   int rc;
   if (c->pos.type == RELATTN_POS_DEBERTA && c->quant != RELATTN_QUANT_NONE) {
-    deq = relattn_alloc(2 * sizeof(float) * (size_t)relattn_config_inner(c) *
-                        (size_t)c->d_model);
+    /* wk, wq as floats; int8: a layer's float tables, the normed table, a
+    ** table's rows quantized and their scales (build_terms) */
+    const size_t rows = 2 * (size_t)deberta_span(c);
+    const size_t in = (size_t)relattn_config_inner(c);
+    size_t f = 2 * in * (size_t)c->d_model;
+    if (c->quant == RELATTN_QUANT_INT8)
+      f += 2 * rows * in + rows * (size_t)c->d_model + rows +
+           rows * (size_t)relattn_config_d_head(c) / sizeof(float) + 1;
+    deq = relattn_alloc(sizeof(float) * f);
     if (!deq)
       return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
                             "%s: out of memory for the deberta tables", what);
@@ -1165,6 +1188,15 @@ static int build_terms(relattn_model *m, float *deq, const char *what,
   const size_t rows = 2 * (size_t)c->clip + 1, in = (size_t)dh * c->n_heads;
   const size_t drows = deb ? 2 * (size_t)deberta_span(c) : 0;
   const size_t per = drows * in; /* one deberta table (heads, rows, d_head) */
+  /* int8 deberta: the layer's float tables in scratch after wk, wq (deq),
+  ** then quantized per head and row into m->rel_proj: (n_layers, 2, heads)
+  ** headers, then their weights' blocks (deberta_q8_bytes) */
+  const int q8 = deb && c->quant == RELATTN_QUANT_INT8;
+  float *ftab = q8 ? deq + 2 * in * c->d_model : NULL;
+  float *qscale = q8 ? ftab + 2 * per + drows * c->d_model : NULL;
+  int8_t *qrows = q8 ? (int8_t *)(qscale + drows) : NULL;
+  relattn_q8w *hdr = NULL;
+  char *blocks = NULL;
   const float *rel = NULL;
   int l, rc;
   if (c->pos.type != RELATTN_POS_REL_KEY &&
@@ -1174,9 +1206,13 @@ static int build_terms(relattn_model *m, float *deq, const char *what,
     /* HF DisentangledSelfAttention (share_att_key): pos_key =
     ** key_proj(rel_embeddings), pos_query = query_proj(rel_embeddings),
     ** each layer its own, built once here */
-    m->rel_proj = relattn_alloc(sizeof(float) * (per * 2 * (size_t)c->n_layers +
-                                                 drows * (size_t)c->d_model) +
-                                1);
+    if (q8)
+      m->rel_proj = relattn_alloc(deberta_q8_bytes(c));
+    else
+      m->rel_proj = relattn_alloc(
+          sizeof(float) *
+              (per * 2 * (size_t)c->n_layers + drows * (size_t)c->d_model) +
+          1);
     if (!m->rel_proj)
       return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
                             "%s: out of memory for the deberta tables", what);
@@ -1184,8 +1220,15 @@ static int build_terms(relattn_model *m, float *deq, const char *what,
     ** (LayerNorm, or RMSNorm with norm_kind rmsnorm; its eps the model's),
     ** after the layers' tables */
     rel = m->rel_emb;
+    if (q8) {
+      hdr = (relattn_q8w *)(void *)m->rel_proj;
+      blocks = (char *)m->rel_proj +
+               (2 * (size_t)c->n_heads * c->n_layers * sizeof(relattn_q8w) +
+                63) / 64 * 64;
+    }
     if (c->rel_norm) {
-      float *normed = m->rel_proj + per * 2 * (size_t)c->n_layers;
+      float *normed = q8 ? ftab + 2 * per
+                         : m->rel_proj + per * 2 * (size_t)c->n_layers;
       relattn_norm(normed, m->rel_emb, (int)drows, c->d_model, m->rel_ln_w,
                    m->rel_ln_b, c->norm_eps, c->norm_kind);
       rel = normed;
@@ -1221,7 +1264,7 @@ static int build_terms(relattn_model *m, float *deq, const char *what,
       tb.t[3] = m->layers[l].w, tb.count[3] = (int64_t)in;
     }
     if (deb) {
-      float *pk = m->rel_proj + (size_t)l * 2 * per, *pq = pk + per;
+      float *pk = q8 ? ftab : m->rel_proj + (size_t)l * 2 * per, *pq = pk + per;
       const relattn_layer *L = &m->layers[l];
       const float *wk = L->wk, *wq = L->wq;
       if (deq && c->quant == RELATTN_QUANT_INT8) {
@@ -1250,6 +1293,24 @@ static int build_terms(relattn_model *m, float *deq, const char *what,
                               errlen);
     if (xl) m->terms[l].mem = table; /* xl's build allocates nothing */
     if (rc != RELATTN_OK) return rc;
+    if (q8) {
+      /* each head's tables, symmetric per row (src/qgemm.c), for the
+      ** kernel's int8 products in place of the floats */
+      const size_t qb = relattn_q8w_block_bytes((int)drows, dh);
+      int side, hh;
+      for (side = 0; side < 2; side++)
+        for (hh = 0; hh < c->n_heads; hh++) {
+          const size_t k = ((size_t)l * 2 + side) * c->n_heads + hh;
+          relattn_q8_quantize(qrows, qscale,
+                              ftab + side * per + (size_t)hh * drows * dh,
+                              (int)drows, dh);
+          hdr[k] = *relattn_q8w_place(blocks + k * qb, qrows, qscale,
+                                      (int)drows, dh);
+        }
+      m->terms[l].rel.rk = m->terms[l].rel.rq = NULL;
+      m->terms[l].rel.qrk = hdr + (size_t)l * 2 * c->n_heads;
+      m->terms[l].rel.qrq = hdr + ((size_t)l * 2 + 1) * c->n_heads;
+    }
   }
   return RELATTN_OK;
 }

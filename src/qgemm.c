@@ -278,6 +278,29 @@ void relattn_q8w_unpack(int8_t *q, const relattn_q8w *qw) {
       q[(size_t)c * qw->in + k] = qw->w[q8_at(c, k, kp)];
 }
 
+static float q8_finish(int32_t acc, int32_t z, int32_t sum, float sx, float sw,
+                       float start);
+
+relattn_q8w relattn_q8w_rows(const relattn_q8w *qw, int lo, int out) {
+  relattn_q8w v = *qw;
+  v.out = out;
+  v.w = qw->w + (size_t)(lo / QP) * QP * round_up(qw->in, 4);
+  v.scale = qw->scale + lo;
+  v.sum = qw->sum + lo;
+  return v;
+}
+
+float relattn_q8w_dot(const relattn_q8w *qw, int r, const uint8_t *xq,
+                      float sx, int32_t zx) {
+  const int kp = round_up(qw->in, 4);
+  const int8_t *w = qw->w + q8_at(r, 0, kp);
+  int32_t acc = 0;
+  int k;
+  for (k = 0; k < kp; k++)
+    acc += (int32_t)xq[k] * w[(size_t)(k / 4) * QP * 4 + (k % 4)];
+  return q8_finish(acc, zx, qw->sum[r], sx, qw->scale[r], 0.0f);
+}
+
 void relattn_q8w_dequantize(float *w, const relattn_q8w *qw) {
   const int kp = round_up(qw->in, 4);
   int c, k;

@@ -196,6 +196,11 @@ typedef struct relattn_rel {
   int per_head;           /* tables (H, B, d), else (B, d) shared */
   const float *rk;        /* query side, or NULL */
   const float *rq;        /* key side, or NULL */
+  /* rk, rq as int8 instead (per_head; rk, rq NULL): H weights of (rows, d)
+  ** each, symmetric per row (src/qgemm.c); the products s q rk[b] and
+  ** s k rq[b] are qgemm's, q and k rows quantized per row as a linear
+  ** layer's input, then times s. NULL: the float tables. */
+  const struct relattn_q8w *qrk, *qrq;
   const float *rv;        /* value side, or NULL */
   const float *beta;      /* (H, B) scalars added unscaled, or NULL */
   const float *u, *w;     /* (H, d) query offsets, or NULL */
@@ -995,6 +1000,14 @@ size_t relattn_q8w_scale_offset(int out, int in);
 relattn_q8w *relattn_q8w_place(void *mem, const int8_t *q, const float *scale,
                                int out, int in);
 void relattn_q8w_unpack(int8_t *q /* (out, in) */, const relattn_q8w *qw);
+/* Rows [lo, lo + out) of qw as a weight of its own (no copy, nothing to
+** free): lo a multiple of RELATTN_QPANEL, lo + out <= qw->out. */
+relattn_q8w relattn_q8w_rows(const relattn_q8w *qw, int lo, int out);
+/* Row r of qw against one row as relattn_q8_quantize_rows_on left it (xq,
+** its scale sx and zero point zx): the value relattn_q8_gemm writes for
+** them without b, the same bits. */
+float relattn_q8w_dot(const relattn_q8w *qw, int r, const uint8_t *xq,
+                      float sx, int32_t zx);
 /* The floats an int8 weight stands for: w (out, in) = q s_w per row. */
 void relattn_q8w_dequantize(float *w /* (out, in) */, const relattn_q8w *qw);
 /* Row r of it: w (in) = q[r] s_w[r], the same floats. */

@@ -248,9 +248,12 @@ def shaw_attention(q, k, v, rel_k, rel_v, clip, causal):
 
 
 def scheme_attention(q, k, v, pos, head, n_heads, rel_bias, causal,
-                     rel_k=None, xl=None, deb=None):
+                     rel_k=None, xl=None, deb=None, deb_quant=None):
     """One head under a position scheme other than shaw (position_ports.py
-    has each reference's port): returns z (n, d) and the weights (n, n)."""
+    has each reference's port): returns z (n, d) and the weights (n, n).
+    deb_quant: (act, table) functions for an int8 model's c2p and p2c
+    products: q and k rows as act rounds them, each table's rows as table
+    does."""
     n, d = q.shape
     idx = np.arange(n)
     rel = idx[None, :] - idx[:, None]                    # j - i
@@ -275,10 +278,14 @@ def scheme_attention(q, k, v, pos, head, n_heads, rel_bias, causal,
     elif kind == "deberta":  # HF DisentangledSelfAttention, c2p and p2c
         pk, pq = deb                                          # (2 span, d) each
         span = pk.shape[0] // 2
+        qt, kt = q, k
+        if deb_quant:
+            act, table = deb_quant
+            qt, kt, pk, pq = act(q), act(k), table(pk), table(pq)
         r = build_relative_position(n, pos.get("position_buckets", 256),
                                     pos.get("max_relative_positions", 512))
-        c2p = np.take_along_axis(q @ pk.T, np.clip(r + span, 0, 2 * span - 1), -1)
-        p2c = np.take_along_axis(k @ pq.T, np.clip(-r + span, 0, 2 * span - 1),
+        c2p = np.take_along_axis(qt @ pk.T, np.clip(r + span, 0, 2 * span - 1), -1)
+        p2c = np.take_along_axis(kt @ pq.T, np.clip(-r + span, 0, 2 * span - 1),
                                  -1).T
         e = (q @ k.T + c2p + p2c) / math.sqrt(3 * d)
     elif kind == "rope":
@@ -297,14 +304,15 @@ def scheme_attention(q, k, v, pos, head, n_heads, rel_bias, causal,
     return a @ v, a
 
 
-def forward(cfg, params, ids, maps=False, act_quant=None, head_quant=None):
+def forward(cfg, params, ids, maps=False, act_quant=None, head_quant=None, deb_quant=None):
     """The model on its input ids (BOS already in front). Returns hidden
     (n, d) after the last norm, logprobs (n, V) (decoders) and, with maps,
     maps[layer][head] (n, n). act_quant: a function of a (rows, in) array
     the layers' linear weights (wq wk wv wo w1 w3 w2) see instead of their
     input, the activations of an int8 model as its kernel rounds them;
     head_quant: the same for the output embedding's input (an int8
-    tok_emb or lm_head)."""
+    tok_emb or lm_head); deb_quant: scheme_attention's, for DeBERTa's
+    position tables."""
     p = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
     d, h = cfg["d_model"], cfg["n_heads"]
     dh = cfg.get("d_head", d // h)   # head hd is columns hd*dh .. of q, k, v
@@ -362,7 +370,8 @@ def forward(cfg, params, ids, maps=False, act_quant=None, head_quant=None):
                                                p[L + "attn.w"][hd])
                                               if pos["type"] == "xl" else None,
                                               (PK[:, s], PQ[:, s])
-                                              if pos["type"] == "deberta" else None)
+                                              if pos["type"] == "deberta" else None,
+                                              deb_quant)
                 layer_maps.append(w)
                 continue
             rk = p[L + "attn.rel_k"]
@@ -415,12 +424,12 @@ def activation(name):
     return np.tanh
 
 
-def heads(cfg, params, ids, act_quant=None, head_quant=None):
+def heads(cfg, params, ids, act_quant=None, head_quant=None, deb_quant=None):
     """The heads on the final hidden rows of ids: cls (d), pooled (d, or
     None), logits (labels, or None), probs (softmax / sigmoid / None),
     mlm (n, V) log-probs at every row (mlm head, else None)."""
     p = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
-    x = forward(cfg, params, ids, act_quant=act_quant)["hidden"]
+    x = forward(cfg, params, ids, act_quant=act_quant, deb_quant=deb_quant)["hidden"]
     out = {"hidden": x, "cls": x[0], "pooled": None, "logits": None,
            "probs": None, "mlm": None}
     head = cfg.get("head", "lm")

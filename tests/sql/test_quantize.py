@@ -105,6 +105,23 @@ ACT = {"int8": act_q8, "bf16": act_bf16}
 HEAD = {"int8": act_q8, "bf16": None}
 
 
+def table_q8(t):
+    """An int8 model's DeBERTa position table (its c2p or p2c rows for one
+    head) as src/model.c keeps it: symmetric per row, s = max|row| / 127,
+    q = clip(rint(row / s), -127, 127) in float32 steps (the weights' rule,
+    src/qgemm.c); the products see q s."""
+    x = np.asarray(t, dtype=np.float32)
+    s = (np.abs(x).max(-1, keepdims=True) / np.float32(127)).astype(np.float32)
+    safe = np.where(s > 0, s, np.float32(1))
+    q = np.where(s > 0, np.clip(np.rint(x / safe), -127, 127), 0)
+    return q.astype(np.float64) * s.astype(np.float64)
+
+
+# the c2p and p2c products of each mode: int8 tables against q and k rows
+# quantized as a linear layer's input; bf16 keeps float32 tables
+DEB = {"int8": (act_q8, table_q8), "bf16": None}
+
+
 def stored_params(db, model):
     """The model's weights from its rows: an I8 weight times its scales."""
     rows = db.execute("SELECT name, dtype, shape, data FROM relattn_tensor "
@@ -237,7 +254,8 @@ def test_matches_dequantized_reference(db, rng, case, mode):
     for n in (1, 2, 5, 9, 17, 33, 60, 120) * 2:
         tokens = rng.integers(0, 256, n).tolist()
         ids = ref.model_input(cfg, tokens)
-        want = ref.forward(cfg, p, ids, act_quant=ACT[mode], head_quant=HEAD[mode])
+        want = ref.forward(cfg, p, ids, act_quant=ACT[mode], head_quant=HEAD[mode],
+                           deb_quant=DEB[mode])
         if cfg["arch"] == "decoder":
             got = np.array([r[0] for r in db.execute(
                 "SELECT logprob FROM relattn_logprobs('m', ?)", (toks(tokens),))])
@@ -267,7 +285,8 @@ def test_classifier_matches_dequantized_reference(db, rng, mode):
     errors = []
     for n in (1, 2, 3, 5, 9, 17, 33, 60) * 2:
         tokens = rng.integers(0, 256, n).tolist()
-        want = ref.heads(cfg, p, ref.model_input(cfg, tokens), act_quant=ACT[mode])
+        want = ref.heads(cfg, p, ref.model_input(cfg, tokens), act_quant=ACT[mode],
+                         deb_quant=DEB[mode])
         got = db.execute("SELECT logit, prob FROM relattn_labels('m', ?)", (toks(tokens),)).fetchall()
         errors.append(max(np.abs(np.array([g[0] for g in got]) - want["logits"]).max(),
                           np.abs(np.array([g[1] for g in got]) - want["probs"]).max()))
