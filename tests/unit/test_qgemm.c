@@ -12,6 +12,10 @@
 ** 3. The product, bit for bit on every path this CPU runs, against its
 **    definition computed here from the row-major q: the int32 sum, then
 **    fmaf((float)(acc - z sum_q), s_x s_w, (accumulate ? y : 0) + b).
+** 3b. A weight's rows from a panel on (relattn_q8w_rows, as DeBERTa's
+**    tables are read for a block's buckets): every path the same bits as
+**    the whole weight's columns; relattn_q8w_dot (one row against one
+**    quantized row) the same bits as the product without b.
 ** 4. Against float64 of the dequantized math: |y - ref| <= 2^-22 (|terms|);
 **    and against float64 of the unquantized x, W: the quantization's own
 **    bound sum_k |dx||w| + |x||dw| + |dx||dw|, |dx| <= s_x (1/2 + 2^-16),
@@ -267,6 +271,59 @@ static void q8_case(int rows, int in, int out, int with_b, int acc, int pad) {
   relattn_free(xq), relattn_free(scratch);
 }
 
+/* Rows [lo, hi] of a weight from lo's panel, on every path, against the
+** whole weight's product; relattn_q8w_dot against the product's bits. */
+static void q8_rows_case(int rows, int in, int out) {
+  const int ldq = (in + 63) / 64 * 64;
+  float *x = rand_floats((size_t)rows * in, 1.0);
+  float *w = rand_floats((size_t)out * in, 0.5);
+  float *whole = relattn_alloc(sizeof(float) * (size_t)rows * out);
+  float *got = relattn_alloc(sizeof(float) * (size_t)rows * out);
+  float *sw = relattn_alloc(sizeof(float) * (size_t)out);
+  int8_t *q = relattn_alloc((size_t)out * in);
+  uint8_t *xq = relattn_alloc((size_t)rows * ldq);
+  float sx[40];
+  int32_t zx[40];
+  void *scratch = relattn_alloc(relattn_q8_scratch(rows, in));
+  relattn_q8w qw;
+  int r, c, p, lo, bad = 0, bad_dot = 0, views = 0;
+
+  relattn_q8_quantize(q, sw, w, out, in);
+  CHECK(relattn_q8w_new(&qw, q, sw, out, in) == RELATTN_OK, "q8w_new");
+  relattn_q8_gemm_on("scalar", whole, out, x, in, rows, &qw, NULL, 0, scratch);
+  for (p = 0; p < 4; p++) {
+    if (!relattn_q8_path_ok(q8_paths[p])) continue;
+    for (lo = 0; lo < out; lo += RELATTN_QPANEL) {
+      const int hi = lo + (int)(unit_next() % (uint64_t)(out - lo));
+      const relattn_q8w v = relattn_q8w_rows(&qw, lo, hi - lo + 1);
+      memset(got, 0, sizeof(float) * (size_t)rows * out);
+      relattn_q8_gemm_on(q8_paths[p], got, out, x, in, rows, &v, NULL, 0,
+                         scratch);
+      views++;
+      for (r = 0; r < rows; r++)
+        for (c = 0; c < out; c++) {
+          const float want = c <= hi - lo ? whole[(size_t)r * out + lo + c] : 0.0f;
+          if (fbits(got[(size_t)r * out + c]) != fbits(want)) bad++;
+        }
+    }
+  }
+  relattn_q8_quantize_rows_on(relattn_q8_path(), xq, ldq, sx, zx, x, in, rows,
+                              in);
+  for (r = 0; r < rows; r++)
+    for (c = 0; c < out; c++)
+      if (fbits(relattn_q8w_dot(&qw, c, xq + (size_t)r * ldq, sx[r], zx[r])) !=
+          fbits(whole[(size_t)r * out + c]))
+        bad_dot++;
+  CHECK(views > 0 && bad == 0,
+        "q8 rows from a panel: %d elements differ over %d views (rows %d in %d "
+        "out %d)", bad, views, rows, in, out);
+  CHECK(bad_dot == 0, "q8w_dot: %d of %d differ from the product (in %d)",
+        bad_dot, rows * out, in);
+  relattn_q8w_free(&qw);
+  relattn_free(x), relattn_free(w), relattn_free(whole), relattn_free(got);
+  relattn_free(sw), relattn_free(q), relattn_free(xq), relattn_free(scratch);
+}
+
 /* ---- bf16 ---------------------------------------------------------------- */
 
 static float bfv(uint16_t h) {
@@ -488,6 +545,10 @@ int main(void) {
             1 + (int)(unit_next() % 100), (int)(unit_next() % 2),
             (int)(unit_next() % 2), (int)(unit_next() % 3));
   q8_case(40, 384, 96, 1, 1, 1);
+  for (t = 0; t < 12; t++) /* DeBERTa's tables: up to 2 x 256 rows of d_head */
+    q8_rows_case(1 + (int)(unit_next() % 40), 1 + (int)(unit_next() % 130),
+                 1 + (int)(unit_next() % 512));
+  q8_rows_case(40, 64, 512);
 
   bf_convert();
   bf_subnormal_weights();
