@@ -1076,15 +1076,24 @@ static int pack_q8(relattn_model *m, const char *what, char *err,
   return RELATTN_OK;
 }
 
-/* Rows (out, in) of an int8 weight as stored, times their scales: what a
-** table built from it once (deberta's) reads. */
-static void dequantize(float *dst, const void *q, const float *scale, int out,
-                       int in) {
-  const int8_t *p = q;
-  size_t r, k;
-  for (r = 0; r < (size_t)out; r++)
-    for (k = 0; k < (size_t)in; k++)
-      dst[r * in + k] = (float)p[r * in + k] * scale[r];
+/* out (heads, rows, d_head) = rel (rows, d_model) W^T + b for an int8
+** weight as stored (q (inner, d_model), its scales): the linear layer's
+** product (src/qgemm.c) into full (rows, inner), split by head. */
+static int q8_project_table(float *out, float *full, const float *rel,
+                            const void *q, const float *scale, const float *b,
+                            int rows, const relattn_config *c, void *scratch) {
+  const int in = relattn_config_inner(c), dh = relattn_config_d_head(c);
+  relattn_q8w w;
+  int h, r;
+  if (relattn_q8w_new(&w, q, scale, in, c->d_model) != RELATTN_OK)
+    return RELATTN_ERR_NOMEM;
+  relattn_q8_gemm(full, in, rel, c->d_model, rows, &w, b, 0, scratch);
+  relattn_q8w_free(&w);
+  for (h = 0; h < c->n_heads; h++)
+    for (r = 0; r < rows; r++)
+      memcpy(out + ((size_t)h * rows + r) * dh,
+             full + (size_t)r * in + (size_t)h * dh, sizeof(float) * dh);
+  return RELATTN_OK;
 }
 
 /* The layers' linear weights into panel order, where the CPU runs the
@@ -1161,14 +1170,16 @@ static int prepare_terms(relattn_model *m, const char *what, char *err,
   float *deq = NULL;
   int rc;
   if (c->pos.type == RELATTN_POS_DEBERTA && c->quant != RELATTN_QUANT_NONE) {
-    /* wk, wq as floats; int8: a layer's float tables, the normed table, a
-    ** table's rows quantized and their scales (build_terms) */
+    /* bf16: wk, wq as floats; int8 (build_terms): a projection's output,
+    ** the layer's float tables, the normed table, a table's scales and
+    ** rows quantized, the product's scratch */
     const size_t rows = 2 * (size_t)deberta_span(c);
     const size_t in = (size_t)relattn_config_inner(c);
     size_t f = 2 * in * (size_t)c->d_model;
     if (c->quant == RELATTN_QUANT_INT8)
-      f += 2 * rows * in + rows * (size_t)c->d_model + rows +
-           rows * (size_t)relattn_config_d_head(c) / sizeof(float) + 1;
+      f = rows * in + 2 * rows * in + rows * (size_t)c->d_model + rows +
+          rows * (size_t)relattn_config_d_head(c) / sizeof(float) + 1 + 16 +
+          relattn_q8_scratch((int)rows, c->d_model) / sizeof(float);
     deq = relattn_alloc(sizeof(float) * f);
     if (!deq)
       return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
@@ -1188,13 +1199,20 @@ static int build_terms(relattn_model *m, float *deq, const char *what,
   const size_t rows = 2 * (size_t)c->clip + 1, in = (size_t)dh * c->n_heads;
   const size_t drows = deb ? 2 * (size_t)deberta_span(c) : 0;
   const size_t per = drows * in; /* one deberta table (heads, rows, d_head) */
-  /* int8 deberta: the layer's float tables in scratch after wk, wq (deq),
-  ** then quantized per head and row into m->rel_proj: (n_layers, 2, heads)
-  ** headers, then their weights' blocks (deberta_q8_bytes) */
+  /* int8 deberta: the layer's float tables in scratch (deq, after the
+  ** projection's output), made by the int8 layers wk, wq as a linear
+  ** layer's product (src/qgemm.c: the same bits on every path and any
+  ** OpenBLAS), then quantized per head and row into m->rel_proj:
+  ** (n_layers, 2, heads) headers, then their weights' blocks
+  ** (deberta_q8_bytes) */
   const int q8 = deb && c->quant == RELATTN_QUANT_INT8;
-  float *ftab = q8 ? deq + 2 * in * c->d_model : NULL;
+  float *full = q8 ? deq : NULL;
+  float *ftab = q8 ? full + drows * in : NULL;
   float *qscale = q8 ? ftab + 2 * per + drows * c->d_model : NULL;
   int8_t *qrows = q8 ? (int8_t *)(qscale + drows) : NULL;
+  void *q8s = q8 ? (void *)(((uintptr_t)(qrows + drows * dh + 4) + 63) &
+                            ~(uintptr_t)63)
+                 : NULL;
   relattn_q8w *hdr = NULL;
   char *blocks = NULL;
   const float *rel = NULL;
@@ -1267,21 +1285,31 @@ static int build_terms(relattn_model *m, float *deq, const char *what,
       float *pk = q8 ? ftab : m->rel_proj + (size_t)l * 2 * per, *pq = pk + per;
       const relattn_layer *L = &m->layers[l];
       const float *wk = L->wk, *wq = L->wq;
-      if (deq && c->quant == RELATTN_QUANT_INT8) {
-        /* the tables from q s, the floats the layer's products stand for */
-        dequantize(deq, L->wk, L->sk, (int)in, c->d_model);
-        dequantize(deq + in * c->d_model, L->wq, L->sq, (int)in, c->d_model);
-        wk = deq, wq = deq + in * c->d_model;
+      if (q8) {
+        /* pos_key = key_proj(rel), pos_query = query_proj(rel): the int8
+        ** layers' products (rows of rel quantized as their inputs are),
+        ** split by head */
+        rc = q8_project_table(pk, full, rel, L->wk, L->sk, L->bk, (int)drows,
+                              c, q8s);
+        if (rc == RELATTN_OK)
+          rc = q8_project_table(pq, full, rel, L->wq, L->sq, L->bq,
+                                (int)drows, c, q8s);
+        if (rc != RELATTN_OK)
+          return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
+                                "%s: out of memory for the deberta tables",
+                                what);
       } else if (deq) { /* bf16 as stored */
         relattn_to_f32(deq, L->wk, RELATTN_BF16, in * c->d_model);
         relattn_to_f32(deq + in * c->d_model, L->wq, RELATTN_BF16,
                        in * c->d_model);
         wk = deq, wq = deq + in * c->d_model;
       }
-      relattn_project_table(pk, rel, wk, L->bk, (int)drows,
-                            c->d_model, c->n_heads, dh);
-      relattn_project_table(pq, rel, wq, L->bq, (int)drows,
-                            c->d_model, c->n_heads, dh);
+      if (!q8) {
+        relattn_project_table(pk, rel, wk, L->bk, (int)drows, c->d_model,
+                              c->n_heads, dh);
+        relattn_project_table(pq, rel, wq, L->bq, (int)drows, c->d_model,
+                              c->n_heads, dh);
+      }
       tb.t[0] = pk, tb.count[0] = (int64_t)per;
       tb.t[2] = pq, tb.count[2] = (int64_t)per;
     }

@@ -312,7 +312,8 @@ def forward(cfg, params, ids, maps=False, act_quant=None, head_quant=None, deb_q
     input, the activations of an int8 model as its kernel rounds them;
     head_quant: the same for the output embedding's input (an int8
     tok_emb or lm_head); deb_quant: scheme_attention's, for DeBERTa's
-    position tables."""
+    position tables, which then come from rel_emb's rows through act_quant
+    too."""
     p = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
     d, h = cfg["d_model"], cfg["n_heads"]
     dh = cfg.get("d_head", d // h)   # head hd is columns hd*dh .. of q, k, v
@@ -358,8 +359,11 @@ def forward(cfg, params, ids, maps=False, act_quant=None, head_quant=None, deb_q
             E = p["rel_emb"]
             if pos.get("norm_rel_ebd", "none") == "layer_norm":   # get_rel_embedding
                 E = norm(E, p["rel_emb_norm.weight"], p.get("rel_emb_norm.bias"), eps)
-            PK = lin(E, L + "attn.wk", L + "attn.bk")
-            PQ = lin(E, L + "attn.wq", L + "attn.bq")
+            # an int8 model's tables come from its int8 layers as their
+            # products take any input (deb_quant: rows rounded as act_quant)
+            proj = llin if deb_quant else lin
+            PK = proj(E, L + "attn.wk", L + "attn.bk")
+            PQ = proj(E, L + "attn.wq", L + "attn.bq")
         for hd in range(h):
             s = slice(hd * dh, (hd + 1) * dh)
             if pos["type"] != "shaw":
