@@ -200,7 +200,7 @@ NUMERIC_TESTS := tests/sql/test_attention.py tests/sql/test_model_fn.py \
                  tests/sql/test_model_options.py tests/sql/test_heads.py \
                  tests/hf/test_t5_generation.py tests/shell/test_t5_demo.py \
                  'tests/test_unit.py::test_unit[test_seq2seq]' \
-                 tests/sql/test_generate.py \
+                 tests/sql/test_generate.py tests/sql/test_deberta_int8.py \
                  'tests/test_unit.py::test_unit[test_attention]' \
                  'tests/test_unit.py::test_unit[test_schemes]' \
                  'tests/test_unit.py::test_unit[test_forward]' \

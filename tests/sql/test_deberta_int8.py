@@ -1,0 +1,238 @@
+"""An int8 model's DeBERTa position tables (docs/reference.md,
+relattn_quantize): each layer's c2p and p2c tables (pos_key =
+key_proj(rel_embeddings), pos_query = query_proj(rel_embeddings)) kept int8
+with a float32 scale per (head, table row), their products with q and k
+integer as the linear layers' (src/qgemm.c).
+
+- Against a float64 reference of that arithmetic (test_quantize.py's
+  act_q8 and table_q8 in tests/sql/reference_model.py): embeddings,
+  decoders' log-probabilities, the attention weights, token by token
+  generation (src/decode.c's path); sequences longer than position_buckets
+  and than the kernel's query (256) and key (512) blocks, with enough
+  buckets (128 rows) that a block's rows start past the first panel of 32.
+  The same reference with float tables is far off: the tables are int8.
+- The same bits on any thread count, in the scan (sequences of many lengths
+  packed into one pass) and under every OpenBLAS kernel set this CPU runs.
+- Cached bytes: the tables' int8 blocks and the normed rel table once.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import reference_model as ref  # noqa: E402
+from conftest import ROOT, connect, from_f32  # noqa: E402
+from test_kernel_sets import kernel_sets  # noqa: E402
+from test_quantize import act_q8, cached_bytes, stored_params, table_q8  # noqa: E402
+
+DEB = (act_q8, table_q8)
+POS = {"type": "deberta", "position_buckets": 64, "max_relative_positions": 256,
+       "norm_rel_ebd": "layer_norm"}
+LENS = (1, 2, 9, 40, 64, 130, 300, 600)
+
+
+def toks(tokens):
+    return np.asarray(tokens, dtype="<i4").tobytes()
+
+
+def model(db, rng, arch="encoder", name="m", pos=POS, head_scale=1.0, **kw):
+    cfg = ref.random_config(rng, arch=arch, norm="post", bos=arch == "decoder",
+                            position=dict(pos), **kw)
+    params = ref.random_params(rng, cfg)
+    head = "lm_head" if "lm_head" in params else "tok_emb"
+    params[head] = (params[head] * head_scale).astype(params[head].dtype)
+    db.execute("SELECT relattn_import(?, ?)",
+               (name + "_f32", ref.safetensors_bytes(params, cfg)))
+    db.execute("SELECT relattn_quantize(?, ?, 'int8')", (name + "_f32", name))
+    return cfg, stored_params(db, name)
+
+
+def test_embeddings_match_the_quantized_reference(db, rng):
+    """Relative error of the mean embedding: float32's rounding where no
+    quantized input lands on the other side of a level from the float64
+    reference's (most rows); with float tables in the reference instead the
+    median is over 1e-4."""
+    cfg, p = model(db, rng, d_model=64, n_heads=4, d_ff=128, n_layers=2)
+    errors, float_tables = [], []
+    for n in LENS:
+        tokens = rng.integers(0, 256, n).tolist()
+        ids = ref.model_input(cfg, tokens)
+        got = from_f32(db.execute("SELECT relattn_embed('m', ?)", (toks(tokens),)).fetchone()[0])
+        for out, deb in ((errors, DEB), (float_tables, None)):
+            w = ref.forward(cfg, p, ids, act_quant=act_q8, deb_quant=deb)["hidden"].mean(0)
+            out.append(np.linalg.norm(got - w) / np.linalg.norm(w))
+    errors, float_tables = np.array(errors), np.array(float_tables)
+    print(f"int8 tables: median {np.median(errors):.1e}, largest {errors.max():.1e}; "
+          f"the reference with float tables: median {np.median(float_tables):.1e}")
+    assert np.median(errors) < 1e-5
+    assert errors.max() < 1e-3
+    assert np.median(float_tables) > 1e-4
+
+
+def test_decoder_log_probs_and_generation(db, rng):
+    """A causal DeBERTa (one-sided buckets): relattn_logprobs through the
+    kernel, and greedy generation through the incremental decoder, each
+    token's log-probability against the reference of the whole sequence."""
+    # the head scaled down: next tokens far from certain, whose
+    # log-probabilities show the tables' effect
+    cfg, p = model(db, rng, arch="decoder", d_model=48, n_heads=3, d_ff=96, n_layers=2,
+                   head_scale=0.1)
+    errors = []
+    for n in (1, 5, 40, 300):
+        tokens = rng.integers(0, 256, n).tolist()
+        ids = ref.model_input(cfg, tokens)
+        lp = ref.forward(cfg, p, ids, act_quant=act_q8, deb_quant=DEB)["logprobs"]
+        got = [r[0] for r in db.execute("SELECT logprob FROM relattn_logprobs('m', ?)",
+                                        (toks(tokens),))]
+        errors += list(np.abs(np.array(got) - [lp[i, ids[i + 1]] for i in range(len(ids) - 1)]))
+    errors = np.array(errors)
+    print(f"log-probs: median error {np.median(errors):.1e}, largest {errors.max():.1e}")
+    assert np.median(errors) < 1e-5
+    assert errors.max() < 0.1   # a flipped level early in a causal sequence
+    prompt = rng.integers(97, 123, 70).tolist()
+    options = {"max_new_tokens": 12, "eos_token_id": None, "do_sample": True,
+               "seed": int(rng.integers(1 << 30))}
+    rows = db.execute("SELECT token, logprob FROM relattn_generate_tokens('m', ?, ?)",
+                      (toks(prompt), json.dumps(options))).fetchall()
+    seq = ref.model_input(cfg, prompt)
+    gen_err, plain_err = [], []
+    for token, logprob in rows:
+        lp = ref.forward(cfg, p, seq, act_quant=act_q8, deb_quant=DEB)["logprobs"][-1]
+        plain = ref.forward(cfg, p, seq, act_quant=act_q8)["logprobs"][-1]
+        gen_err.append(abs(lp[token] - logprob))
+        plain_err.append(abs(plain[token] - logprob))
+        seq.append(token)
+    print(f"generation: median error {np.median(gen_err):.1e}, largest {max(gen_err):.1e}; "
+          f"against float tables: median {np.median(plain_err):.1e}")
+    assert len(rows) == 12 and np.median(gen_err) < 1e-5
+    assert np.median(plain_err) > 2e-5
+
+
+def test_attention_weights_match_the_quantized_reference(db, rng):
+    cfg, p = model(db, rng, d_model=32, n_heads=2, d_ff=64, n_layers=2)
+    tokens = rng.integers(0, 256, 150).tolist()
+    ids = ref.model_input(cfg, tokens)
+    maps = np.array(ref.forward(cfg, p, ids, maps=True, act_quant=act_q8,
+                                deb_quant=DEB)["maps"])
+    plain = np.array(ref.forward(cfg, p, ids, maps=True, act_quant=act_q8)["maps"])
+    n = len(ids)
+    got = np.zeros_like(maps)
+    for layer, head, q, k, w in db.execute(
+            "SELECT layer, head, qpos, kpos, weight FROM relattn_attention_weights('m', ?)",
+            (toks(tokens),)):
+        got[layer, head, q, k] = w
+    err, err_plain = np.abs(got - maps), np.abs(got - plain)
+    print(f"weights: error median {np.median(err):.1e}, 99th percentile "
+          f"{np.quantile(err, 0.99):.1e}, largest {err.max():.1e}; against float "
+          f"tables: 99th percentile {np.quantile(err_plain, 0.99):.1e}")
+    assert got.shape[-1] == n
+    assert np.quantile(err, 0.99) < 1e-5 and err.max() < 1e-2
+    assert np.quantile(err_plain, 0.99) > 1e-4
+
+
+def test_same_bits_for_any_thread_count_and_in_the_scan(db, rng):
+    model(db, rng, d_model=64, n_heads=4, d_ff=128, n_layers=2)
+    lens = [int(x) for x in rng.integers(1, 40, 25)] + [130, 300, 600, 257, 513]
+    rng.shuffle(lens)
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
+    db.executemany("INSERT INTO docs(body) VALUES (?)",
+                   [(toks(rng.integers(0, 256, n)),) for n in lens])
+    runs = []
+    for threads in (1, 2, 3, 1):
+        db.execute("SELECT relattn_threads(?)", (threads,))
+        runs.append(db.execute("SELECT relattn_embed('m', body) FROM docs ORDER BY id").fetchall())
+    assert all(r == runs[0] for r in runs)
+    db.execute("CREATE VIRTUAL TABLE temp.s USING relattn_scan(model='m', source='docs', "
+               "tokens='body')")
+    assert db.execute("SELECT embedding FROM temp.s ORDER BY id").fetchall() == runs[0]
+
+
+PROBE = """
+import sys, hashlib
+sys.path.insert(0, {tests!r})
+from conftest import connect
+db = connect({path!r})
+db.execute("SELECT relattn_threads(3)")
+debug = db.execute("SELECT relattn_debug()").fetchone()[0]
+simd = [l for l in debug.splitlines() if l.startswith("simd:")][0]
+out = [r[0].hex() for r in db.execute("SELECT relattn_embed('m', body) FROM docs ORDER BY id")]
+print(simd)
+print(" ".join(out))
+"""
+
+
+@pytest.mark.skipif(not kernel_sets(), reason="OPENBLAS_CORETYPE names x86 kernel sets")
+@pytest.mark.skipif(bool(os.environ.get("RELATTN_SANITIZED")),
+                    reason="numerics: the normal build's run covers it")
+def test_same_bits_under_every_kernel_set(tmp_path, rng):
+    """Where relattn's own product kernel runs (simd avx2 or avx512) no
+    OpenBLAS product is on an embedding's path: the same bits under every
+    set; else within test_kernel_sets.py's 1e-5."""
+    path = str(tmp_path / "m.db")
+    db = connect(path)
+    model(db, rng, d_model=64, n_heads=4, d_ff=128, n_layers=2)
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
+    db.executemany("INSERT INTO docs(body) VALUES (?)",
+                   [(toks(rng.integers(0, 256, n)),) for n in (3, 70, 300, 600)])
+    db.commit()
+    db.close()
+    script = PROBE.format(tests=str(ROOT / "tests"), path=path)
+    results = {}
+    for ct in kernel_sets():
+        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           env=dict(os.environ, OPENBLAS_CORETYPE=ct), timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        simd, blobs = r.stdout.splitlines()
+        results[ct] = (simd, [np.frombuffer(bytes.fromhex(b), "<f4") for b in blobs.split()])
+    first = next(iter(results.values()))
+    for ct, (simd, embs) in results.items():
+        for a, b in zip(embs, first[1]):
+            if "avx" in simd:
+                assert a.tobytes() == b.tobytes(), ct
+            else:
+                assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-5, ct
+
+
+def deberta_cached(tmp_path, rng, quant, buckets, n_layers=2, d_model=64, n_heads=4):
+    cfg = ref.random_config(rng, arch="encoder", norm="post", bos=False, d_model=d_model,
+                            n_heads=n_heads, d_ff=128, n_layers=n_layers,
+                            position=dict(POS, position_buckets=buckets))
+    path = str(tmp_path / f"{quant}{buckets}.db")
+    db = connect(path)
+    db.execute("SELECT relattn_import('f', ?)", (ref.safetensors_bytes(ref.random_params(rng, cfg),
+                                                                      cfg),))
+    name = "f"
+    if quant:
+        db.execute("SELECT relattn_quantize('f', 'q', ?)", (quant,))
+        name = "q"
+    db.commit()
+    db.close()
+    db = connect(path)
+    db.execute("SELECT relattn_embed(?, 'a few words')", (name,))
+    got = cached_bytes(db)
+    db.close()
+    return got
+
+
+@pytest.mark.parametrize("quant", [None, "bf16", "int8"])
+def test_cached_bytes_of_the_tables(tmp_path, rng, quant):
+    """What 32 more buckets (64 table rows) add to a loaded model, 2 layers of
+    4 heads of 16, d_model 64: rel_emb's rows (float32) and the normed
+    rel table's, once; and each layer's c2p and p2c tables, float32 (bf16
+    too) or int8 with a float32 scale per row (src/qgemm.c's block: a byte
+    per weight, a scale and a row sum per row)."""
+    L, H, dh, d, rows = 2, 4, 16, 64, 64
+    grow = deberta_cached(tmp_path, rng, quant, 64) - deberta_cached(tmp_path, rng, quant, 32)
+    rel_emb = 4 * rows * d
+    if quant == "int8":
+        tables = 2 * L * H * (rows * dh + 4 * rows + 4 * rows)
+        normed = 0     # scratch while the tables are built
+    else:
+        tables = 2 * L * rows * H * dh * 4
+        normed = 4 * rows * d
+    assert grow == rel_emb + normed + tables, (grow, rel_emb, normed, tables)
