@@ -190,14 +190,11 @@ static int p_width(const relattn_rel *t, int R) {
 }
 
 /* Floats of scratch for the int8 tables' products: one product's (src/
-** qgemm.c) of up to max(bq, G_CHUNK) rows, 64-byte aligned, and a chunk's
-** key-side product before it is turned (G_CHUNK, rows). */
-static size_t q8_floats(const relattn_rel *t, int bq, int d, int R) {
-  size_t f = 0;
+** qgemm.c) of up to max(bq, G_CHUNK) rows, 64-byte aligned. */
+static size_t q8_floats(const relattn_rel *t, int bq, int d) {
   if (!t->qrk && !t->qrq) return 0;
-  f = relattn_q8_scratch(bq > G_CHUNK ? bq : G_CHUNK, d) / sizeof(float) + 16;
-  if (t->qrq) f += (size_t)G_CHUNK * g_rows(t, R, bq);
-  return f;
+  return relattn_q8_scratch(bq > G_CHUNK ? bq : G_CHUNK, d) / sizeof(float) +
+         16;
 }
 
 static void rotate_task(void *ctx, int task, int worker) {
@@ -227,7 +224,7 @@ static size_t scratch_floats(const relattn_rel *t, int bq, int bk, int d,
   ** rows; a chunk of keys for G */
   f += (size_t)((bk > R ? bk : R) + RELATTN_PANEL) * d;
   if (t->rq) f += (size_t)G_CHUNK * d;
-  return f + q8_floats(t, bq, d, R);
+  return f + q8_floats(t, bq, d);
 }
 
 /* Rows a query block's buckets may span: the table's with a bucket map (its
@@ -262,24 +259,25 @@ static void prod_add(const attn_job *J, int m, int n, int k, const float *a,
     relattn_sgemm(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
 }
 
-/* s[q] += g[base + bucket[t0 + q] G_CHUNK + q] for q < len (the key-side
-** term along a row: each key its own column of a chunk of G). Where the map
-** is a shift ([id_lo, id_hi]) the element steps by G_CHUNK + 1: the same
-** floats without reading the map. */
+/* s[q] += g[base + bucket[t0 + q] gb + q gk] for q < len (the key-side
+** term along a row: each key its own column of a chunk of G; gb, gk:
+** G_CHUNK, 1 as sgemm writes it, 1 and the chunk's rows as the int8
+** product does). Where the map is a shift ([id_lo, id_hi]) the element
+** steps by gb + gk: the same floats without reading the map. */
 static void band_g(const relattn_vec *vec, float *s, const float *g,
-                   const int *bucket, int t0, int len, int base, int id_lo,
-                   int id_hi) {
+                   const int *bucket, int t0, int len, int base, int gb,
+                   int gk, int id_lo, int id_hi) {
   const int q0 = id_lo - t0 < 0 ? 0 : (id_lo - t0 > len ? len : id_lo - t0);
   const int q1 = id_hi + 1 - t0 < q0    ? q0
                  : id_hi + 1 - t0 > len ? len
                                         : id_hi + 1 - t0;
-  if (q0 > 0) vec->gather_add(s, g, bucket + t0, q0, base, G_CHUNK, 1);
+  if (q0 > 0) vec->gather_add(s, g, bucket + t0, q0, base, gb, gk);
   if (q1 > q0)
     vec->gather_add(s + q0, g, NULL, q1 - q0,
-                    base + q0 + bucket[t0 + q0] * G_CHUNK, G_CHUNK, 1);
+                    base + q0 * gk + bucket[t0 + q0] * gb, gb, gk);
   if (len > q1)
-    vec->gather_add(s + q1, g, bucket + t0 + q1, len - q1, base + q1, G_CHUNK,
-                    1);
+    vec->gather_add(s + q1, g, bucket + t0 + q1, len - q1, base + q1 * gk, gb,
+                    gk);
 }
 
 static void attn_task(void *ctx, int task, int worker) {
@@ -317,11 +315,14 @@ static void attn_task(void *ctx, int task, int worker) {
   size_t pstride = 0;
   int ldqs = a->ldq, ldqp = a->ldq, pmin = 0, pmax = -1, np, b_left, b_right;
   float *S, *O, *Qc = NULL, *Qw = NULL, *P = NULL, *B = NULL, *G = NULL;
-  float *m, *l, *el, *er, *mb, *sp, *kp, *gp = NULL, *gt = NULL;
+  float *m, *l, *el, *er, *mb, *sp, *kp, *gp = NULL;
   void *q8s = NULL;
   int *gmin = NULL, ii, j0, j;
   const int n_chunks = (BK + G_CHUNK - 1) / G_CHUNK;
   const size_t g_size = (size_t)g_rows(T, R, J->bq) * G_CHUNK;
+  /* G's element (row b, key c of a chunk): (b - gmin) gb + c gk; the int8
+  ** product writes each key's row of table rows */
+  const int gb = qq8 ? 1 : G_CHUNK, gk = qq8 ? g_rows(T, R, J->bq) : 1;
 
   if (atomic_load(&J->failed)) return;
   sp = relattn_pool_scratch(J->pool, worker, J->scratch_bytes);
@@ -349,12 +350,8 @@ static void attn_task(void *ctx, int task, int worker) {
   el = sp; sp += J->bq;
   er = sp; sp += J->bq;
   mb = sp; sp += J->bq;
-  if (qk8 || qq8) { /* src/qgemm.c's scratch, 64-byte aligned; G turned */
+  if (qk8 || qq8) /* src/qgemm.c's scratch, 64-byte aligned */
     q8s = (void *)(((uintptr_t)sp + 63) & ~(uintptr_t)63);
-    gt = (float *)q8s +
-         relattn_q8_scratch(J->bq > G_CHUNK ? J->bq : G_CHUNK, d) /
-             sizeof(float);
-  }
 
   bucket_range(T, dmin, dmax, &pmin, &pmax);
   np = pmax - pmin + 1;
@@ -434,17 +431,16 @@ static void attn_task(void *ctx, int task, int worker) {
                      &gmax);
         if (qq8) {
           /* the keys' rows against table rows [gmin, gmax] from gmin's
-          ** panel: (gc, rows), turned into G's (rows, G_CHUNK) times s */
+          ** panel, times s: (gc, gk) */
           const int gal = gmin[cc] / RELATTN_QPANEL * RELATTN_QPANEL;
           const relattn_q8w part = relattn_q8w_rows(qq8, gal, gmax - gal + 1);
           float *g = G + cc * g_size;
-          int b, key;
-          relattn_q8_gemm(gt, part.out,
+          int key;
+          relattn_q8_gemm(g, gk,
                           a->k + (size_t)(j0 + c0) * a->ldk + (size_t)h * d,
                           a->ldk, gc, &part, NULL, 0, q8s);
-          for (b = 0; b < part.out; b++)
-            for (key = 0; key < gc; key++)
-              g[(size_t)b * G_CHUNK + key] = s * gt[(size_t)key * part.out + b];
+          for (key = 0; key < gc; key++)
+            vec->scale(g + (size_t)key * gk, part.out, s);
           gmin[cc] = gal;
           continue;
         }
@@ -518,16 +514,16 @@ static void attn_task(void *ctx, int task, int worker) {
           }
           if (G)
             for (j = b0; j < b1;) {
-              /* column j of chunk cc: row (b - gmin) at column j - cc G_CHUNK */
+              /* column j of chunk cc: row (b - gmin), key j - cc G_CHUNK */
               const int cc = j / G_CHUNK, off = j - cc * G_CHUNK;
               const int len = b1 - j < G_CHUNK - off ? b1 - j : G_CHUNK - off;
               const int t0 = (int)(j - lo);
               if (T->bucket)
                 band_g(vec, srow + j, G + cc * g_size, T->bucket, t0, len,
-                       off - gmin[cc] * G_CHUNK, J->id_lo, J->id_hi);
+                       off * gk - gmin[cc] * gb, gb, gk, J->id_lo, J->id_hi);
               else
                 vec->gather_add(srow + j, G + cc * g_size, NULL, len,
-                                off + (t0 - gmin[cc]) * G_CHUNK, G_CHUNK, 1);
+                                off * gk + (t0 - gmin[cc]) * gb, gb, gk);
               j += len;
             }
           if (slope != 0.0f)
@@ -541,10 +537,14 @@ static void attn_task(void *ctx, int task, int worker) {
           if (prow) cl = prow[b_left - pmin];
           if (G)
             for (j = 0; j < b0; j += G_CHUNK) {
-              const int cc = j / G_CHUNK;
-              vec->add(srow + j,
-                       G + cc * g_size + (size_t)(b_left - gmin[cc]) * G_CHUNK,
-                       b0 - j < G_CHUNK ? b0 - j : G_CHUNK);
+              const int cc = j / G_CHUNK,
+                        len = b0 - j < G_CHUNK ? b0 - j : G_CHUNK;
+              const float *grow =
+                  G + cc * g_size + (size_t)(b_left - gmin[cc]) * gb;
+              if (gk == 1)
+                vec->add(srow + j, grow, len);
+              else
+                vec->gather_add(srow + j, grow, NULL, len, 0, 0, gk);
             }
           cl -= slope * (float)(i - j0);
           mx = (slope != 0.0f ? vec->max_ramp(srow, b0, slope)
@@ -562,10 +562,13 @@ static void attn_task(void *ctx, int task, int worker) {
             for (j = b1; j < cnt;) {
               const int cc = j / G_CHUNK, off = j - cc * G_CHUNK;
               const int len = cnt - j < G_CHUNK - off ? cnt - j : G_CHUNK - off;
-              vec->add(srow + j,
-                       G + cc * g_size +
-                           (size_t)(b_right - gmin[cc]) * G_CHUNK + off,
-                       len);
+              const float *grow = G + cc * g_size +
+                                  (size_t)(b_right - gmin[cc]) * gb +
+                                  (size_t)off * gk;
+              if (gk == 1)
+                vec->add(srow + j, grow, len);
+              else
+                vec->gather_add(srow + j, grow, NULL, len, 0, 0, gk);
               j += len;
             }
           cr -= slope * (float)(j0 + b1 - i);

@@ -153,7 +153,7 @@ def test_same_bits_for_any_thread_count_and_in_the_scan(db, rng):
 
 
 PROBE = """
-import sys, hashlib
+import sys
 sys.path.insert(0, {tests!r})
 from conftest import connect
 db = connect({path!r})
