@@ -76,9 +76,11 @@ static int is_seq2seq(const relattn_model *m) {
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 /* Floats after qa's for one row of d_head quantized (src/qgemm.c: bytes
-** rounded up to 64) for an int8 table's products. */
-static size_t q8_row_floats(int dh) {
-  return round16((size_t)(dh + 63) / 64 * 16);
+** rounded up to 64) for an int8 table's products: int8 DeBERTa's. */
+static size_t q8_row_floats(const relattn_config *c) {
+  if (c->quant != RELATTN_QUANT_INT8 || c->pos.type != RELATTN_POS_DEBERTA)
+    return 0;
+  return round16((size_t)(relattn_config_d_head(c) + 63) / 64 * 16);
 }
 
 static int rows_max_of(int n_src, int beams) {
@@ -142,7 +144,7 @@ static size_t layout(const relattn_model *m, int n_src, int beams,
   part[4] = round16(rows * ff);                     /* hid */
   part[5] = 3 * round16((size_t)max_len);           /* ef, tr, rb */
   part[6] = round16(2 * (size_t)relattn_config_d_head(c)) +
-            q8_row_floats(relattn_config_d_head(c)) +
+            q8_row_floats(c) +
             round16(2 * rows) +                     /* qa, row_beam/pos */
             round16(rows * (size_t)c->d_model);     /* last */
   part[7] = round16((sizeof(relattn_rel) * (size_t)c->n_layers + 3) / 4);
@@ -568,7 +570,7 @@ int relattn_dec_open(const relattn_model *m, const int *src, int n_src,
   d->tr = d->ef + round16((size_t)max_len);
   d->rb = (int *)(d->tr + round16((size_t)max_len));
   p += part[5];
-  d->qa = p, p += round16(2 * (size_t)d->dh) + q8_row_floats(d->dh);
+  d->qa = p, p += round16(2 * (size_t)d->dh) + q8_row_floats(c);
   d->row_beam = (int *)p;
   d->row_pos = d->row_beam + d->rows_max;
   p += round16(2 * (size_t)d->rows_max);
