@@ -1,7 +1,7 @@
 """relattn_max_memory counts what a call may hold: the forward pass's
 activations, and on every worker thread its block buffer (FFN hidden rows or
 a block of logits) and the attention kernel's scratch, which grows with
-min(clip, n). The scalar functions run on relattn_threads() workers of the
+min(clip, n) (an int8 DeBERTa's: with its tables' int8 products). The scalar functions run on relattn_threads() workers of the
 connection's pool, relattn_scan on as many workers with a pool each.
 
 The expected byte counts are written here from how src/forward.c and
@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import modelgen
+import reference_model as ref
 
 ROWS_MIN, ROWS_MAX = 64, 256     # src/forward.c: row blocks
 BLOCK_Q, BLOCK_K = 256, 512      # src/attention.c: query and key blocks
@@ -138,3 +139,42 @@ def test_scan_bound_counts_every_worker_and_the_attention(db, rng, big_vocab, th
     assert db.execute("SELECT id, score FROM temp.job WHERE id = 1").fetchall() == free[:1]
     db.execute("SELECT relattn_max_memory(?)", (need,))
     assert db.execute("SELECT id, score FROM temp.job").fetchall() == free
+
+
+def test_int8_deberta_counts_its_tables_products(db, rng):
+    """An int8 DeBERTa against its float32 model, per worker: the int8
+    linear layers' scratch (src/qgemm.c: a block of 256 rows of the widest
+    input, bytes) and, in the attention kernel's, what the int8 c2p/p2c
+    tables' products take instead of the float ones' (src/attention.c): P
+    and each chunk's G up to 31 rows wider (a product starts at its panel),
+    no chunk of float keys, and qgemm's scratch for max(bq, 64) rows of
+    d_head, 64-byte aligned."""
+    cfg = ref.random_config(rng, arch="encoder", norm="post", bos=False, d_model=64, n_heads=4,
+                            d_ff=2048, n_layers=2,
+                            position={"type": "deberta", "position_buckets": 64,
+                                      "max_relative_positions": 256})
+    db.execute("SELECT relattn_import('f', ?)",
+               (ref.safetensors_bytes(ref.random_params(rng, cfg), cfg),))
+    db.execute("SELECT relattn_quantize('f', 'q', 'int8')")
+
+    def need(model, n, threads):
+        db.execute("SELECT relattn_threads(?)", (threads,))
+        db.execute("SELECT relattn_max_memory(1048576)")
+        msg = refused(db, f"SELECT relattn_embed('{model}', ?)",
+                      (rng.integers(0, 256, n).astype("<i4").tobytes(),))
+        db.execute("SELECT relattn_max_memory(1 << 31)")
+        return int(msg.split("needs ")[1].split()[0])
+
+    def up(x, m):
+        return (x + m - 1) // m * m
+
+    def q8_scratch(rows, width):   # relattn_q8_scratch
+        return up(rows, 8) * 8 + rows * up(width, 64)
+
+    dh, chunks = 16, BLOCK_K // 64
+    for n, threads in ((260, 1), (300, 2), (600, 3)):
+        bq = min(n, BLOCK_Q)
+        attn = 4 * (bq * 31 + chunks * 31 * 64 - 64 * dh
+                    + q8_scratch(max(bq, 64), dh) // 4 + 16)
+        assert need("q", n, threads) - need("f", n, threads) == \
+            threads * (q8_scratch(ROWS_MAX, 2048) + attn)
