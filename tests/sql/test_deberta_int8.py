@@ -5,9 +5,10 @@ with a float32 scale per (head, table row), their products with q and k
 integer as the linear layers' (src/qgemm.c).
 
 - Against a float64 reference of that arithmetic (test_quantize.py's
-  act_q8 and table_q8 in tests/sql/reference_model.py): embeddings,
-  decoders' log-probabilities, the attention weights, token by token
-  generation (src/decode.c's path); sequences longer than position_buckets
+  act_q8 and table_q8 in tests/sql/reference_model.py): embeddings, a
+  classifier's probabilities (row 0 alone in the last layer), decoders'
+  log-probabilities (the causal mask), the attention weights, token by
+  token generation (src/decode.c's path); sequences longer than position_buckets
   and than the kernel's query (256) and key (512) blocks, with enough
   buckets (128 rows) that a block's rows start past the first panel of 32.
   The same reference with float tables is far off: the tables are int8.
@@ -111,6 +112,32 @@ def test_decoder_log_probs_and_generation(db, rng):
           f"against float tables: median {np.median(plain_err):.1e}")
     assert len(rows) == 12 and np.median(gen_err) < 1e-5
     assert np.median(plain_err) > 2e-5
+
+
+def test_classifier_matches_the_quantized_reference(db, rng):
+    """A classifier reads row 0 of the last layer alone (the kernel's first
+    query only: one query block of one row against every key)."""
+    cfg = ref.with_head(ref.random_config(rng, arch="encoder", norm="post", bos=False,
+                                          d_model=64, n_heads=4, d_ff=128, n_layers=2,
+                                          position=dict(POS)),
+                        "classifier", pooler="tanh", labels=["a", "b", "c"])
+    params = ref.random_params(rng, cfg)
+    db.execute("SELECT relattn_import('m_f32', ?)", (ref.safetensors_bytes(params, cfg),))
+    db.execute("SELECT relattn_quantize('m_f32', 'm', 'int8')")
+    p = stored_params(db, "m")
+    errors, plain = [], []
+    for n in LENS * 2:
+        tokens = rng.integers(0, 256, n).tolist()
+        ids = ref.model_input(cfg, tokens)
+        got = np.array([r[0] for r in db.execute(
+            "SELECT prob FROM relattn_labels('m', ?) ORDER BY rowid", (toks(tokens),))])
+        for out, deb in ((errors, DEB), (plain, None)):
+            want = ref.heads(cfg, p, ids, act_quant=act_q8, deb_quant=deb)["probs"]
+            out.append(np.abs(got - want).max())
+    print(f"classifier: median error {np.median(errors):.1e}, largest {max(errors):.1e}; "
+          f"against float tables: median {np.median(plain):.1e}")
+    assert np.median(errors) < 1e-5 and max(errors) < 1e-2
+    assert np.median(plain) > 10 * np.median(errors)
 
 
 def test_attention_weights_match_the_quantized_reference(db, rng):
