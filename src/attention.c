@@ -178,7 +178,7 @@ typedef struct attn_job {
 
 /* Rows of one chunk's key-side product. */
 static int g_rows(const relattn_rel *t, int R, int bq) {
-  const int lead = t->qrq ? Q8_LEAD : 0;
+  const int lead = t->qrq || t->brq ? Q8_LEAD : 0;
   if (t->bucket) return R + lead;
   return (R < bq + G_CHUNK - 1 ? R : bq + G_CHUNK - 1) + lead;
 }
@@ -186,15 +186,36 @@ static int g_rows(const relattn_rel *t, int R, int bq) {
 /* Columns of a row of P: an int8 table's product may start Q8_LEAD rows
 ** early. */
 static int p_width(const relattn_rel *t, int R) {
-  return R + (t->qrk ? Q8_LEAD : 0);
+  return R + (t->qrk || t->brk ? Q8_LEAD : 0);
 }
 
 /* Floats of scratch for the int8 tables' products: one product's (src/
 ** qgemm.c) of up to max(bq, G_CHUNK) rows, 64-byte aligned. */
 static size_t q8_floats(const relattn_rel *t, int bq, int d) {
-  if (!t->qrk && !t->qrq) return 0;
-  return relattn_q8_scratch(bq > G_CHUNK ? bq : G_CHUNK, d) / sizeof(float) +
-         16;
+  const int rows = bq > G_CHUNK ? bq : G_CHUNK;
+  if (t->qrk || t->qrq)
+    return relattn_q8_scratch(rows, d) / sizeof(float) + 16;
+  if (t->brk || t->brq)
+    return relattn_bf16_scratch(rows, d) / sizeof(float) + 16;
+  return 0;
+}
+
+/* y (rows, ldy) = s x T^T over rows [lo, lo + cnt) of an int8 (q8) or bf16
+** (b16) table, lo a multiple of RELATTN_QPANEL: its products on
+** src/qgemm.c, then times s. */
+static void low_prod(const relattn_vec *vec, float *y, int ldy, const float *x,
+                     int ldx, int rows, const relattn_q8w *q8,
+                     const relattn_bf16w *b16, int lo, int cnt, float s,
+                     void *scratch) {
+  int r;
+  if (q8) {
+    const relattn_q8w part = relattn_q8w_rows(q8, lo, cnt);
+    relattn_q8_gemm(y, ldy, x, ldx, rows, &part, NULL, 0, scratch);
+  } else {
+    const relattn_bf16w part = relattn_bf16w_rows(b16, lo, cnt);
+    relattn_bf16_gemm(y, ldy, x, ldx, rows, &part, NULL, 0, scratch);
+  }
+  for (r = 0; r < rows; r++) vec->scale(y + (size_t)r * ldy, cnt, s);
 }
 
 static void rotate_task(void *ctx, int task, int worker) {
@@ -216,9 +237,9 @@ static size_t scratch_floats(const relattn_rel *t, int bq, int bk, int d,
       (size_t)bq * bk + (size_t)bq * d + 5 * (size_t)bq; /* S O m l el er mb */
   if (t->rot_dim || t->u) f += (size_t)bq * d;                  /* Qc */
   if (t->w && t->rk) f += (size_t)bq * d;                       /* Qw */
-  if (t->rk || t->qrk) f += (size_t)bq * p_width(t, R);        /* P */
+  if (t->rk || t->qrk || t->brk) f += (size_t)bq * p_width(t, R); /* P */
   if (t->rv) f += (size_t)bq * R;                               /* B */
-  if (t->rq || t->qrq)
+  if (t->rq || t->qrq || t->brq)
     f += chunks * ((size_t)g_rows(t, R, bq) * G_CHUNK + 1); /* G, gmin */
   /* right operands in panel order (src/gemm.c): a key block or P's table
   ** rows; a chunk of keys for G */
@@ -298,14 +319,17 @@ static void attn_task(void *ctx, int task, int worker) {
   const float *rv = T->rv ? T->rv + h * ts : NULL;
   const relattn_q8w *qk8 = T->qrk ? T->qrk + h : NULL;
   const relattn_q8w *qq8 = T->qrq ? T->qrq + h : NULL;
+  const relattn_bf16w *bk16 = T->brk ? T->brk + h : NULL;
+  const relattn_bf16w *bq16 = T->brq ? T->brq + h : NULL;
+  const int lowk = qk8 || bk16, lowq = qq8 || bq16; /* int8 or bf16 */
   const int PW = p_width(T, R);
   const float *beta = T->beta ? T->beta + (size_t)h * T->rows : NULL;
   const float slope = T->slope ? T->slope[h] : 0.0f;
   const float *kc = J->kr ? J->kr + (size_t)h * d : a->k + (size_t)h * d;
   const int ldkc = J->kr ? a->heads * d : a->ldk;
   const int j_end = a->causal ? i0 + bq : n;
-  const int has_p = rk || qk8 || beta;
-  const int rel = has_p || rq || qq8 || rv || slope != 0.0f;
+  const int has_p = rk || lowk || beta;
+  const int rel = has_p || rq || lowq || rv || slope != 0.0f;
   /* Distances this block reaches and the table rows they map to. */
   const long long dmin = -(long long)(i0 + bq - 1),
                   dmax = a->causal ? 0 : (long long)n - 1 - i0;
@@ -322,7 +346,7 @@ static void attn_task(void *ctx, int task, int worker) {
   const size_t g_size = (size_t)g_rows(T, R, J->bq) * G_CHUNK;
   /* G's element (row b, key c of a chunk): (b - gmin) gb + c gk; the int8
   ** product writes each key's row of table rows */
-  const int gb = qq8 ? 1 : G_CHUNK, gk = qq8 ? g_rows(T, R, J->bq) : 1;
+  const int gb = lowq ? 1 : G_CHUNK, gk = lowq ? g_rows(T, R, J->bq) : 1;
 
   if (atomic_load(&J->failed)) return;
   sp = relattn_pool_scratch(J->pool, worker, J->scratch_bytes);
@@ -334,9 +358,9 @@ static void attn_task(void *ctx, int task, int worker) {
   O = sp;  sp += (size_t)J->bq * d;   /* (bq, d) */
   if (T->rot_dim || T->u) { Qc = sp; sp += (size_t)J->bq * d; } /* (bq, d) */
   if (T->w && T->rk) { Qw = sp; sp += (size_t)J->bq * d; }      /* (bq, d) */
-  if (rk || qk8) { P = sp; sp += (size_t)J->bq * PW; }         /* (bq, PW) */
+  if (rk || lowk) { P = sp; sp += (size_t)J->bq * PW; }        /* (bq, PW) */
   if (rv) { B = sp; sp += (size_t)J->bq * R; }                  /* (bq, R) */
-  if (rq || qq8) {  /* per chunk of keys (rows, G_CHUNK), and its first row */
+  if (rq || lowq) {  /* per chunk of keys (rows, G_CHUNK), and its first row */
     G = sp;
     sp += (size_t)n_chunks * g_size;
     gmin = (int *)sp;
@@ -350,7 +374,7 @@ static void attn_task(void *ctx, int task, int worker) {
   el = sp; sp += J->bq;
   er = sp; sp += J->bq;
   mb = sp; sp += J->bq;
-  if (qk8 || qq8) /* src/qgemm.c's scratch, 64-byte aligned */
+  if (lowk || lowq) /* src/qgemm.c's scratch, 64-byte aligned */
     q8s = (void *)(((uintptr_t)sp + 63) & ~(uintptr_t)63);
 
   bucket_range(T, dmin, dmax, &pmin, &pmax);
@@ -382,15 +406,13 @@ static void attn_task(void *ctx, int task, int worker) {
     Qp = Qw;
     ldqp = d;
   }
-  if (qk8) {
-    /* rows [pal, pmax] of the int8 table: from the panel pmin is in */
+  if (lowk) {
+    /* rows [pal, pmax] of the int8 (bf16) table: from pmin's panel */
     const int pal = pmin / RELATTN_QPANEL * RELATTN_QPANEL;
-    const relattn_q8w part = relattn_q8w_rows(qk8, pal, pmax - pal + 1);
-    relattn_q8_gemm(P, PW, Qp, ldqp, bq, &part, NULL, 0, q8s);
-    for (ii = 0; ii < bq; ii++) {
-      vec->scale(P + (size_t)ii * PW, part.out, s);
-      if (beta) vec->add(P + (size_t)ii * PW + (pmin - pal), beta + pmin, np);
-    }
+    low_prod(vec, P, PW, Qp, ldqp, bq, qk8, bk16, pal, pmax - pal + 1, s, q8s);
+    if (beta)
+      for (ii = 0; ii < bq; ii++)
+        vec->add(P + (size_t)ii * PW + (pmin - pal), beta + pmin, np);
     pbase = P + (pmin - pal); /* pbase[b - pmin] is P's row b - pal */
     pstride = (size_t)PW;
   } else if (rk) {
@@ -417,7 +439,7 @@ static void attn_task(void *ctx, int task, int worker) {
     const int diag = a->causal && j0 + bk > i0 + 1;
     const int panel = diag ? CAUSAL_PANEL : bq;
     int r0, c0, keys_packed = 0;
-    if (rq || qq8) {
+    if (rq || lowq) {
       /* Key-side terms of this key block, G_CHUNK keys at a time, each
       ** chunk over the table rows its distances to the block reach. */
       const int wmax = a->causal && i0 + bq - j0 < bk ? i0 + bq - j0 : bk;
@@ -429,18 +451,13 @@ static void attn_task(void *ctx, int task, int worker) {
         if (a->causal && thi > 0) thi = 0;
         bucket_range(T, (long long)j0 + c0 - (i0 + bq - 1), thi, &gmin[cc],
                      &gmax);
-        if (qq8) {
+        if (lowq) {
           /* the keys' rows against table rows [gmin, gmax] from gmin's
           ** panel, times s: (gc, gk) */
           const int gal = gmin[cc] / RELATTN_QPANEL * RELATTN_QPANEL;
-          const relattn_q8w part = relattn_q8w_rows(qq8, gal, gmax - gal + 1);
-          float *g = G + cc * g_size;
-          int key;
-          relattn_q8_gemm(g, gk,
-                          a->k + (size_t)(j0 + c0) * a->ldk + (size_t)h * d,
-                          a->ldk, gc, &part, NULL, 0, q8s);
-          for (key = 0; key < gc; key++)
-            vec->scale(g + (size_t)key * gk, part.out, s);
+          low_prod(vec, G + cc * g_size, gk,
+                   a->k + (size_t)(j0 + c0) * a->ldk + (size_t)h * d, a->ldk,
+                   gc, qq8, bq16, gal, gmax - gal + 1, s, q8s);
           gmin[cc] = gal;
           continue;
         }
@@ -805,6 +822,8 @@ int relattn_attention_map(const relattn_attn *a, int head,
   size_t ts;
   const float *rk, *rq, *beta;
   const relattn_q8w *qk8, *qq8;
+  const relattn_bf16w *bk16, *bq16;
+  const relattn_vec *vec = relattn_vec_ops();
   float s, slope, *qs, *ks, *qw, *p = NULL, *g = NULL;
   void *q8s = NULL;
 
@@ -827,23 +846,28 @@ int relattn_attention_map(const relattn_attn *a, int head,
   slope = t.slope ? t.slope[head] : 0.0f;
   qk8 = t.qrk ? t.qrk + head : NULL;
   qq8 = t.qrq ? t.qrq + head : NULL;
+  bk16 = t.brk ? t.brk + head : NULL;
+  bq16 = t.brq ? t.brq + head : NULL;
   bucket_range(&t, -(long long)(n - 1), a->causal ? 0 : n - 1, &pmin, &pmax);
   np = pmax - pmin + 1;
   /* int8 tables: their products from pmin's panel, rows [pal, pmax] (as
   ** the kernel's, the same values) */
   pal = pmin / RELATTN_QPANEL * RELATTN_QPANEL;
-  pw = qk8 ? pmax - pal + 1 : np;
-  gw = qq8 ? pmax - pal + 1 : np;
+  pw = qk8 || bk16 ? pmax - pal + 1 : np;
+  gw = qq8 || bq16 ? pmax - pal + 1 : np;
   /* q (rotated, + u) and k (rotated) of this head, q + w; the query-side
   ** terms of a block of rows; the key-side ones of every key. */
   qs =
       relattn_alloc(sizeof(float) * ((size_t)n * d * 2 + (size_t)MAP_ROWS * d));
-  if (rk || qk8) p = relattn_alloc(sizeof(float) * (size_t)MAP_ROWS * pw);
-  if (rq || qq8) g = relattn_alloc(sizeof(float) * (size_t)n * gw);
+  if (rk || qk8 || bk16)
+    p = relattn_alloc(sizeof(float) * (size_t)MAP_ROWS * pw);
+  if (rq || qq8 || bq16) g = relattn_alloc(sizeof(float) * (size_t)n * gw);
   if (qk8 || qq8)
     q8s = relattn_alloc(relattn_q8_scratch(n > MAP_ROWS ? n : MAP_ROWS, d));
-  if (!qs || ((rk || qk8) && !p) || ((rq || qq8) && !g) ||
-      ((qk8 || qq8) && !q8s)) {
+  else if (bk16 || bq16)
+    q8s = relattn_alloc(relattn_bf16_scratch(n > MAP_ROWS ? n : MAP_ROWS, d));
+  if (!qs || ((rk || qk8 || bk16) && !p) || ((rq || qq8 || bq16) && !g) ||
+      ((qk8 || qq8 || bk16 || bq16) && !q8s)) {
     relattn_free(qs);
     relattn_free(p);
     relattn_free(g);
@@ -867,15 +891,10 @@ int relattn_attention_map(const relattn_attn *a, int head,
       for (c = 0; c < d; c++)
         qs[(size_t)i * d + c] += t.u[(size_t)head * d + c];
   }
-  if (qq8) {
-    const relattn_q8w part = relattn_q8w_rows(qq8, pal, gw);
-    relattn_q8_gemm(g, gw, a->k + (size_t)head * d, a->ldk, n, &part, NULL, 0,
-                    q8s);
-    for (j = 0; j < n; j++) {
-      float *gr = g + (size_t)j * gw;
-      for (c = 0; c < gw; c++) gr[c] *= s;
-    }
-  } else if (rq)
+  if (qq8 || bq16)
+    low_prod(vec, g, gw, a->k + (size_t)head * d, a->ldk, n, qq8, bq16, pal,
+             gw, s, q8s);
+  else if (rq)
     relattn_sgemm(0, 1, n, np, d, s, a->k + (size_t)head * d, a->ldk,
                   rq + (size_t)pmin * d, d, 0.0f, g, np);
 
@@ -887,8 +906,9 @@ int relattn_attention_map(const relattn_attn *a, int head,
     float *row = map + (size_t)i * n;
     const int cnt = a->causal ? i + 1 : n;
     const float *prow =
-        p ? p + (size_t)(i % MAP_ROWS) * pw + (qk8 ? pmin - pal : 0) : NULL;
-    const float *grow = g ? g + (qq8 ? pmin - pal : 0) : NULL;
+        p ? p + (size_t)(i % MAP_ROWS) * pw + (qk8 || bk16 ? pmin - pal : 0)
+          : NULL;
+    const float *grow = g ? g + (qq8 || bq16 ? pmin - pal : 0) : NULL;
     float mx = -INFINITY;
     double sum = 0.0;
     if (i % MAP_ROWS == 0) {
@@ -903,7 +923,7 @@ int relattn_attention_map(const relattn_attn *a, int head,
       }
       relattn_sgemm(0, 1, rows, n, d, s, qs + (size_t)i * d, d, ks, d, 0.0f,
                     row, n);
-      if (rk || qk8) {
+      if (rk || qk8 || bk16) {
         for (j = 0; j < rows; j++) {
           float *qj = qw + (size_t)j * d;
           memcpy(qj, a->q + (size_t)(i + j) * a->ldq + (size_t)head * d,
@@ -911,10 +931,8 @@ int relattn_attention_map(const relattn_attn *a, int head,
           if (t.w)
             for (c = 0; c < d; c++) qj[c] += t.w[(size_t)head * d + c];
         }
-        if (qk8) {
-          const relattn_q8w part = relattn_q8w_rows(qk8, pal, pw);
-          relattn_q8_gemm(p, pw, qw, d, rows, &part, NULL, 0, q8s);
-          for (j = 0; j < rows * pw; j++) p[j] *= s;
+        if (qk8 || bk16) {
+          low_prod(vec, p, pw, qw, d, rows, qk8, bk16, pal, pw, s, q8s);
         } else {
           relattn_sgemm(0, 1, rows, np, d, s, qw, d, rk + (size_t)pmin * d, d,
                         0.0f, p, np);

@@ -76,11 +76,12 @@ static int is_seq2seq(const relattn_model *m) {
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 /* Floats after qa's for one row of d_head quantized (src/qgemm.c: bytes
-** rounded up to 64) for an int8 table's products: int8 DeBERTa's. */
+** rounded up to 64) or rounded to bf16 (d_head floats, even) for an int8
+** (bf16) table's products: a quantized DeBERTa's. */
 static size_t q8_row_floats(const relattn_config *c) {
-  if (c->quant != RELATTN_QUANT_INT8 || c->pos.type != RELATTN_POS_DEBERTA)
+  if (c->quant == RELATTN_QUANT_NONE || c->pos.type != RELATTN_POS_DEBERTA)
     return 0;
-  return round16((size_t)(relattn_config_d_head(c) + 63) / 64 * 16);
+  return round16((size_t)relattn_config_d_head(c) + 64);
 }
 
 static int rows_max_of(int n_src, int beams) {
@@ -116,8 +117,12 @@ static void scheme_args(const relattn_model *m, relattn_position *pos,
     const relattn_rel *t = &m->terms[0].rel;
     const int64_t per = (int64_t)t->rows * relattn_config_inner(c);
     /* an int8 table stands in for its floats (src/forward.c) */
-    tb->t[0] = t->rk ? t->rk : (const float *)(const void *)t->qrk;
-    tb->t[2] = t->rq ? t->rq : (const float *)(const void *)t->qrq;
+    tb->t[0] = t->rk    ? t->rk
+               : t->qrk ? (const float *)(const void *)t->qrk
+                        : (const float *)(const void *)t->brk;
+    tb->t[2] = t->rq    ? t->rq
+               : t->qrq ? (const float *)(const void *)t->qrq
+                        : (const float *)(const void *)t->brq;
     tb->count[0] = tb->t[0] ? per : 0;
     tb->count[2] = tb->t[2] ? per : 0;
   }
@@ -217,7 +222,17 @@ static void layer_rel(relattn_dec *d, int l) {
     r->rq = m->terms[l].rel.rq;
     r->qrk = m->terms[l].rel.qrk;
     r->qrq = m->terms[l].rel.qrq;
+    r->brk = m->terms[l].rel.brk;
+    r->brq = m->terms[l].rel.brq;
   }
+}
+
+/* x rounded to bf16 (relattn_f32_to_bf16) as a float. */
+static float bf16_value(float x) {
+  const uint32_t u = (uint32_t)relattn_f32_to_bf16(x) << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
 }
 
 static float dot(const float *a, const float *b, int n) {
@@ -236,7 +251,8 @@ static int row_of(const relattn_rel *t, int delta) {
 
 /* Does the scheme read a table row per key? */
 static int rk_any(const relattn_rel *t) {
-  return t->rk || t->rq || t->qrk || t->qrq || t->rv || t->beta;
+  return t->rk || t->rq || t->qrk || t->qrq || t->brk || t->brq || t->rv ||
+         t->beta;
 }
 
 /* The first r dims of x rotated by position p's angles into out, the rest
@@ -286,6 +302,8 @@ static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
     const float *rv = t->rv ? t->rv + h * ts : NULL;
     const relattn_q8w *qk8 = t->qrk ? t->qrk + h : NULL;
     const relattn_q8w *qq8 = t->qrq ? t->qrq + h : NULL;
+    const relattn_bf16w *bk16 = t->brk ? t->brk + h : NULL;
+    const relattn_bf16w *bq16 = t->brq ? t->brq + h : NULL;
     const float *beta = t->beta ? t->beta + (size_t)h * t->rows : NULL;
     const float slope = t->slope ? t->slope[h] : 0.0f;
     float *zh = z + (size_t)h * dh;
@@ -322,10 +340,25 @@ static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
       for (j = 0; j < n; j++)
         ef[j] += s * relattn_q8w_dot(qk8, rb[j], xq, sx, zx);
     }
+    if (bk16) {
+      /* the bf16 table: q + w rounded to bf16, each key's row of the
+      ** product as relattn_bf16_gemm sums it */
+      float *xr = (float *)(void *)xq;
+      for (c = 0; c < dh; c++)
+        xr[c] = bf16_value(qh[c] + (t->w ? t->w[(size_t)h * dh + c] : 0.0f));
+      for (j = 0; j < n; j++) ef[j] += s * relattn_bf16w_dot(bk16, rb[j], xr);
+    }
     if (rq)
       for (j = 0; j < n; j++)
         ef[j] += s * dot(K + (size_t)j * in + (size_t)h * dh,
                          rq + (size_t)rb[j] * dh, dh);
+    if (bq16)
+      for (j = 0; j < n; j++) {
+        float *xr = (float *)(void *)xq;
+        const float *kr = K + (size_t)j * in + (size_t)h * dh;
+        for (c = 0; c < dh; c++) xr[c] = bf16_value(kr[c]);
+        ef[j] += s * relattn_bf16w_dot(bq16, rb[j], xr);
+      }
     if (qq8)
       for (j = 0; j < n; j++) {
         relattn_q8_quantize_rows_on(relattn_q8_path(), xq, dh, &sx, &zx,

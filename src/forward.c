@@ -247,6 +247,9 @@ size_t relattn_forward_memory(const relattn_model *m, int n, int count,
       if (c->quant == RELATTN_QUANT_INT8) { /* int8 tables (model.c) */
         rel.rk = rel.rq = NULL;
         rel.qrk = rel.qrq = (const relattn_q8w *)m;
+      } else if (c->quant == RELATTN_QUANT_BF16) { /* bf16 tables */
+        rel.rk = rel.rq = NULL;
+        rel.brk = rel.brq = (const relattn_bf16w *)m;
       }
       rel.bucket = (const int *)m;
       rel.per_head = 1;
@@ -981,8 +984,12 @@ static int build_schemes(fwd_ctx *c, char *err, size_t errlen) {
              ** and size are read) */
     const relattn_rel *t = &c->m->terms[0].rel;
     const int64_t per = (int64_t)t->rows * c->in;
-    tb.t[0] = t->rk ? t->rk : (const float *)(const void *)t->qrk;
-    tb.t[2] = t->rq ? t->rq : (const float *)(const void *)t->qrq;
+    tb.t[0] = t->rk    ? t->rk
+              : t->qrk ? (const float *)(const void *)t->qrk
+                       : (const float *)(const void *)t->brk;
+    tb.t[2] = t->rq    ? t->rq
+              : t->qrq ? (const float *)(const void *)t->qrq
+                       : (const float *)(const void *)t->brq;
     tb.count[0] = tb.t[0] ? per : 0;
     tb.count[2] = tb.t[2] ? per : 0;
   }
@@ -1004,6 +1011,8 @@ static void layer_tables(fwd_ctx *c, int l) {
     c->schemes[s].rel.rq = c->m->terms[l].rel.rq;
     c->schemes[s].rel.qrk = c->m->terms[l].rel.qrk;
     c->schemes[s].rel.qrq = c->m->terms[l].rel.qrq;
+    c->schemes[s].rel.brk = c->m->terms[l].rel.brk;
+    c->schemes[s].rel.brq = c->m->terms[l].rel.brq;
   }
 }
 

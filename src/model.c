@@ -961,11 +961,15 @@ float *relattn_model_slot(relattn_model *m, int i) {
   return (float *)*slot_ptr(m, i);
 }
 
-/* Bytes of deberta's int8 tables: each layer's c2p and p2c, one weight
-** (2 span rows, d_head) per head (src/qgemm.c's block and its header). */
+/* Bytes of deberta's int8 (bf16) tables: each layer's c2p and p2c, one
+** weight (2 span rows, d_head) per head (src/qgemm.c's block and its
+** header). */
 static size_t deberta_q8_bytes(const relattn_config *c) {
   const int rows = 2 * deberta_span(c), dh = relattn_config_d_head(c);
   const size_t count = 2 * (size_t)c->n_heads * (size_t)c->n_layers;
+  if (c->quant == RELATTN_QUANT_BF16)
+    return (count * sizeof(relattn_bf16w) + 63) / 64 * 64 +
+           count * relattn_bf16w_block_bytes(rows, dh);
   return (count * sizeof(relattn_q8w) + 63) / 64 * 64 +
          count * relattn_q8w_block_bytes(rows, dh);
 }
@@ -980,8 +984,9 @@ size_t relattn_model_prepared_bytes(const relattn_config *c) {
            c->pos.type == RELATTN_POS_REL_KEY_QUERY)
     per = (2 * (size_t)c->max_len - 1) * dh; /* the flipped table */
   else if (c->pos.type == RELATTN_POS_DEBERTA &&
-           c->quant == RELATTN_QUANT_INT8) {
-    /* int8 c2p and p2c tables (build_terms: the normed table is scratch);
+           c->quant != RELATTN_QUANT_NONE) {
+    /* int8 (bf16) c2p and p2c tables (build_terms: the normed table is
+    ** scratch);
     ** the bucket map is each sequence's own (src/forward.c), not the
     ** model's: here one entry */
     per = 8;
@@ -1077,18 +1082,27 @@ static int pack_q8(relattn_model *m, const char *what, char *err,
 }
 
 /* out (heads, rows, d_head) = rel (rows, d_model) W^T + b for an int8
-** weight as stored (q (inner, d_model), its scales): the linear layer's
-** product (src/qgemm.c) into full (rows, inner), split by head. */
+** weight as stored (q (inner, d_model), its scales) or a bf16 one (q, no
+** scales): the linear layer's product (src/qgemm.c) into full (rows,
+** inner), split by head. */
 static int q8_project_table(float *out, float *full, const float *rel,
                             const void *q, const float *scale, const float *b,
                             int rows, const relattn_config *c, void *scratch) {
   const int in = relattn_config_inner(c), dh = relattn_config_d_head(c);
-  relattn_q8w w;
   int h, r;
-  if (relattn_q8w_new(&w, q, scale, in, c->d_model) != RELATTN_OK)
-    return RELATTN_ERR_NOMEM;
-  relattn_q8_gemm(full, in, rel, c->d_model, rows, &w, b, 0, scratch);
-  relattn_q8w_free(&w);
+  if (c->quant == RELATTN_QUANT_BF16) {
+    relattn_bf16w w;
+    if (relattn_bf16w_new(&w, q, in, c->d_model) != RELATTN_OK)
+      return RELATTN_ERR_NOMEM;
+    relattn_bf16_gemm(full, in, rel, c->d_model, rows, &w, b, 0, scratch);
+    relattn_bf16w_free(&w);
+  } else {
+    relattn_q8w w;
+    if (relattn_q8w_new(&w, q, scale, in, c->d_model) != RELATTN_OK)
+      return RELATTN_ERR_NOMEM;
+    relattn_q8_gemm(full, in, rel, c->d_model, rows, &w, b, 0, scratch);
+    relattn_q8w_free(&w);
+  }
   for (h = 0; h < c->n_heads; h++)
     for (r = 0; r < rows; r++)
       memcpy(out + ((size_t)h * rows + r) * dh,
@@ -1170,16 +1184,16 @@ static int prepare_terms(relattn_model *m, const char *what, char *err,
   float *deq = NULL;
   int rc;
   if (c->pos.type == RELATTN_POS_DEBERTA && c->quant != RELATTN_QUANT_NONE) {
-    /* bf16: wk, wq as floats; int8 (build_terms): a projection's output,
-    ** the layer's float tables, the normed table, a table's scales and
-    ** rows quantized, the product's scratch */
+    /* (build_terms) a projection's output, the layer's float tables, the
+    ** normed table, a table's scales and rows quantized (int8, or bf16),
+    ** the product's scratch */
     const size_t rows = 2 * (size_t)deberta_span(c);
     const size_t in = (size_t)relattn_config_inner(c);
-    size_t f = 2 * in * (size_t)c->d_model;
-    if (c->quant == RELATTN_QUANT_INT8)
-      f = rows * in + 2 * rows * in + rows * (size_t)c->d_model + rows +
-          rows * (size_t)relattn_config_d_head(c) / sizeof(float) + 1 + 16 +
-          relattn_q8_scratch((int)rows, c->d_model) / sizeof(float);
+    const size_t q8 = relattn_q8_scratch((int)rows, c->d_model);
+    const size_t b16 = relattn_bf16_scratch((int)rows, c->d_model);
+    const size_t f = rows * in + 2 * rows * in + rows * (size_t)c->d_model +
+                     rows + rows * (size_t)relattn_config_d_head(c) + 16 +
+                     (q8 > b16 ? q8 : b16) / sizeof(float);
     deq = relattn_alloc(sizeof(float) * f);
     if (!deq)
       return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
@@ -1205,15 +1219,18 @@ static int build_terms(relattn_model *m, float *deq, const char *what,
   ** OpenBLAS), then quantized per head and row into m->rel_proj:
   ** (n_layers, 2, heads) headers, then their weights' blocks
   ** (deberta_q8_bytes) */
-  const int q8 = deb && c->quant == RELATTN_QUANT_INT8;
+  /* (bf16 the same, the tables rounded to bf16) */
+  const int q8 = deb && c->quant != RELATTN_QUANT_NONE;
+  const int bf = c->quant == RELATTN_QUANT_BF16;
   float *full = q8 ? deq : NULL;
   float *ftab = q8 ? full + drows * in : NULL;
   float *qscale = q8 ? ftab + 2 * per + drows * c->d_model : NULL;
   int8_t *qrows = q8 ? (int8_t *)(qscale + drows) : NULL;
-  void *q8s = q8 ? (void *)(((uintptr_t)(qrows + drows * dh + 4) + 63) &
+  void *q8s = q8 ? (void *)(((uintptr_t)(qrows + 4 * drows * dh) + 63) &
                             ~(uintptr_t)63)
                  : NULL;
   relattn_q8w *hdr = NULL;
+  relattn_bf16w *hdr16 = NULL;
   char *blocks = NULL;
   const float *rel = NULL;
   int l, rc;
@@ -1240,8 +1257,10 @@ static int build_terms(relattn_model *m, float *deq, const char *what,
     rel = m->rel_emb;
     if (q8) {
       hdr = (relattn_q8w *)(void *)m->rel_proj;
+      hdr16 = (relattn_bf16w *)(void *)m->rel_proj;
       blocks = (char *)m->rel_proj +
-               (2 * (size_t)c->n_heads * c->n_layers * sizeof(relattn_q8w) +
+               (2 * (size_t)c->n_heads * c->n_layers *
+                    (bf ? sizeof(relattn_bf16w) : sizeof(relattn_q8w)) +
                 63) / 64 * 64;
     }
     if (c->rel_norm) {
@@ -1284,11 +1303,10 @@ static int build_terms(relattn_model *m, float *deq, const char *what,
     if (deb) {
       float *pk = q8 ? ftab : m->rel_proj + (size_t)l * 2 * per, *pq = pk + per;
       const relattn_layer *L = &m->layers[l];
-      const float *wk = L->wk, *wq = L->wq;
       if (q8) {
         /* pos_key = key_proj(rel), pos_query = query_proj(rel): the int8
-        ** layers' products (rows of rel quantized as their inputs are),
-        ** split by head */
+        ** (bf16) layers' products (rows of rel quantized (rounded) as their
+        ** inputs are), split by head */
         rc = q8_project_table(pk, full, rel, L->wk, L->sk, L->bk, (int)drows,
                               c, q8s);
         if (rc == RELATTN_OK)
@@ -1298,16 +1316,10 @@ static int build_terms(relattn_model *m, float *deq, const char *what,
           return relattn_errorf(err, errlen, RELATTN_ERR_NOMEM,
                                 "%s: out of memory for the deberta tables",
                                 what);
-      } else if (deq) { /* bf16 as stored */
-        relattn_to_f32(deq, L->wk, RELATTN_BF16, in * c->d_model);
-        relattn_to_f32(deq + in * c->d_model, L->wq, RELATTN_BF16,
-                       in * c->d_model);
-        wk = deq, wq = deq + in * c->d_model;
-      }
-      if (!q8) {
-        relattn_project_table(pk, rel, wk, L->bk, (int)drows, c->d_model,
+      } else {
+        relattn_project_table(pk, rel, L->wk, L->bk, (int)drows, c->d_model,
                               c->n_heads, dh);
-        relattn_project_table(pq, rel, wq, L->bq, (int)drows, c->d_model,
+        relattn_project_table(pq, rel, L->wq, L->bq, (int)drows, c->d_model,
                               c->n_heads, dh);
       }
       tb.t[0] = pk, tb.count[0] = (int64_t)per;
@@ -1322,22 +1334,35 @@ static int build_terms(relattn_model *m, float *deq, const char *what,
     if (xl) m->terms[l].mem = table; /* xl's build allocates nothing */
     if (rc != RELATTN_OK) return rc;
     if (q8) {
-      /* each head's tables, symmetric per row (src/qgemm.c), for the
-      ** kernel's int8 products in place of the floats */
-      const size_t qb = relattn_q8w_block_bytes((int)drows, dh);
+      /* each head's tables, symmetric per row (src/qgemm.c; bf16: rounded
+      ** to nearest even), for the kernel's int8 (bf16) products in place of
+      ** the floats */
+      const size_t qb = bf ? relattn_bf16w_block_bytes((int)drows, dh)
+                           : relattn_q8w_block_bytes((int)drows, dh);
       int side, hh;
       for (side = 0; side < 2; side++)
         for (hh = 0; hh < c->n_heads; hh++) {
           const size_t k = ((size_t)l * 2 + side) * c->n_heads + hh;
-          relattn_q8_quantize(qrows, qscale,
-                              ftab + side * per + (size_t)hh * drows * dh,
-                              (int)drows, dh);
+          const float *t = ftab + side * per + (size_t)hh * drows * dh;
+          if (bf) {
+            uint16_t *h16 = (uint16_t *)(void *)qrows;
+            relattn_f32_to_bf16_n(h16, t, drows * dh);
+            hdr16[k] = *relattn_bf16w_place(blocks + k * qb, h16, (int)drows,
+                                            dh);
+            continue;
+          }
+          relattn_q8_quantize(qrows, qscale, t, (int)drows, dh);
           hdr[k] = *relattn_q8w_place(blocks + k * qb, qrows, qscale,
                                       (int)drows, dh);
         }
       m->terms[l].rel.rk = m->terms[l].rel.rq = NULL;
-      m->terms[l].rel.qrk = hdr + (size_t)l * 2 * c->n_heads;
-      m->terms[l].rel.qrq = hdr + ((size_t)l * 2 + 1) * c->n_heads;
+      if (bf) {
+        m->terms[l].rel.brk = hdr16 + (size_t)l * 2 * c->n_heads;
+        m->terms[l].rel.brq = hdr16 + ((size_t)l * 2 + 1) * c->n_heads;
+      } else {
+        m->terms[l].rel.qrk = hdr + (size_t)l * 2 * c->n_heads;
+        m->terms[l].rel.qrq = hdr + ((size_t)l * 2 + 1) * c->n_heads;
+      }
     }
   }
   return RELATTN_OK;

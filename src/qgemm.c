@@ -838,6 +838,25 @@ static float bf_step(float a, float x, float w) {
   return r;
 }
 
+relattn_bf16w relattn_bf16w_rows(const relattn_bf16w *bw, int lo, int out) {
+  relattn_bf16w v = *bw;
+  v.out = out;
+  v.w = bw->w + (size_t)(lo / QP) * QP * round_up(bw->in, 2);
+  return v;
+}
+
+float relattn_bf16w_dot(const relattn_bf16w *bw, int r, const float *x) {
+  const int kp = round_up(bw->in, 2);
+  const uint16_t *w = bw->w + bf_at(r, 0, kp);
+  float acc = 0.0f;
+  int k;
+  for (k = 0; k < kp; k += 2, w += QP * 2) {
+    acc = bf_step(acc, k + 1 < bw->in ? x[k + 1] : 0.0f, bf(w[1]));
+    acc = bf_step(acc, x[k], bf(w[0]));
+  }
+  return acc;
+}
+
 typedef struct bfcall {
   const uint16_t *xb; /* (rows, ldq) bf16 rows: avx512bf16 */
   const float *xf;    /* (rows, ldq) the same values as float: the others */

@@ -201,6 +201,10 @@ typedef struct relattn_rel {
   ** s k rq[b] are qgemm's, q and k rows quantized per row as a linear
   ** layer's input, then times s. NULL: the float tables. */
   const struct relattn_q8w *qrk, *qrq;
+  /* rk, rq as bf16 instead (per_head; rk, rq NULL): H weights of (rows, d),
+  ** the products relattn_bf16_gemm's (q and k rows rounded to bf16), then
+  ** times s. NULL: as above. */
+  const struct relattn_bf16w *brk, *brq;
   const float *rv;        /* value side, or NULL */
   const float *beta;      /* (H, B) scalars added unscaled, or NULL */
   const float *u, *w;     /* (H, d) query offsets, or NULL */
@@ -1047,6 +1051,11 @@ void relattn_bf16w_unpack(uint16_t *w /* (out, in) */, const relattn_bf16w *bw);
 size_t relattn_bf16w_block_bytes(int out, int in);
 relattn_bf16w *relattn_bf16w_place(void *mem, const uint16_t *w, int out,
                                    int in);
+/* Rows [lo, lo + out) of bw as a weight of its own, as relattn_q8w_rows. */
+relattn_bf16w relattn_bf16w_rows(const relattn_bf16w *bw, int lo, int out);
+/* Row r of bw against x (in floats, each already a bf16 value): the value
+** relattn_bf16_gemm writes for them without b, the same bits. */
+float relattn_bf16w_dot(const relattn_bf16w *bw, int r, const float *x);
 /* The floats a bf16 weight is: w (out, in), exactly. */
 void relattn_bf16w_to_f32(float *w /* (out, in) */, const relattn_bf16w *bw);
 /* relattn_f32_to_bf16 on n values. */

@@ -1,11 +1,13 @@
-"""An int8 model's DeBERTa position tables (docs/reference.md,
+"""A quantized model's DeBERTa position tables (docs/reference.md,
 relattn_quantize): each layer's c2p and p2c tables (pos_key =
 key_proj(rel_embeddings), pos_query = query_proj(rel_embeddings)) kept int8
 with a float32 scale per (head, table row), their products with q and k
-integer as the linear layers' (src/qgemm.c).
+integer as the linear layers' (src/qgemm.c); bf16 models the same in bf16
+(tables rounded, products as the bf16 layers sum them).
 
 - Against a float64 reference of that arithmetic (test_quantize.py's
-  act_q8 and table_q8 in tests/sql/reference_model.py): embeddings, a
+  act_q8 and table_q8, act_bf16 and table_bf16, in
+  tests/sql/reference_model.py): embeddings, a
   classifier's probabilities (row 0 alone in the last layer), decoders'
   log-probabilities (the causal mask), the attention weights, token by
   token generation (src/decode.c's path); sequences longer than position_buckets
@@ -29,9 +31,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import reference_model as ref  # noqa: E402
 from conftest import ROOT, connect, from_f32  # noqa: E402
 from test_kernel_sets import kernel_sets  # noqa: E402
-from test_quantize import act_q8, cached_bytes, stored_params, table_q8  # noqa: E402
+from test_quantize import ACT, DEB as DEB_OF, cached_bytes, stored_params  # noqa: E402
 
-DEB = (act_q8, table_q8)
+MODES = ["int8", "bf16"]
 POS = {"type": "deberta", "position_buckets": 64, "max_relative_positions": 256,
        "norm_rel_ebd": "layer_norm"}
 LENS = (1, 2, 9, 40, 64, 130, 300, 600)
@@ -41,7 +43,7 @@ def toks(tokens):
     return np.asarray(tokens, dtype="<i4").tobytes()
 
 
-def model(db, rng, arch="encoder", name="m", pos=POS, head_scale=1.0, **kw):
+def model(db, rng, arch="encoder", name="m", pos=POS, head_scale=1.0, mode="int8", **kw):
     cfg = ref.random_config(rng, arch=arch, norm="post", bos=arch == "decoder",
                             position=dict(pos), **kw)
     params = ref.random_params(rng, cfg)
@@ -49,45 +51,52 @@ def model(db, rng, arch="encoder", name="m", pos=POS, head_scale=1.0, **kw):
     params[head] = (params[head] * head_scale).astype(params[head].dtype)
     db.execute("SELECT relattn_import(?, ?)",
                (name + "_f32", ref.safetensors_bytes(params, cfg)))
-    db.execute("SELECT relattn_quantize(?, ?, 'int8')", (name + "_f32", name))
+    db.execute("SELECT relattn_quantize(?, ?, ?)", (name + "_f32", name, mode))
     return cfg, stored_params(db, name)
 
 
-def test_embeddings_match_the_quantized_reference(db, rng):
+@pytest.mark.parametrize("mode", MODES)
+def test_embeddings_match_the_quantized_reference(db, rng, mode):
     """Relative error of the mean embedding: float32's rounding where no
     quantized input lands on the other side of a level from the float64
-    reference's (most rows); with float tables in the reference instead the
-    median is over 1e-4."""
-    cfg, p = model(db, rng, d_model=64, n_heads=4, d_ff=128, n_layers=2)
+    reference's (most int8 rows, at times half of them: 1e-4; bf16 rounds
+    each value, so its long rows see several such flips: 1e-5 to 2e-4); with float tables in the
+    reference instead the median is 2e-4 to 4e-4 (bf16), 1e-3 (int8). The
+    bf16 tables' other tests (log-probabilities, probabilities, weights)
+    tell them from float ones by more."""
+    cfg, p = model(db, rng, d_model=64, n_heads=4, d_ff=128, n_layers=2, mode=mode)
+    act = ACT[mode]
     errors, float_tables = [], []
     for n in LENS:
         tokens = rng.integers(0, 256, n).tolist()
         ids = ref.model_input(cfg, tokens)
         got = from_f32(db.execute("SELECT relattn_embed('m', ?)", (toks(tokens),)).fetchone()[0])
-        for out, deb in ((errors, DEB), (float_tables, None)):
-            w = ref.forward(cfg, p, ids, act_quant=act_q8, deb_quant=deb)["hidden"].mean(0)
+        for out, deb in ((errors, DEB_OF[mode]), (float_tables, None)):
+            w = ref.forward(cfg, p, ids, act_quant=act, deb_quant=deb)["hidden"].mean(0)
             out.append(np.linalg.norm(got - w) / np.linalg.norm(w))
     errors, float_tables = np.array(errors), np.array(float_tables)
-    print(f"int8 tables: median {np.median(errors):.1e}, largest {errors.max():.1e}; "
+    print(f"{mode} tables: median {np.median(errors):.1e}, largest {errors.max():.1e}; "
           f"the reference with float tables: median {np.median(float_tables):.1e}")
-    assert np.median(errors) < 1e-5
+    assert np.median(errors) < {"int8": 5e-5, "bf16": 1.5e-4}[mode]
     assert errors.max() < 1e-3
-    assert np.median(float_tables) > 1e-4
+    assert np.median(float_tables) > {"int8": 10, "bf16": 2}[mode] * np.median(errors)
 
 
-def test_decoder_log_probs_and_generation(db, rng):
+@pytest.mark.parametrize("mode", MODES)
+def test_decoder_log_probs_and_generation(db, rng, mode):
     """A causal DeBERTa (one-sided buckets): relattn_logprobs through the
     kernel, and greedy generation through the incremental decoder, each
     token's log-probability against the reference of the whole sequence."""
     # the head scaled down: next tokens far from certain, whose
     # log-probabilities show the tables' effect
     cfg, p = model(db, rng, arch="decoder", d_model=48, n_heads=3, d_ff=96, n_layers=2,
-                   head_scale=0.1)
+                   head_scale=0.1, mode=mode)
+    act, deb = ACT[mode], DEB_OF[mode]
     errors = []
     for n in (1, 5, 40, 300):
         tokens = rng.integers(0, 256, n).tolist()
         ids = ref.model_input(cfg, tokens)
-        lp = ref.forward(cfg, p, ids, act_quant=act_q8, deb_quant=DEB)["logprobs"]
+        lp = ref.forward(cfg, p, ids, act_quant=act, deb_quant=deb)["logprobs"]
         got = [r[0] for r in db.execute("SELECT logprob FROM relattn_logprobs('m', ?)",
                                         (toks(tokens),))]
         errors += list(np.abs(np.array(got) - [lp[i, ids[i + 1]] for i in range(len(ids) - 1)]))
@@ -103,18 +112,19 @@ def test_decoder_log_probs_and_generation(db, rng):
     seq = ref.model_input(cfg, prompt)
     gen_err, plain_err = [], []
     for token, logprob in rows:
-        lp = ref.forward(cfg, p, seq, act_quant=act_q8, deb_quant=DEB)["logprobs"][-1]
-        plain = ref.forward(cfg, p, seq, act_quant=act_q8)["logprobs"][-1]
+        lp = ref.forward(cfg, p, seq, act_quant=act, deb_quant=deb)["logprobs"][-1]
+        plain = ref.forward(cfg, p, seq, act_quant=act)["logprobs"][-1]
         gen_err.append(abs(lp[token] - logprob))
         plain_err.append(abs(plain[token] - logprob))
         seq.append(token)
     print(f"generation: median error {np.median(gen_err):.1e}, largest {max(gen_err):.1e}; "
           f"against float tables: median {np.median(plain_err):.1e}")
     assert len(rows) == 12 and np.median(gen_err) < 1e-5
-    assert np.median(plain_err) > 2e-5
+    assert np.median(plain_err) > 10 * np.median(gen_err)
 
 
-def test_classifier_matches_the_quantized_reference(db, rng):
+@pytest.mark.parametrize("mode", MODES)
+def test_classifier_matches_the_quantized_reference(db, rng, mode):
     """A classifier reads row 0 of the last layer alone (the kernel's first
     query only: one query block of one row against every key)."""
     cfg = ref.with_head(ref.random_config(rng, arch="encoder", norm="post", bos=False,
@@ -123,7 +133,7 @@ def test_classifier_matches_the_quantized_reference(db, rng):
                         "classifier", pooler="tanh", labels=["a", "b", "c"])
     params = ref.random_params(rng, cfg)
     db.execute("SELECT relattn_import('m_f32', ?)", (ref.safetensors_bytes(params, cfg),))
-    db.execute("SELECT relattn_quantize('m_f32', 'm', 'int8')")
+    db.execute("SELECT relattn_quantize('m_f32', 'm', ?)", (mode,))
     p = stored_params(db, "m")
     errors, plain = [], []
     for n in LENS * 2:
@@ -131,8 +141,8 @@ def test_classifier_matches_the_quantized_reference(db, rng):
         ids = ref.model_input(cfg, tokens)
         got = np.array([r[0] for r in db.execute(
             "SELECT prob FROM relattn_labels('m', ?) ORDER BY rowid", (toks(tokens),))])
-        for out, deb in ((errors, DEB), (plain, None)):
-            want = ref.heads(cfg, p, ids, act_quant=act_q8, deb_quant=deb)["probs"]
+        for out, deb in ((errors, DEB_OF[mode]), (plain, None)):
+            want = ref.heads(cfg, p, ids, act_quant=ACT[mode], deb_quant=deb)["probs"]
             out.append(np.abs(got - want).max())
     print(f"classifier: median error {np.median(errors):.1e}, largest {max(errors):.1e}; "
           f"against float tables: median {np.median(plain):.1e}")
@@ -140,13 +150,14 @@ def test_classifier_matches_the_quantized_reference(db, rng):
     assert np.median(plain) > 10 * np.median(errors)
 
 
-def test_attention_weights_match_the_quantized_reference(db, rng):
-    cfg, p = model(db, rng, d_model=32, n_heads=2, d_ff=64, n_layers=2)
+@pytest.mark.parametrize("mode", MODES)
+def test_attention_weights_match_the_quantized_reference(db, rng, mode):
+    cfg, p = model(db, rng, d_model=32, n_heads=2, d_ff=64, n_layers=2, mode=mode)
     tokens = rng.integers(0, 256, 150).tolist()
     ids = ref.model_input(cfg, tokens)
-    maps = np.array(ref.forward(cfg, p, ids, maps=True, act_quant=act_q8,
-                                deb_quant=DEB)["maps"])
-    plain = np.array(ref.forward(cfg, p, ids, maps=True, act_quant=act_q8)["maps"])
+    maps = np.array(ref.forward(cfg, p, ids, maps=True, act_quant=ACT[mode],
+                                deb_quant=DEB_OF[mode])["maps"])
+    plain = np.array(ref.forward(cfg, p, ids, maps=True, act_quant=ACT[mode])["maps"])
     n = len(ids)
     got = np.zeros_like(maps)
     for layer, head, q, k, w in db.execute(
@@ -158,12 +169,13 @@ def test_attention_weights_match_the_quantized_reference(db, rng):
           f"{np.quantile(err, 0.99):.1e}, largest {err.max():.1e}; against float "
           f"tables: 99th percentile {np.quantile(err_plain, 0.99):.1e}")
     assert got.shape[-1] == n
-    assert np.quantile(err, 0.99) < 1e-5 and err.max() < 1e-2
-    assert np.quantile(err_plain, 0.99) > 1e-4
+    assert np.quantile(err, 0.99) < 1e-4 and err.max() < 1e-2
+    assert np.quantile(err_plain, 0.99) > 5 * np.quantile(err, 0.99)
 
 
-def test_same_bits_for_any_thread_count_and_in_the_scan(db, rng):
-    model(db, rng, d_model=64, n_heads=4, d_ff=128, n_layers=2)
+@pytest.mark.parametrize("mode", MODES)
+def test_same_bits_for_any_thread_count_and_in_the_scan(db, rng, mode):
+    model(db, rng, d_model=64, n_heads=4, d_ff=128, n_layers=2, mode=mode)
     lens = [int(x) for x in rng.integers(1, 40, 25)] + [130, 300, 600, 257, 513]
     rng.shuffle(lens)
     db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
@@ -249,16 +261,20 @@ def deberta_cached(tmp_path, rng, quant, buckets, n_layers=2, d_model=64, n_head
 @pytest.mark.parametrize("quant", [None, "bf16", "int8"])
 def test_cached_bytes_of_the_tables(tmp_path, rng, quant):
     """What 32 more buckets (64 table rows) add to a loaded model, 2 layers of
-    4 heads of 16, d_model 64: rel_emb's rows (float32) and the normed
-    rel table's, once; and each layer's c2p and p2c tables, float32 (bf16
-    too) or int8 with a float32 scale per row (src/qgemm.c's block: a byte
-    per weight, a scale and a row sum per row)."""
+    4 heads of 16, d_model 64: rel_emb's rows (float32) and, for float32,
+    the normed rel table's, once (quantized models use it while building
+    their tables only); and each layer's c2p and p2c tables, float32, bf16
+    or int8 with a float32 scale per row (src/qgemm.c's block: a byte per
+    weight, a scale and a row sum per row)."""
     L, H, dh, d, rows = 2, 4, 16, 64, 64
     grow = deberta_cached(tmp_path, rng, quant, 64) - deberta_cached(tmp_path, rng, quant, 32)
     rel_emb = 4 * rows * d
     if quant == "int8":
         tables = 2 * L * H * (rows * dh + 4 * rows + 4 * rows)
         normed = 0     # scratch while the tables are built
+    elif quant == "bf16":
+        tables = 2 * L * H * rows * dh * 2
+        normed = 0
     else:
         tables = 2 * L * rows * H * dh * 4
         normed = 4 * rows * d

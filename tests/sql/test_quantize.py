@@ -117,9 +117,14 @@ def table_q8(t):
     return q.astype(np.float64) * s.astype(np.float64)
 
 
-# the c2p and p2c products of each mode: int8 tables against q and k rows
-# quantized as a linear layer's input; bf16 keeps float32 tables
-DEB = {"int8": (act_q8, table_q8), "bf16": None}
+def table_bf16(t):
+    """A bf16 model's DeBERTa position table: its rows rounded to bf16."""
+    return bf16(t).astype(np.float64)
+
+
+# the c2p and p2c products of each mode: int8 (bf16) tables against q and k
+# rows quantized (rounded) as a linear layer's input
+DEB = {"int8": (act_q8, table_q8), "bf16": (act_bf16, table_bf16)}
 
 
 def stored_params(db, model):
