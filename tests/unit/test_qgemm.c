@@ -27,6 +27,8 @@
 **    here with __float128 for the flush below FLT_MIN (the AVX-512 BF16
 **    path is the instruction itself, so this also checks the emulation
 **    against the hardware); inputs near FLT_MIN, where the flush decides.
+** 6b. A bf16 weight's rows from a panel (relattn_bf16w_rows) on every
+**    path, and relattn_bf16w_dot, the same bits as the whole product.
 ** 7. Against float64: |y - ref| <= (in + 2) 2^-24 |terms| on the bf16
 **    values, plus 2^-7 |terms| from rounding x and W to bf16.
 ** Shapes: rows 1..40, out 1..100 (panel edges 31, 32, 33, 95), in 1..600
@@ -516,6 +518,54 @@ static void bf_subnormal_weights(void) {
   relattn_bf16w_free(&bw);
 }
 
+/* bf16: rows [lo, hi] from lo's panel on every path against the whole
+** weight's product; relattn_bf16w_dot against its bits. */
+static void bf_rows_case(int rows, int in, int out) {
+  float *x = rand_floats((size_t)rows * in, 1.0);
+  float *w = rand_floats((size_t)out * in, 0.5);
+  float *xr = relattn_alloc(sizeof(float) * (size_t)(in + 1));
+  float *whole = relattn_alloc(sizeof(float) * (size_t)rows * out);
+  float *got = relattn_alloc(sizeof(float) * (size_t)rows * out);
+  uint16_t *h = relattn_alloc(sizeof(uint16_t) * (size_t)out * in);
+  void *scratch = relattn_alloc(relattn_bf16_scratch(rows, in));
+  relattn_bf16w bw;
+  int r, c, k, p, lo, bad = 0, bad_dot = 0, views = 0;
+  relattn_f32_to_bf16_n(h, w, (size_t)out * in);
+  CHECK(relattn_bf16w_new(&bw, h, out, in) == RELATTN_OK, "bf16w_new");
+  relattn_bf16_gemm_on("scalar", whole, out, x, in, rows, &bw, NULL, 0,
+                       scratch);
+  for (p = 0; p < 3; p++) {
+    if (!relattn_bf16_path_ok(bf_paths[p])) continue;
+    for (lo = 0; lo < out; lo += RELATTN_QPANEL) {
+      const int hi = lo + (int)(unit_next() % (uint64_t)(out - lo));
+      const relattn_bf16w v = relattn_bf16w_rows(&bw, lo, hi - lo + 1);
+      memset(got, 0, sizeof(float) * (size_t)rows * out);
+      relattn_bf16_gemm_on(bf_paths[p], got, out, x, in, rows, &v, NULL, 0,
+                           scratch);
+      views++;
+      for (r = 0; r < rows; r++)
+        for (c = 0; c < out; c++) {
+          const float want = c <= hi - lo ? whole[(size_t)r * out + lo + c] : 0.0f;
+          if (fbits(got[(size_t)r * out + c]) != fbits(want)) bad++;
+        }
+    }
+  }
+  for (r = 0; r < rows; r++) {
+    for (k = 0; k < in; k++) xr[k] = bfv(relattn_f32_to_bf16(x[(size_t)r * in + k]));
+    for (c = 0; c < out; c++)
+      if (fbits(relattn_bf16w_dot(&bw, c, xr)) != fbits(whole[(size_t)r * out + c]))
+        bad_dot++;
+  }
+  CHECK(views > 0 && bad == 0,
+        "bf16 rows from a panel: %d elements differ over %d views (rows %d in "
+        "%d out %d)", bad, views, rows, in, out);
+  CHECK(bad_dot == 0, "bf16w_dot: %d of %d differ from the product (in %d)",
+        bad_dot, rows * out, in);
+  relattn_bf16w_free(&bw);
+  relattn_free(x), relattn_free(w), relattn_free(xr), relattn_free(whole);
+  relattn_free(got), relattn_free(h), relattn_free(scratch);
+}
+
 int main(void) {
   static const int outs[] = {1, 17, 31, 32, 33, 64, 95, 100};
   static const int ins[] = {1, 3, 4, 5, 63, 64, 65, 257, 600};
@@ -566,6 +616,9 @@ int main(void) {
     bf_case(1 + (int)(unit_next() % 20), 1 + (int)(unit_next() % 200),
             1 + (int)(unit_next() % 70), 1, (int)(unit_next() % 2), 0, 1);
   bf_case(20, 300, 40, 1, 0, 0, 1);
+  for (t = 0; t < 10; t++)
+    bf_rows_case(1 + (int)(unit_next() % 40), 1 + (int)(unit_next() % 130),
+                 1 + (int)(unit_next() % 512));
   printf("steps the flush changed: %ld\n", flushed_sub);
   CHECK(flushed_sub > 0, "the tiny cases flushed no subnormal sum");
   UNIT_DONE();
