@@ -105,15 +105,16 @@ cached 50.6%, 64.4%, 80.4% (its tables are read into float32). Both quantized co
 float32 relattn, before the embeddings were quantized: every label, probabilities within 6e-6,
 embedding cosines at least 0.99995 (int8) and 0.99999 (bf16).
 Since then the int8 model keeps DeBERTa's c2p/p2c tables int8 (a float32 scale per head and
-table row) and multiplies them on src/qgemm.c (src/attention.c), and the cache counts the normed
-rel table once, not once per layer. relattn's sides alone (BENCH_DEBERTA_SHAPES=base
-BENCH_DEBERTA_JOBS=embed BENCH_DEBERTA_PEERS="", 20 rows; load average 5-9 on 2 cores from other
-work): base embed int8 over float32, CPU, 1 thread; 2 threads: 2.10; 2.07 (5 rounds), 1.82; 1.60
-(3 rounds, the same code, the load higher); in one process on a random model of the base shape
-(30 rows, 5 interleaved rounds, the build before and after): 1.74 -> 1.93 at one thread,
-1.72 -> 1.98 at two. The int8 model's cached bytes are 28.8% of float32's (15.9 of 55.1 MB; the
-int8 tables 2.7 MB where the float32 ones were 9.4), its embeddings' cosine with float32's
-0.99996.
+table row) and the bf16 model bf16, multiplied on src/qgemm.c (src/attention.c), and the cache
+counts the normed rel table once, not once per layer. relattn's sides alone
+(BENCH_DEBERTA_SHAPES=base BENCH_DEBERTA_JOBS=embed BENCH_DEBERTA_PEERS="", 20 rows; load
+average 4-9 on 2 cores from other work): base embed int8 over float32, CPU, 1 thread; 2 threads:
+2.07; 2.04 (3 rounds), 2.10; 2.07 (5 rounds, bf16 tables still float32), 1.82; 1.60 (3 rounds, the
+same, the load higher); bf16 over float32 1.60; 1.67 (1.50; 1.53 with float32 tables). In one
+process on a random model of the base shape (30 rows, 5 interleaved rounds, the build before
+and after): int8 1.78 -> 1.94, bf16 1.43 -> 1.55 at one thread. The int8 model's cached bytes
+are 28.8% of float32's (15.9 of 55.1 MB; the int8 tables 2.7 MB where the float32 ones were
+9.4), the bf16 model's 51.5% (was 61.5%); embeddings' cosine with float32's 0.99997 (int8).
 On t5, before ReLU was vectorized (src/forward.c), relattn float32 ran at 2410 tokens a CPU
 second, int8 at 4377; after, 2967 and 7867 (12 rows of 50-500 tokens, one thread).
 
