@@ -98,11 +98,14 @@ def test_decoder_log_probs_and_generation(db, rng, mode):
     cfg, p = model(db, rng, arch="decoder", d_model=48, n_heads=3, d_ff=96, n_layers=2,
                    head_scale=0.1, mode=mode)
     act, deb = ACT[mode], DEB_OF[mode]
+    # an int8 tied output embedding: its input rounded as a layer's
+    head = act if mode == "int8" else None
     errors = []
     for n in (1, 5, 40, 300):
         tokens = rng.integers(0, 256, n).tolist()
         ids = ref.model_input(cfg, tokens)
-        lp = ref.forward(cfg, p, ids, act_quant=act, deb_quant=deb)["logprobs"]
+        lp = ref.forward(cfg, p, ids, act_quant=act, deb_quant=deb,
+                         head_quant=head)["logprobs"]
         got = [r[0] for r in db.execute("SELECT logprob FROM relattn_logprobs('m', ?)",
                                         (toks(tokens),))]
         errors += list(np.abs(np.array(got) - [lp[i, ids[i + 1]] for i in range(len(ids) - 1)]))
@@ -118,8 +121,9 @@ def test_decoder_log_probs_and_generation(db, rng, mode):
     seq = ref.model_input(cfg, prompt)
     gen_err, plain_err = [], []
     for token, logprob in rows:
-        lp = ref.forward(cfg, p, seq, act_quant=act, deb_quant=deb)["logprobs"][-1]
-        plain = ref.forward(cfg, p, seq, act_quant=act)["logprobs"][-1]
+        lp = ref.forward(cfg, p, seq, act_quant=act, deb_quant=deb,
+                         head_quant=head)["logprobs"][-1]
+        plain = ref.forward(cfg, p, seq, act_quant=act, head_quant=head)["logprobs"][-1]
         gen_err.append(abs(lp[token] - logprob))
         plain_err.append(abs(plain[token] - logprob))
         seq.append(token)
@@ -267,7 +271,8 @@ def deberta_cached(tmp_path, rng, quant, buckets, n_layers=2, d_model=64, n_head
 @pytest.mark.parametrize("quant", [None, "bf16", "int8"])
 def test_cached_bytes_of_the_tables(tmp_path, rng, quant):
     """What 32 more buckets (64 table rows) add to a loaded model, 2 layers of
-    4 heads of 16, d_model 64: rel_emb's rows (float32) and, for float32,
+    4 heads of 16, d_model 64: rel_emb's rows (float32; int8 models also
+    keep its stored per-row scales) and, for float32,
     the normed rel table's, once (quantized models use it while building
     their tables only); and each layer's c2p and p2c tables, float32, bf16
     or int8 with a float32 scale per row (src/qgemm.c's block: a byte per
@@ -276,6 +281,7 @@ def test_cached_bytes_of_the_tables(tmp_path, rng, quant):
     grow = deberta_cached(tmp_path, rng, quant, 64) - deberta_cached(tmp_path, rng, quant, 32)
     rel_emb = 4 * rows * d
     if quant == "int8":
+        rel_emb += 4 * rows   # read into floats at load, its per-row scales kept
         tables = 2 * L * H * (rows * dh + 4 * rows + 4 * rows)
         normed = 0     # scratch while the tables are built
     elif quant == "bf16":
