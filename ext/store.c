@@ -308,8 +308,9 @@ static int loadTensors(sqlite3 *db, relattn_cache_entry *e, const char *what,
     if (!seen[i]) seen_count++;
     seen[i] = 1;
     if (kind == RELATTN_SLOT_Q8 || kind == RELATTN_SLOT_BF16 ||
-        kind == RELATTN_SLOT_Q8F)
-      /* as stored: packed (or read into floats) once all are read */
+        kind == RELATTN_SLOT_Q8F || kind == RELATTN_SLOT_Q8R)
+      /* as stored: packed (or read into floats) once all are read, or
+      ** kept so (Q8R) */
       memcpy(relattn_model_slot(m, i), data, (size_t)bytes);
     else if (spec.numel)
       relattn_to_f32(relattn_model_slot(m, i), data, dtype, spec.numel);
@@ -832,6 +833,18 @@ void relattn_weights_func(sqlite3_context *ctx, int argc,
         sqlite3_result_error_nomem(ctx);
       } else {
         relattn_bf16w_to_f32(f, (const relattn_bf16w *)(const void *)rows);
+        sqlite3_result_blob64(ctx, f, (sqlite3_uint64)spec.numel * 4,
+                              sqlite3_free);
+      }
+    } else if (relattn_model_slot_kind(&m->cfg, i) == RELATTN_SLOT_Q8R) {
+      /* an int8 table kept as stored (its scales the next slot): q s */
+      float *f = sqlite3_malloc64((sqlite3_uint64)spec.numel * 4 + 1);
+      if (!f) {
+        sqlite3_result_error_nomem(ctx);
+      } else {
+        relattn_q8r_to_f32(f, (const int8_t *)(const void *)rows,
+                           relattn_model_slot((relattn_model *)m, i + 1),
+                           (size_t)spec.shape[0], (size_t)spec.shape[1]);
         sqlite3_result_blob64(ctx, f, (sqlite3_uint64)spec.numel * 4,
                               sqlite3_free);
       }

@@ -19,7 +19,8 @@
 ** quantization.embeddings int8 tok_emb, an untied lm_head, pos_emb and
 ** rel_emb are I8 and followed by their per-row scales (tok_emb.scale, ...);
 ** tok_emb's and lm_head's slots then hold a packed relattn_q8w, pos_emb's
-** and rel_emb's the floats q s (read in place by relattn_model_prepare);
+** the floats q s (read in place by relattn_model_prepare), rel_emb's its
+** I8 rows as stored (build_terms reads them into floats in its scratch);
 ** with bf16 the four are BF16, read into floats. A bias is left
 ** out where the config has none: the linear ones with biases false, the
 ** norms' with rmsnorm. The tables below hold them. Import stores them in
@@ -702,15 +703,15 @@ static int is_packed_field(const tensor_row *r) {
 }
 
 /* Whether r is one of the embedding tables quantization.embeddings
-** quantizes: 2 for those the cache keeps quantized (the vocabulary's), 1
-** for those read into floats (positions'), 0 for none. */
+** quantizes: 2 for those the cache keeps packed (the vocabulary's), 3 for
+** the one it keeps as stored (rel_emb: read only while the DeBERTa tables
+** are built), 1 for the one read into floats (pos_emb), 0 for none. */
 static int emb_table(const tensor_row *r) {
   if (r->field == offsetof(relattn_model, tok_emb) ||
       r->field == offsetof(relattn_model, lm_head))
     return 2;
-  if (r->field == offsetof(relattn_model, pos_emb) ||
-      r->field == offsetof(relattn_model, rel_emb))
-    return 1;
+  if (r->field == offsetof(relattn_model, rel_emb)) return 3;
+  if (r->field == offsetof(relattn_model, pos_emb)) return 1;
   return 0;
 }
 
@@ -725,7 +726,8 @@ int relattn_model_slot_kind(const relattn_config *c, int i) {
     const int t = is_dec_tail_row(r) ? 0 : emb_table(r);
     if (!t || c->quant_emb == RELATTN_QUANT_NONE) return RELATTN_SLOT_FLOAT;
     if (c->quant_emb == RELATTN_QUANT_BF16) return RELATTN_SLOT_BF16F;
-    return t == 2 ? RELATTN_SLOT_Q8 : RELATTN_SLOT_Q8F;
+    return t == 2 ? RELATTN_SLOT_Q8 : t == 3 ? RELATTN_SLOT_Q8R
+                                             : RELATTN_SLOT_Q8F;
   }
   if (!is_packed_field(r)) return RELATTN_SLOT_FLOAT;
   return c->quant == RELATTN_QUANT_INT8   ? RELATTN_SLOT_Q8
@@ -734,7 +736,9 @@ int relattn_model_slot_kind(const relattn_config *c, int i) {
 }
 
 const char *relattn_slot_dtypes(int kind) {
-  return kind == RELATTN_SLOT_Q8 || kind == RELATTN_SLOT_Q8F ? "I8"
+  return kind == RELATTN_SLOT_Q8 || kind == RELATTN_SLOT_Q8F ||
+                 kind == RELATTN_SLOT_Q8R
+             ? "I8"
          : kind == RELATTN_SLOT_SCALE                       ? "F32"
          : kind == RELATTN_SLOT_BF16 || kind == RELATTN_SLOT_BF16F
              ? "BF16"
@@ -742,7 +746,8 @@ const char *relattn_slot_dtypes(int kind) {
 }
 
 int relattn_slot_dtype_ok(int kind, int dtype) {
-  if (kind == RELATTN_SLOT_Q8 || kind == RELATTN_SLOT_Q8F)
+  if (kind == RELATTN_SLOT_Q8 || kind == RELATTN_SLOT_Q8F ||
+      kind == RELATTN_SLOT_Q8R)
     return dtype == RELATTN_I8;
   if (kind == RELATTN_SLOT_SCALE) return dtype == RELATTN_F32;
   if (kind == RELATTN_SLOT_BF16 || kind == RELATTN_SLOT_BF16F)
@@ -773,6 +778,11 @@ static size_t spec_numel(const relattn_tensor_spec *s) {
 
 static size_t aligned_floats(size_t numel) { return (numel + 15) & ~(size_t)15; }
 
+/* Floats a RELATTN_SLOT_Q8R table's numel bytes take (its scales after). */
+static size_t q8r_floats(size_t numel) {
+  return aligned_floats((numel + sizeof(float) - 1) / sizeof(float));
+}
+
 /* numel of spec s, 0 (and *ok = 0) on overflow */
 static size_t checked_numel(const relattn_tensor_spec *s, int *ok) {
   size_t n = 1;
@@ -786,7 +796,9 @@ static size_t checked_numel(const relattn_tensor_spec *s, int *ok) {
 /* Floats slot i of spec s takes in m->mem: an int8 weight its packed
 ** block (relattn_q8w_block_bytes, a multiple of 64 bytes), which has room
 ** for the rows as stored while it loads; its scales none: they are read
-** into the block's own (relattn_q8w_scale_offset), kept once. */
+** into the block's own (relattn_q8w_scale_offset), kept once. An int8
+** table read into floats (Q8F) its floats, then its scales; one kept as
+** stored (Q8R) its bytes, then its scales. */
 static size_t slot_floats(const relattn_config *c, int i,
                           const relattn_tensor_spec *s, int *ok) {
   size_t n = checked_numel(s, ok);
@@ -797,6 +809,8 @@ static size_t slot_floats(const relattn_config *c, int i,
   if (kind == RELATTN_SLOT_SCALE) n = 0;
   if (kind == RELATTN_SLOT_Q8F) /* the floats, then the scales' room */
     n += aligned_floats((size_t)s->shape[0]);
+  if (kind == RELATTN_SLOT_Q8R) /* the bytes, then the scales' room */
+    n = q8r_floats(spec_numel(s)) + aligned_floats((size_t)s->shape[0]);
   if (kind == RELATTN_SLOT_BF16)
     n = relattn_bf16w_block_bytes((int)s->shape[0], (int)s->shape[1]) /
         sizeof(float);
@@ -939,12 +953,15 @@ int relattn_model_init(relattn_model *m, const relattn_config *c,
   for (i = 0; i < n; i++) {
     if (relattn_model_slot_kind(c, i) == RELATTN_SLOT_SCALE) {
       /* in its weight's block (slot i - 1, whose shape s still is): a
-      ** packed one's own, else after the floats */
+      ** packed one's own, else after the floats (the bytes: Q8R) */
+      const int wk = relattn_model_slot_kind(c, i - 1);
       *slot_ptr(m, i) =
-          relattn_model_slot_kind(c, i - 1) == RELATTN_SLOT_Q8
+          wk == RELATTN_SLOT_Q8
               ? (const float *)((const char *)*slot_ptr(m, i - 1) +
                                 relattn_q8w_scale_offset((int)s.shape[0],
                                                          (int)s.shape[1]))
+          : wk == RELATTN_SLOT_Q8R
+              ? *slot_ptr(m, i - 1) + q8r_floats(spec_numel(&s))
               : *slot_ptr(m, i - 1) + aligned_floats(spec_numel(&s));
       continue;
     }
@@ -985,8 +1002,8 @@ size_t relattn_model_prepared_bytes(const relattn_config *c) {
     per = (2 * (size_t)c->max_len - 1) * dh; /* the flipped table */
   else if (c->pos.type == RELATTN_POS_DEBERTA &&
            c->quant != RELATTN_QUANT_NONE) {
-    /* int8 (bf16) c2p and p2c tables (build_terms: the normed table is
-    ** scratch);
+    /* int8 (bf16) c2p and p2c tables (build_terms: the normed table, and
+    ** an int8 rel_emb's floats, are scratch);
     ** the bucket map is each sequence's own (src/forward.c), not the
     ** model's: here one entry */
     per = 8;
@@ -1137,7 +1154,7 @@ static int pack_layers(relattn_model *m, const char *what, char *err,
 static int prepare_terms(relattn_model *m, const char *what, char *err,
                          size_t errlen);
 
-/* Each int8 table read into floats (pos_emb, rel_emb: I8 as stored at the
+/* Each int8 table read into floats (pos_emb: I8 as stored at the
 ** start of its slot, its scales after), in place: q s, last element
 ** first, so that float k (bytes 4k .. 4k+3) overwrites only bytes already
 ** read. */
@@ -1158,6 +1175,12 @@ static void dequantize_q8f(relattn_model *m) {
     cols = (size_t)s.shape[1];
     for (k = s.numel; k-- > 0;) f[k] = (float)q[k] * scale[k / cols];
   }
+}
+
+void relattn_q8r_to_f32(float *out, const int8_t *q, const float *scale,
+                        size_t rows, size_t cols) {
+  size_t k;
+  for (k = 0; k < rows * cols; k++) out[k] = (float)q[k] * scale[k / cols];
 }
 
 int relattn_model_prepare(relattn_model *m, const char *what, char *err,
@@ -1253,8 +1276,17 @@ static int build_terms(relattn_model *m, float *deq, const char *what,
                             "%s: out of memory for the deberta tables", what);
     /* norm_rel_ebd "layer_norm": the table through the model's norm first
     ** (LayerNorm, or RMSNorm with norm_kind rmsnorm; its eps the model's),
-    ** after the layers' tables */
+    ** after the layers' tables (int8 models: in scratch) */
     rel = m->rel_emb;
+    if (c->quant_emb == RELATTN_QUANT_INT8) {
+      /* rel_emb kept int8 (RELATTN_SLOT_Q8R; quantization.embeddings int8
+      ** only with linear int8, so q8): its floats q s, as dequantize_q8f
+      ** reads pos_emb, in scratch where the normed table goes */
+      float *fe = ftab + 2 * per;
+      relattn_q8r_to_f32(fe, (const int8_t *)(const void *)m->rel_emb,
+                         m->rel_scale, drows, (size_t)c->d_model);
+      rel = fe;
+    }
     if (q8) {
       hdr = (relattn_q8w *)(void *)m->rel_proj;
       hdr16 = (relattn_bf16w *)(void *)m->rel_proj;
@@ -1266,7 +1298,8 @@ static int build_terms(relattn_model *m, float *deq, const char *what,
     if (c->rel_norm) {
       float *normed = q8 ? ftab + 2 * per
                          : m->rel_proj + per * 2 * (size_t)c->n_layers;
-      relattn_norm(normed, m->rel_emb, (int)drows, c->d_model, m->rel_ln_w,
+      /* (int8 rel_emb: rel is normed already, normed in place) */
+      relattn_norm(normed, rel, (int)drows, c->d_model, m->rel_ln_w,
                    m->rel_ln_b, c->norm_eps, c->norm_kind);
       rel = normed;
     }

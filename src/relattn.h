@@ -369,7 +369,7 @@ void relattn_layer_norm(float *out, const float *x, int rows, int d,
                         const float *w, const float *b, float eps);
 /* The norm of a config's norm_kind: LayerNorm as above, or RMSNorm (T5's
 ** T5LayerNorm) out = x / sqrt(mean(x^2) + eps) * w. b may be NULL (no
-** bias; rmsnorm has none). */
+** bias; rmsnorm has none). out may be x. */
 void relattn_norm(float *out, const float *x, int rows, int d, const float *w,
                   const float *b, float eps, int kind);
 
@@ -484,8 +484,10 @@ typedef struct relattn_config {
   /* quantization.embeddings (RELATTN_QUANT_*, 0 when absent: models
   ** quantized before it stored their embeddings float): with int8,
   ** tok_emb and an untied lm_head are I8 with per-row scales and stay int8
-  ** in the cache (relattn_q8w), pos_emb and rel_emb are I8 with scales,
-  ** read into floats (q s); with bf16 all four are BF16, read into floats.
+  ** in the cache (relattn_q8w), pos_emb is I8 with scales, read into floats
+  ** (q s), rel_emb I8 with scales kept as stored (read into floats only
+  ** while the DeBERTa tables are built); with bf16 all four are BF16, read
+  ** into floats.
   ** Only the same mode as quantization.linear. */
   int quant_emb;
 } relattn_config;
@@ -568,7 +570,8 @@ typedef struct relattn_model {
   /* quantization.embeddings int8: the per-row scales of tok_emb, lm_head,
   ** pos_emb and rel_emb (in their blocks), else NULL. tok_emb and an
   ** untied lm_head then point at a relattn_q8w, not floats: read a row
-  ** with relattn_model_embed, the head with relattn_fwd_head. */
+  ** with relattn_model_embed, the head with relattn_fwd_head; rel_emb at
+  ** its int8_t rows (RELATTN_SLOT_Q8R). */
   const float *tok_scale, *lm_scale, *pos_scale, *rel_scale;
 } relattn_model;
 
@@ -697,12 +700,19 @@ int relattn_model_prepare(relattn_model *m, const char *what, char *err,
 ** I8 only) and RELATTN_SLOT_SCALE (its per-row scales: F32 only); with
 ** bf16, RELATTN_SLOT_BF16 (a linear weight: BF16 only). */
 /* With quantization.embeddings int8 tok_emb and an untied lm_head are
-** RELATTN_SLOT_Q8 too, pos_emb and rel_emb RELATTN_SLOT_Q8F (I8 only,
-** followed by their scales, read into floats q s); with bf16 all four are
-** RELATTN_SLOT_BF16F (BF16 only, read into floats). */
+** RELATTN_SLOT_Q8 too, pos_emb RELATTN_SLOT_Q8F (I8 only, followed by its
+** scales, read into floats q s) and rel_emb RELATTN_SLOT_Q8R (I8 only,
+** followed by its scales, kept as stored: a byte per element); with bf16
+** all four are RELATTN_SLOT_BF16F (BF16 only, read into floats). */
 enum { RELATTN_SLOT_FLOAT = 0, RELATTN_SLOT_Q8 = 1, RELATTN_SLOT_SCALE = 2,
-       RELATTN_SLOT_BF16 = 3, RELATTN_SLOT_Q8F = 4, RELATTN_SLOT_BF16F = 5 };
+       RELATTN_SLOT_BF16 = 3, RELATTN_SLOT_Q8F = 4, RELATTN_SLOT_BF16F = 5,
+       RELATTN_SLOT_Q8R = 6 };
 int relattn_model_slot_kind(const relattn_config *c, int i);
+/* out (rows, cols) = q s, each row's int8 values times its scale: the
+** floats a RELATTN_SLOT_Q8R table stands for (a Q8F one is read into the
+** same at load). */
+void relattn_q8r_to_f32(float *out, const int8_t *q, const float *scale,
+                        size_t rows, size_t cols);
 /* The dtypes slot kind k takes, for messages: "F32, F16 or BF16", ... */
 const char *relattn_slot_dtypes(int kind);
 int relattn_slot_dtype_ok(int kind, int dtype);

@@ -21,7 +21,10 @@ integer as the linear layers' (src/qgemm.c); bf16 models the same in bf16
   tolerances allow that (TABLE_FLIP) and still tell the two apart.
 - The same bits on any thread count, in the scan (sequences of many lengths
   packed into one pass) and under every OpenBLAS kernel set this CPU runs.
-- Cached bytes: the tables' int8 blocks and the normed rel table once.
+- Cached bytes: the tables' int8 blocks and the normed rel table once;
+  an int8 model keeps rel_emb int8 (a byte an element and its scales), its
+  floats made in scratch while the tables are built; relattn_weights gives
+  the floats it stands for.
 """
 import json
 import os
@@ -271,8 +274,9 @@ def deberta_cached(tmp_path, rng, quant, buckets, n_layers=2, d_model=64, n_head
 @pytest.mark.parametrize("quant", [None, "bf16", "int8"])
 def test_cached_bytes_of_the_tables(tmp_path, rng, quant):
     """What 32 more buckets (64 table rows) add to a loaded model, 2 layers of
-    4 heads of 16, d_model 64: rel_emb's rows (float32; int8 models also
-    keep its stored per-row scales) and, for float32,
+    4 heads of 16, d_model 64: rel_emb's rows (float32; int8 models keep
+    them as stored, a byte an element and a float32 scale a row) and, for
+    float32,
     the normed rel table's, once (quantized models use it while building
     their tables only); and each layer's c2p and p2c tables, float32, bf16
     or int8 with a float32 scale per row (src/qgemm.c's block: a byte per
@@ -281,7 +285,7 @@ def test_cached_bytes_of_the_tables(tmp_path, rng, quant):
     grow = deberta_cached(tmp_path, rng, quant, 64) - deberta_cached(tmp_path, rng, quant, 32)
     rel_emb = 4 * rows * d
     if quant == "int8":
-        rel_emb += 4 * rows   # read into floats at load, its per-row scales kept
+        rel_emb = rows * d + 4 * rows   # int8 as stored, its per-row scales
         tables = 2 * L * H * (rows * dh + 4 * rows + 4 * rows)
         normed = 0     # scratch while the tables are built
     elif quant == "bf16":
@@ -291,3 +295,23 @@ def test_cached_bytes_of_the_tables(tmp_path, rng, quant):
         tables = 2 * L * rows * H * dh * 4
         normed = 4 * rows * d
     assert grow == rel_emb + normed + tables, (grow, rel_emb, normed, tables)
+
+
+def test_int8_rel_emb_weights_are_the_floats_it_stands_for(db, rng):
+    """An int8 model's rel_emb stays int8 in the cache: relattn_weights gives
+    q s (each stored int8 value times its row's stored scale), bit for bit,
+    and its scales as stored; the model computes with the same floats (the
+    embeddings tests above, against the reference on q s)."""
+    cfg, _ = model(db, rng, d_model=32, n_heads=4, d_ff=64, n_layers=1)
+    rows = {n: (dt, json.loads(sh), d) for n, dt, sh, d in db.execute(
+        "SELECT name, dtype, shape, data FROM relattn_tensor WHERE model = 'm'")}
+    dt, shape, data = rows["rel_emb"]
+    assert (dt, shape) == ("I8", [128, 32])
+    q = np.frombuffer(data, np.int8).reshape(shape)
+    s = np.frombuffer(rows["rel_emb.scale"][2], "<f4")
+    assert np.count_nonzero(q) > q.size // 2 and np.all(s > 0)
+    want = (q.astype(np.float32) * s[:, None]).astype(np.float32)
+    got = from_f32(db.execute("SELECT relattn_weights('m', 'rel_emb')").fetchone()[0], shape)
+    assert got.view(np.uint32).tobytes() == want.view(np.uint32).tobytes()
+    got = db.execute("SELECT relattn_weights('m', 'rel_emb.scale')").fetchone()[0]
+    assert got == rows["rel_emb.scale"][2]
