@@ -431,13 +431,17 @@ static int run_rows(relattn_dec *d, const int *tok, int rows, char *err,
       a_in = d->h;
     }
     (void)hw;
-    if (relattn_fwd_linear(m, pool, 0, d->qkv, 3 * in, a_in, lda, rows, D,
-                             in, L->wq, L->bq, 0.0f) ||
-        relattn_fwd_linear(m, pool, 0, d->qkv + in, 3 * in, a_in, lda, rows,
-                             D, in, L->wk, L->bk, 0.0f) ||
-        relattn_fwd_linear(m, pool, 0, d->qkv + 2 * in, 3 * in, a_in, lda,
-                             rows, D, in, L->wv, L->bv, 0.0f))
-      goto nomem;
+    {
+      relattn_fwd_prod p[3];
+      int i;
+      for (i = 0; i < 3; i++) {
+        p[i].y = d->qkv + (size_t)i * in, p[i].ldy = 3 * in, p[i].out = in;
+        p[i].beta = 0.0f;
+      }
+      p[0].w = L->wq, p[0].b = L->bq, p[1].w = L->wk, p[1].b = L->bk;
+      p[2].w = L->wv, p[2].b = L->bv;
+      if (relattn_fwd_rows(m, pool, a_in, lda, rows, D, p, 3)) goto nomem;
+    }
     /* the rows' keys (rotated) and values into their caches */
     for (r = 0; r < rows; r++) {
       const float *q = d->qkv + (size_t)r * 3 * in;
@@ -460,9 +464,12 @@ static int run_rows(relattn_dec *d, const int *tok, int rows, char *err,
                  cache_of(d, d->v, l, d->row_beam[r]),
                  d->h + (size_t)r * d->hw);
     /* the rest of the layer, as src/forward.c's ffn_task */
-    if (relattn_fwd_linear(m, pool, 0, d->x, D, d->h, d->hw, rows, in, D,
-                             L->wo, L->bo, 1.0f))
-      goto nomem;
+    {
+      relattn_fwd_prod p;
+      p.y = d->x, p.ldy = D, p.out = D, p.w = L->wo, p.b = L->bo;
+      p.beta = 1.0f;
+      if (relattn_fwd_rows(m, pool, d->h, d->hw, rows, in, &p, 1)) goto nomem;
+    }
     if (pre) {
       relattn_norm(d->h, d->x, rows, D, L->ln2_w, L->ln2_b, c->norm_eps,
                    c->norm_kind);
@@ -472,7 +479,8 @@ static int run_rows(relattn_dec *d, const int *tok, int rows, char *err,
                    c->norm_kind);
       a_in = d->x;
     }
-    if (relattn_fwd_ffn(m, L, pool, 0, d->x, a_in, rows, d->hid)) goto nomem;
+    if (relattn_fwd_ffn_rows(m, L, pool, d->x, a_in, rows, d->hid))
+      goto nomem;
     if (!pre)
       relattn_norm(d->x, d->x, rows, D, L->ln2_w, L->ln2_b, c->norm_eps,
                    c->norm_kind);

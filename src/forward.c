@@ -339,25 +339,176 @@ int relattn_fwd_linear(const relattn_model *m, relattn_pool *pool, int worker,
   return 0;
 }
 
+/* ---- products of a few rows across the pool (a decoding step) ---------- */
+
+/* Work (rows x in x out multiply-adds) below which a call stays on the
+** calling thread: handing a job to the pool costs a wake-up and a wait of
+** a few microseconds, more than a small matrix takes to read. Measured on
+** make bench-generate at two threads (see there). */
+#define ROWS_SPLIT_WORK (256 * 1024)
+/* Tasks per worker: the atomic counter balances them, so a worker that the
+** OS (or a busy machine) delays leaves its share to the others. */
+#define ROWS_TASKS_PER_WORKER 4
+#define ROWS_MAX_PRODS 3
+
+typedef struct rows_ctx {
+  const relattn_model *m;
+  const float *x;
+  int ldx, rows, in, n;
+  const relattn_fwd_prod *p;
+  int first[ROWS_MAX_PRODS + 1]; /* product i's panels: [first[i], first[i+1]) */
+  int n_tasks;
+  const void *scratch;           /* int8 / bf16: x's rows, prepared once */
+} rows_ctx;
+
+/* Panels [p0, p1) of the products, one call per product they touch. */
+static void rows_task(void *ctxp, int task, int worker) {
+  const rows_ctx *c = ctxp;
+  const int total = c->first[c->n];
+  const int p0 = (int)((int64_t)total * task / c->n_tasks);
+  const int p1 = (int)((int64_t)total * (task + 1) / c->n_tasks);
+  int i;
+  (void)worker;
+  for (i = 0; i < c->n; i++) {
+    const relattn_fwd_prod *p = &c->p[i];
+    const int a = p0 > c->first[i] ? p0 : c->first[i];
+    const int e = p1 < c->first[i + 1] ? p1 : c->first[i + 1];
+    const int acc = p->beta != 0.0f;
+    int c0, c1;
+    if (a >= e) continue;
+    c0 = (a - c->first[i]) * RELATTN_PANEL;
+    c1 = (e - c->first[i]) * RELATTN_PANEL;
+    if (c1 > p->out) c1 = p->out;
+    if (c->m->cfg.quant == RELATTN_QUANT_INT8)
+      relattn_q8_gemm_cols(p->y, p->ldy, c->rows,
+                           (const relattn_q8w *)(const void *)p->w, p->b, acc,
+                           c->scratch, c0, c1);
+    else if (c->m->cfg.quant == RELATTN_QUANT_BF16)
+      relattn_bf16_gemm_cols(p->y, p->ldy, c->rows,
+                             (const relattn_bf16w *)(const void *)p->w, p->b,
+                             acc, c->scratch, c0, c1);
+    else
+      relattn_gemm(p->y + c0, p->ldy, c->x, c->ldx, c->rows, c->in, c1 - c0,
+                   p->w + (size_t)c0 * c->in, p->b ? p->b + c0 : NULL, acc);
+  }
+}
+
+int relattn_fwd_rows(const relattn_model *m, relattn_pool *pool,
+                     const float *x, int ldx, int rows, int in,
+                     const relattn_fwd_prod *p, int n) {
+  const int worker = relattn_pool_worker(pool);
+  rows_ctx c;
+  int64_t work = 0;
+  int i;
+  if (n < 1 || n > ROWS_MAX_PRODS || rows < 1) return 0;
+  if (m->cfg.quant == RELATTN_QUANT_NONE && !m->packed) {
+    /* OpenBLAS's sgemm: its bits depend on the product's shape, so no cut */
+    for (i = 0; i < n; i++)
+      if (relattn_fwd_linear(m, pool, worker, p[i].y, p[i].ldy, x, ldx, rows,
+                             in, p[i].out, p[i].w, p[i].b, p[i].beta))
+        return 1;
+    return 0;
+  }
+  memset(&c, 0, sizeof c);
+  c.m = m, c.x = x, c.ldx = ldx, c.rows = rows, c.in = in, c.p = p, c.n = n;
+  for (i = 0; i < n; i++) {
+    c.first[i + 1] = c.first[i] + (p[i].out + RELATTN_PANEL - 1) / RELATTN_PANEL;
+    work += (int64_t)rows * in * p[i].out;
+  }
+  if (m->cfg.quant != RELATTN_QUANT_NONE) {
+    /* x rounded once for every product and task (the caller's scratch) */
+    const int q8 = m->cfg.quant == RELATTN_QUANT_INT8;
+    void *scratch = relattn_pool_scratch_slot(
+        pool, worker, SLOT_Q8,
+        q8 ? relattn_q8_scratch(rows, in) : relattn_bf16_scratch(rows, in));
+    if (!scratch) return 1;
+    if (q8) relattn_q8_rows(scratch, x, ldx, rows, in);
+    else relattn_bf16_rows(scratch, x, ldx, rows, in);
+    c.scratch = scratch;
+  }
+  /* every output's bits are the kernel's whatever the cut (src/gemm.c,
+  ** src/qgemm.c), so the cut may follow the pool's size */
+  c.n_tasks = 1;
+  if (work >= ROWS_SPLIT_WORK && relattn_pool_size(pool) > 1) {
+    c.n_tasks = relattn_pool_size(pool) * ROWS_TASKS_PER_WORKER;
+    if (c.n_tasks > c.first[n]) c.n_tasks = c.first[n];
+  }
+  relattn_pool_run(pool, c.n_tasks, rows_task, &c);
+  return 0;
+}
+
+int relattn_fwd_ffn_rows(const relattn_model *m, const relattn_layer *L,
+                         relattn_pool *pool, float *x, const float *in,
+                         int rows, float *hid) {
+  const relattn_config *cfg = &m->cfg;
+  const int d = cfg->d_model, ff = cfg->d_ff;
+  float *gate = hid + (size_t)rows * ff;
+  relattn_fwd_prod p[2];
+  size_t i, count = (size_t)rows * ff;
+  p[0].y = hid, p[0].ldy = ff, p[0].out = ff, p[0].w = L->w1, p[0].b = L->b1;
+  p[0].beta = 0.0f;
+  p[1] = p[0];
+  p[1].y = gate, p[1].w = L->w3, p[1].b = L->b3;
+  if (relattn_fwd_rows(m, pool, in, d, rows, d, p, cfg->ffn_gated ? 2 : 1))
+    return 1;
+  relattn_fwd_activate(hid, count, cfg->activation);
+  if (cfg->ffn_gated)
+    for (i = 0; i < count; i++) hid[i] *= gate[i];
+  p[0].y = x, p[0].ldy = d, p[0].out = d, p[0].w = L->w2, p[0].b = L->b2;
+  p[0].beta = 1.0f;
+  return relattn_fwd_rows(m, pool, hid, ff, rows, ff, p, 1);
+}
+
+/* Columns of the LM head per task (float32 tables): a fixed cut, since
+** OpenBLAS's bits depend on the product's shape; a function of the shape
+** alone, so the same on any number of threads. */
+#define HEAD_COLS 1024
+
+typedef struct head_ctx {
+  float *logits;
+  const float *x, *e;
+  int ldx, rows, d, vocab;
+  float alpha;
+} head_ctx;
+
+static void head_cols_task(void *ctxp, int task, int worker) {
+  const head_ctx *h = ctxp;
+  const int c0 = task * HEAD_COLS;
+  const int cols = h->vocab - c0 < HEAD_COLS ? h->vocab - c0 : HEAD_COLS;
+  (void)worker;
+  relattn_sgemm(0, 1, h->rows, cols, h->d, h->alpha, h->x, h->ldx,
+                h->e + (size_t)c0 * h->d, h->d, 0.0f, h->logits + c0,
+                h->vocab);
+}
+
 int relattn_fwd_head(const relattn_model *m, relattn_pool *pool, int worker,
                      float *logits, const float *x, int ldx, int rows,
                      float alpha, const float *b) {
   const int V = m->cfg.vocab_size, d = m->cfg.d_model;
-  int r, c;
+  int r, c, n_tasks = 1;
+  (void)worker; /* relattn_fwd_rows finds the caller's own */
   if (m->cfg.quant_emb == RELATTN_QUANT_INT8) {
-    void *scratch = relattn_pool_scratch_slot(pool, worker, SLOT_Q8,
-                                              relattn_q8_scratch(rows, d));
-    if (!scratch) return 1;
-    relattn_q8_gemm(logits, V, x, ldx, rows,
-                    (const relattn_q8w *)(const void *)m->lm_head, b, 0,
-                    scratch);
+    /* the packed int8 table: a linear layer's product, split as one */
+    relattn_fwd_prod p;
+    p.y = logits, p.ldy = V, p.out = V, p.w = m->lm_head, p.b = b;
+    p.beta = 0.0f;
+    if (relattn_fwd_rows(m, pool, x, ldx, rows, d, &p, 1)) return 1;
     if (alpha != 1.0f)
       for (r = 0; r < rows; r++)
         for (c = 0; c < V; c++) logits[(size_t)r * V + c] *= alpha;
     return 0;
   }
-  relattn_sgemm(0, 1, rows, V, d, alpha, x, ldx, m->lm_head, d, 0.0f, logits,
-                V);
+  if ((int64_t)rows * d * V >= ROWS_SPLIT_WORK)
+    n_tasks = (V + HEAD_COLS - 1) / HEAD_COLS;
+  if (n_tasks == 1) {
+    relattn_sgemm(0, 1, rows, V, d, alpha, x, ldx, m->lm_head, d, 0.0f, logits,
+                  V);
+  } else {
+    head_ctx h;
+    h.logits = logits, h.x = x, h.e = m->lm_head, h.ldx = ldx, h.rows = rows;
+    h.d = d, h.vocab = V, h.alpha = alpha;
+    relattn_pool_run(pool, n_tasks, head_cols_task, &h);
+  }
   if (b)
     for (r = 0; r < rows; r++)
       for (c = 0; c < V; c++) logits[(size_t)r * V + c] += b[c];

@@ -18,11 +18,14 @@ int relattn_fwd_linear(const relattn_model *m, relattn_pool *pool, int worker,
                        int in, int out, const float *w, const float *b,
                        float beta);
 /* logits (rows, vocab_size) = alpha x E^T + b, E the output embedding
-** (lm_head, or tok_emb when tied), b (vocab_size) or NULL. With
-** quantization.embeddings int8 an int8 product (src/qgemm.c, x quantized
-** per row as a linear layer's) on worker's scratch, then times alpha when
-** alpha is not 1 (a second rounding); else sgemm. 0, or 1 when that
-** scratch could not be had. */
+** (lm_head, or tok_emb when tied), b (vocab_size) or NULL, its columns
+** split across pool when the work is large (the same bits on any thread
+** count). With quantization.embeddings int8 an int8 product
+** (relattn_fwd_rows: x quantized per row as a linear layer's, on the
+** caller's scratch), then times alpha when alpha is not 1 (a second
+** rounding); else OpenBLAS's sgemm, on fixed cuts of the vocabulary when
+** large (a function of the shape alone). 0, or 1 when that scratch could
+** not be had. (worker: unused, the caller's is found from pool.) */
 int relattn_fwd_head(const relattn_model *m, relattn_pool *pool, int worker,
                      float *logits, const float *x, int ldx, int rows,
                      float alpha, const float *b);
@@ -35,4 +38,24 @@ int relattn_fwd_ffn(const relattn_model *m, const relattn_layer *L,
                     relattn_pool *pool, int worker, float *x, const float *in,
                     int rows, float *hid);
 
+/* One of several products of the same rows: y (rows, ldy) = beta y +
+** x W^T + b, W (out, in) one of the model's linear weights. */
+typedef struct relattn_fwd_prod {
+  float *y;
+  int ldy, out;
+  const float *w, *b;
+  float beta;
+} relattn_fwd_prod;
+/* n (1 to 3) products of x (rows, in) as relattn_fwd_linear makes them,
+** the same bits, for the few rows of a decoding step: their output
+** columns cut into tasks of whole panels on pool (the calling thread takes
+** part), or on the calling thread alone when the work is small. 0, or 1
+** when the caller's scratch could not be had. */
+int relattn_fwd_rows(const relattn_model *m, relattn_pool *pool,
+                     const float *x, int ldx, int rows, int in,
+                     const relattn_fwd_prod *p, int n);
+/* relattn_fwd_ffn on relattn_fwd_rows: the same bits. */
+int relattn_fwd_ffn_rows(const relattn_model *m, const relattn_layer *L,
+                         relattn_pool *pool, float *x, const float *in,
+                         int rows, float *hid);
 #endif /* RELATTN_FWD_H */

@@ -702,33 +702,78 @@ size_t relattn_q8_scratch(int rows, int in) {
   return params + (size_t)(rows > 0 ? rows : 1) * round_up(in > 0 ? in : 1, 64);
 }
 
+/* The quantized rows of a call in scratch (relattn_q8_scratch's layout). */
+static void q8_call_of(q8call *C, const void *scratch, int rows, int in) {
+  const float *sx = scratch;
+  const int32_t *zx = (const int32_t *)(sx + round_up(rows > 0 ? rows : 1, 8));
+  C->xq = (const uint8_t *)(zx + round_up(rows > 0 ? rows : 1, 8));
+  C->sx = sx, C->zx = zx, C->ldq = round_up(in, 64);
+}
+
+/* A weight's columns [c0, c1) as a weight of their own (c0 a multiple of
+** QP): the same panels, scales and sums, read where they lie. */
+static relattn_q8w q8_view(const relattn_q8w *qw, int c0, int c1) {
+  relattn_q8w v;
+  v.out = c1 - c0, v.in = qw->in;
+  v.w = qw->w + (size_t)c0 * round_up(qw->in, 4);
+  v.scale = qw->scale + c0, v.sum = qw->sum + c0;
+  return v;
+}
+
+static void q8_run(const char *path, float *y, int ldy, int rows,
+                   const q8call *C) {
+#ifdef QX86
+  if (strcmp(path, "avx512vnni") == 0) {
+    q8_tiles(y, ldy, rows, C, q8t512, MR_V512, QP);
+    return;
+  }
+  if (strcmp(path, "avxvnni") == 0) {
+    q8_tiles(y, ldy, rows, C, q8tvnni, MR_V256, 16);
+    return;
+  }
+  if (strcmp(path, "avx2") == 0) {
+    q8_tiles(y, ldy, rows, C, q8tavx2, MR_V256, 8);
+    return;
+  }
+#else
+  (void)path;
+#endif
+  q8_scalar(y, ldy, rows, C);
+}
+
 void relattn_q8_gemm_on(const char *path, float *y, int ldy, const float *x,
                         int ldx, int rows, const relattn_q8w *qw,
                         const float *b, int accumulate, void *scratch) {
   q8call C;
-  float *sx = scratch;
-  int32_t *zx = (int32_t *)(sx + round_up(rows > 0 ? rows : 1, 8));
-  uint8_t *xq = (uint8_t *)(zx + round_up(rows > 0 ? rows : 1, 8));
   if (rows <= 0 || qw->out <= 0) return;
-  C.ldq = round_up(qw->in, 64);
-  relattn_q8_quantize_rows_on(path, xq, C.ldq, sx, zx, x, ldx, rows, qw->in);
-  C.xq = xq, C.sx = sx, C.zx = zx, C.qw = qw, C.b = b;
-  C.accumulate = accumulate;
-#ifdef QX86
-  if (strcmp(path, "avx512vnni") == 0) {
-    q8_tiles(y, ldy, rows, &C, q8t512, MR_V512, QP);
-    return;
-  }
-  if (strcmp(path, "avxvnni") == 0) {
-    q8_tiles(y, ldy, rows, &C, q8tvnni, MR_V256, 16);
-    return;
-  }
-  if (strcmp(path, "avx2") == 0) {
-    q8_tiles(y, ldy, rows, &C, q8tavx2, MR_V256, 8);
-    return;
-  }
-#endif
-  q8_scalar(y, ldy, rows, &C);
+  q8_call_of(&C, scratch, rows, qw->in);
+  relattn_q8_quantize_rows_on(path, (uint8_t *)C.xq, C.ldq, (float *)C.sx,
+                              (int32_t *)C.zx, x, ldx, rows, qw->in);
+  C.qw = qw, C.b = b, C.accumulate = accumulate;
+  q8_run(path, y, ldy, rows, &C);
+}
+
+void relattn_q8_rows(void *scratch, const float *x, int ldx, int rows,
+                     int in) {
+  q8call C;
+  if (rows <= 0 || in <= 0) return;
+  q8_call_of(&C, scratch, rows, in);
+  relattn_q8_quantize_rows_on(relattn_q8_path(), (uint8_t *)C.xq, C.ldq,
+                              (float *)C.sx, (int32_t *)C.zx, x, ldx, rows,
+                              in);
+}
+
+void relattn_q8_gemm_cols(float *y, int ldy, int rows, const relattn_q8w *qw,
+                          const float *b, int accumulate, const void *scratch,
+                          int c0, int c1) {
+  q8call C;
+  relattn_q8w v;
+  if (c1 > qw->out) c1 = qw->out;
+  if (rows <= 0 || c0 < 0 || c0 % QP || c1 <= c0) return;
+  v = q8_view(qw, c0, c1);
+  q8_call_of(&C, scratch, rows, qw->in);
+  C.qw = &v, C.b = b ? b + c0 : NULL, C.accumulate = accumulate;
+  q8_run(relattn_q8_path(), y + c0, ldy, rows, &C);
 }
 
 void relattn_q8_gemm(float *y, int ldy, const float *x, int ldx, int rows,
@@ -1122,40 +1167,79 @@ size_t relattn_bf16_scratch(int rows, int in) {
   return (size_t)(rows > 0 ? rows : 1) * round_up(in > 0 ? in : 1, 16) * 4;
 }
 
-void relattn_bf16_gemm_on(const char *path, float *y, int ldy, const float *x,
-                          int ldx, int rows, const relattn_bf16w *bw,
-                          const float *b, int accumulate, void *scratch) {
-  bfcall C;
+/* x's rows as the path's tiles read them, into scratch (ldq apart). */
+static void bf_rows(const char *path, void *scratch, int ldq, const float *x,
+                    int ldx, int rows, int in) {
+  float *xf = scratch;
+  const int kp = round_up(in, 2);
   int r, k;
-  if (rows <= 0 || bw->out <= 0) return;
+#ifdef QX86
+  if (strcmp(path, "avx512bf16") == 0) {
+    bf_rows_avx512(scratch, ldq, x, ldx, rows, in);
+    return;
+  }
+  if (strcmp(path, "avx2") == 0) {
+    bf_rows_f32_avx2(scratch, ldq, x, ldx, rows, in);
+    return;
+  }
+#else
+  (void)path;
+#endif
+  for (r = 0; r < rows; r++) {
+    for (k = 0; k < in; k++)
+      xf[(size_t)r * ldq + k] = bf(relattn_f32_to_bf16(x[(size_t)r * ldx + k]));
+    for (; k < kp; k++) xf[(size_t)r * ldq + k] = 0.0f;
+  }
+}
+
+/* The tiles over rows already in scratch (bf_rows, the same path). */
+static void bf_run(const char *path, float *y, int ldy, int rows,
+                   const relattn_bf16w *bw, const float *b, int accumulate,
+                   const void *scratch) {
+  bfcall C;
   C.ldq = round_up(bw->in, 16), C.bw = bw, C.b = b, C.accumulate = accumulate;
   C.xb = NULL, C.xf = NULL;
 #ifdef QX86
   if (strcmp(path, "avx512bf16") == 0) {
-    bf_rows_avx512(scratch, C.ldq, x, ldx, rows, bw->in);
     C.xb = scratch;
     bf_tiles(y, ldy, rows, &C, bft512, MR_BF512, QP);
     return;
   }
   if (strcmp(path, "avx2") == 0) {
-    bf_rows_f32_avx2(scratch, C.ldq, x, ldx, rows, bw->in);
     C.xf = scratch;
     bf_tiles(y, ldy, rows, &C, bftavx2, MR_BF256, 8);
     return;
   }
 #endif
-  {
-    float *xf = scratch;
-    const int kp = round_up(bw->in, 2);
-    for (r = 0; r < rows; r++) {
-      for (k = 0; k < bw->in; k++)
-        xf[(size_t)r * C.ldq + k] =
-            bf(relattn_f32_to_bf16(x[(size_t)r * ldx + k]));
-      for (; k < kp; k++) xf[(size_t)r * C.ldq + k] = 0.0f;
-    }
-    C.xf = xf;
-    bf_scalar(y, ldy, &C, 0, rows, 0, bw->out);
-  }
+  C.xf = scratch;
+  bf_scalar(y, ldy, &C, 0, rows, 0, bw->out);
+}
+
+void relattn_bf16_gemm_on(const char *path, float *y, int ldy, const float *x,
+                          int ldx, int rows, const relattn_bf16w *bw,
+                          const float *b, int accumulate, void *scratch) {
+  if (rows <= 0 || bw->out <= 0) return;
+  bf_rows(path, scratch, round_up(bw->in, 16), x, ldx, rows, bw->in);
+  bf_run(path, y, ldy, rows, bw, b, accumulate, scratch);
+}
+
+void relattn_bf16_rows(void *scratch, const float *x, int ldx, int rows,
+                       int in) {
+  if (rows <= 0 || in <= 0) return;
+  bf_rows(relattn_bf16_path(), scratch, round_up(in, 16), x, ldx, rows, in);
+}
+
+void relattn_bf16_gemm_cols(float *y, int ldy, int rows,
+                            const relattn_bf16w *bw, const float *b,
+                            int accumulate, const void *scratch, int c0,
+                            int c1) {
+  relattn_bf16w v;
+  if (c1 > bw->out) c1 = bw->out;
+  if (rows <= 0 || c0 < 0 || c0 % QP || c1 <= c0) return;
+  v.out = c1 - c0, v.in = bw->in;
+  v.w = bw->w + (size_t)c0 * round_up(bw->in, 2);
+  bf_run(relattn_bf16_path(), y + c0, ldy, rows, &v, b ? b + c0 : NULL,
+         accumulate, scratch);
 }
 
 void relattn_bf16_gemm(float *y, int ldy, const float *x, int ldx, int rows,

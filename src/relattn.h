@@ -1045,6 +1045,16 @@ void relattn_q8_gemm_on(const char *path, float *y, int ldy, const float *x,
                         const float *b, int accumulate, void *scratch);
 int relattn_q8_path_ok(const char *path);
 const char *relattn_q8_path(void);
+/* The same product in two halves, for products that share their rows x
+** and are cut by output columns across threads: relattn_q8_rows quantizes
+** x (rows, in) once into scratch (relattn_q8_scratch(rows, in) bytes);
+** relattn_q8_gemm_cols then computes y's columns [c0, c1) of any weight of
+** that in from it (c0 a multiple of RELATTN_QPANEL; c1 past out: out),
+** reading scratch only: the bits relattn_q8_gemm gives those columns. */
+void relattn_q8_rows(void *scratch, const float *x, int ldx, int rows, int in);
+void relattn_q8_gemm_cols(float *y, int ldy, int rows, const relattn_q8w *qw,
+                          const float *b, int accumulate, const void *scratch,
+                          int c0, int c1);
 
 /* A bf16 weight in panel order. */
 typedef struct relattn_bf16w {
@@ -1081,6 +1091,14 @@ void relattn_bf16_gemm_on(const char *path, float *y, int ldy, const float *x,
                           int ldx, int rows, const relattn_bf16w *bw,
                           const float *b, int accumulate, void *scratch);
 int relattn_bf16_path_ok(const char *path);
+/* As relattn_q8_rows and relattn_q8_gemm_cols, for bf16 (scratch:
+** relattn_bf16_scratch(rows, in) bytes). */
+void relattn_bf16_rows(void *scratch, const float *x, int ldx, int rows,
+                       int in);
+void relattn_bf16_gemm_cols(float *y, int ldy, int rows,
+                            const relattn_bf16w *bw, const float *b,
+                            int accumulate, const void *scratch, int c0,
+                            int c1);
 const char *relattn_bf16_path(void);
 
 /* ---- incremental decoding (src/seq2seq.c for encoder-decoders) ---------- */

@@ -187,6 +187,15 @@ static int check_model(const relattn_model *m, const char *fn, char *err,
 
 /* ---- the cached path ---------------------------------------------------- */
 
+/* y (beams, ldy) = beta y + x W^T + b, W (out, in): a step's product on
+** the pool's threads (src/fwd.h, relattn_fwd_rows). */
+static int one(s2s *s, float *y, int ldy, const float *x, int ldx, int in,
+               int out, const float *w, const float *b, float beta) {
+  relattn_fwd_prod p;
+  p.y = y, p.ldy = ldy, p.out = out, p.w = w, p.b = b, p.beta = beta;
+  return relattn_fwd_rows(s->m, s->pool, x, ldx, s->beams, in, &p, 1);
+}
+
 /* One decoder token per beam (s->x holds their embeddings) at position
 ** s->t; logits (beams, vocab). */
 static int step_rows(s2s *s, float *logits, const char *fn, char *err,
@@ -195,8 +204,8 @@ static int step_rows(s2s *s, float *logits, const char *fn, char *err,
   const relattn_config *c = &m->cfg;
   const int B = s->beams, d = c->d_model, in = s->in, t = s->t;
   const int H = c->n_heads, dh = relattn_config_d_head(c);
-  const int w = relattn_pool_worker(s->pool);
   const size_t per = (size_t)s->max_len * in; /* a beam's cache, one layer */
+  relattn_fwd_prod p[3];
   int l, b, h, j, e;
   for (l = 0; l < c->dec_layers; l++) {
     const relattn_layer *L = &m->dec_layers[l];
@@ -205,13 +214,11 @@ static int step_rows(s2s *s, float *logits, const char *fn, char *err,
       return relattn_errorf(err, errsz, RELATTN_ERR_INTERRUPT, "interrupted");
     /* self-attention: q, and this position's k, v into the cache */
     norm_rows(m, s->h, s->x, B, L->ln1_w, L->ln1_b);
-    if (relattn_fwd_linear(m, s->pool, w, s->q, in, s->h, d, B, d, in, L->wq,
-                           L->bq, 0.0f) ||
-        relattn_fwd_linear(m, s->pool, w, s->kv, 2 * in, s->h, d, B, d, in,
-                           L->wk, L->bk, 0.0f) ||
-        relattn_fwd_linear(m, s->pool, w, s->kv + in, 2 * in, s->h, d, B, d,
-                           in, L->wv, L->bv, 0.0f))
-      goto nomem;
+    p[0].y = s->q, p[0].ldy = in, p[0].w = L->wq, p[0].b = L->bq;
+    p[1].y = s->kv, p[1].ldy = 2 * in, p[1].w = L->wk, p[1].b = L->bk;
+    p[2].y = s->kv + in, p[2].ldy = 2 * in, p[2].w = L->wv, p[2].b = L->bv;
+    for (b = 0; b < 3; b++) p[b].out = in, p[b].beta = 0.0f;
+    if (relattn_fwd_rows(m, s->pool, s->h, d, B, d, p, 3)) goto nomem;
     for (b = 0; b < B; b++) {
       memcpy(ck + b * per + (size_t)t * in, s->kv + (size_t)b * 2 * in,
              sizeof(float) * in);
@@ -240,24 +247,20 @@ static int step_rows(s2s *s, float *logits, const char *fn, char *err,
         }
         for (e = 0; e < dh; e++) o[e] = (float)(o[e] / sum);
       }
-    if (relattn_fwd_linear(m, s->pool, w, s->x, d, s->att, in, B, in, d,
-                           L->wo, L->bo, 1.0f))
-      goto nomem;
+    if (one(s, s->x, d, s->att, in, in, d, L->wo, L->bo, 1.0f)) goto nomem;
     /* cross-attention over the source's keys and values */
     norm_rows(m, s->h, s->x, B, L->lnx_w, L->lnx_b);
-    if (relattn_fwd_linear(m, s->pool, w, s->q, in, s->h, d, B, d, in, L->xq,
-                           L->bxq, 0.0f))
-      goto nomem;
+    if (one(s, s->q, in, s->h, d, d, in, L->xq, L->bxq, 0.0f)) goto nomem;
     cross_rows(c, s->att, in, s->q, in, B, s->xk + (size_t)l * s->n_src * in,
                s->xv + (size_t)l * s->n_src * in, in, s->n_src, s->scores);
-    if (relattn_fwd_linear(m, s->pool, w, s->x, d, s->att, in, B, in, d,
-                           L->xo, L->bxo, 1.0f))
-      goto nomem;
+    if (one(s, s->x, d, s->att, in, in, d, L->xo, L->bxo, 1.0f)) goto nomem;
     norm_rows(m, s->h, s->x, B, L->ln2_w, L->ln2_b);
-    if (relattn_fwd_ffn(m, L, s->pool, w, s->x, s->h, B, s->hid)) goto nomem;
+    if (relattn_fwd_ffn_rows(m, L, s->pool, s->x, s->h, B, s->hid))
+      goto nomem;
   }
   norm_rows(m, s->x, s->x, B, m->dec_lnf_w, m->dec_lnf_b);
-  if (head_rows(m, s->pool, w, logits, s->x, B)) goto nomem;
+  if (head_rows(m, s->pool, relattn_pool_worker(s->pool), logits, s->x, B))
+    goto nomem;
   s->t++;
   return RELATTN_OK;
 nomem:
@@ -322,11 +325,13 @@ int relattn_s2s_open(const relattn_model *m, const int *src, int n_src,
   /* each layer's cross keys and values, once */
   for (l = 0; rc == RELATTN_OK && l < c->dec_layers; l++) {
     const relattn_layer *L = &m->dec_layers[l];
-    const int w = relattn_pool_worker(pool), in = s->in, d = c->d_model;
-    if (relattn_fwd_linear(m, pool, w, s->xk + (size_t)l * n_src * in, in,
-                           enc, d, n_src, d, in, L->xk, L->bxk, 0.0f) ||
-        relattn_fwd_linear(m, pool, w, s->xv + (size_t)l * n_src * in, in,
-                           enc, d, n_src, d, in, L->xv, L->bxv, 0.0f))
+    const int in = s->in, d = c->d_model;
+    relattn_fwd_prod p[2];
+    p[0].y = s->xk + (size_t)l * n_src * in, p[0].w = L->xk, p[0].b = L->bxk;
+    p[1].y = s->xv + (size_t)l * n_src * in, p[1].w = L->xv, p[1].b = L->bxv;
+    p[0].ldy = p[1].ldy = in, p[0].out = p[1].out = in;
+    p[0].beta = p[1].beta = 0.0f;
+    if (relattn_fwd_rows(m, pool, enc, d, n_src, d, p, 2))
       rc = relattn_errorf(err, errsz, RELATTN_ERR_NOMEM,
                           "%s: out of memory for worker scratch", fn);
   }

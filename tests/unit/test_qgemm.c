@@ -31,6 +31,8 @@
 **    path, and relattn_bf16w_dot, the same bits as the whole product.
 ** 7. Against float64: |y - ref| <= (in + 2) 2^-24 |terms| on the bf16
 **    values, plus 2^-7 |terms| from rounding x and W to bf16.
+** 8. The same products by columns (x prepared once, then pieces of whole
+**    panels in any order: what relattn_fwd_rows runs on threads).
 ** Shapes: rows 1..40, out 1..100 (panel edges 31, 32, 33, 95), in 1..600
 ** (not multiples of 4, 64), padded leading dimensions, with and without b,
 ** accumulate.
@@ -56,6 +58,34 @@ static uint32_t fbits(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
   return u;
+}
+
+/* Columns by panels in a shuffled order, as threads take them (the _cols
+** entry points, src/forward.c's relattn_fwd_rows): width 1 or 2 panels
+** each, the last one past out. Returns how many elements differ from want
+** or were written past out (pad columns must stay y0's). */
+static int cols_check(int kind, const void *wt, int out, float *got,
+                      const float *want, const float *y0, int rows, int ldy,
+                      const float *b, int acc, const void *scratch) {
+  const int n_panels = (out + 31) / 32;
+  int order[8], n = 0, i, r, c, bad = 0;
+  for (i = 0; i < n_panels; i += 1 + i % 2) order[n++] = i;
+  memcpy(got, y0, sizeof(float) * (size_t)rows * ldy);
+  for (i = n - 1; i >= 0; i--) { /* last first */
+    const int c0 = order[i] * 32;
+    const int c1 = (i + 1 < n ? order[i + 1] * 32 : out + 7);
+    if (kind == 8)
+      relattn_q8_gemm_cols(got, ldy, rows, wt, b, acc, scratch, c0, c1);
+    else
+      relattn_bf16_gemm_cols(got, ldy, rows, wt, b, acc, scratch, c0, c1);
+  }
+  for (r = 0; r < rows; r++) {
+    for (c = 0; c < out; c++)
+      bad += fbits(got[(size_t)r * ldy + c]) != fbits(want[(size_t)r * ldy + c]);
+    for (c = out; c < ldy; c++)
+      bad += fbits(got[(size_t)r * ldy + c]) != fbits(y0[(size_t)r * ldy + c]);
+  }
+  return bad;
 }
 
 /* ---- int8 ---------------------------------------------------------------- */
@@ -267,6 +297,11 @@ static void q8_case(int rows, int in, int out, int with_b, int acc, int pad) {
           rows * out);
     relattn_free(block);
   }
+  /* x quantized once, then the columns in pieces: the same bits */
+  relattn_q8_rows(scratch, x, ldx, rows, in);
+  k = cols_check(8, &qw, out, got, want, y0, rows, ldy, b, acc, scratch);
+  CHECK(k == 0, "q8 by columns: %d elements differ (rows %d in %d out %d)", k,
+        rows, in, out);
   relattn_q8w_free(&qw);
   relattn_free(x), relattn_free(w), relattn_free(b), relattn_free(y0);
   relattn_free(want), relattn_free(got), relattn_free(sw), relattn_free(q);
@@ -463,6 +498,10 @@ static void bf_case(int rows, int in, int out, int with_b, int acc, int pad,
     CHECK(bad_pad == 0, "bf16 %s: wrote %d elements past out", bf_paths[p],
           bad_pad);
   }
+  relattn_bf16_rows(scratch, x, ldx, rows, in);
+  k = cols_check(16, &bw, out, got, want, y0, rows, ldy, b, acc, scratch);
+  CHECK(k == 0, "bf16 by columns: %d elements differ (rows %d in %d out %d)",
+        k, rows, in, out);
   relattn_bf16w_free(&bw);
   relattn_free(x), relattn_free(w), relattn_free(b), relattn_free(y0);
   relattn_free(want), relattn_free(got), relattn_free(wb), relattn_free(back);
