@@ -1,19 +1,36 @@
 /*
 ** pool.c: a small persistent thread pool.
 **
-** Workers sleep on a condition variable between jobs. A job is n_tasks calls
-** of one function; tasks are handed out by an atomic counter, so uneven tasks
+** Workers wait for jobs between them. A job is n_tasks calls of one
+** function; tasks are handed out by an atomic counter, so uneven tasks
 ** balance themselves. The calling thread takes part as worker 0. One job runs
 ** at a time per pool (a mutex); a job started from inside a task runs
 ** serially on that task's worker, so nesting cannot deadlock.
+**
+** SHORT JOBS
+** A decoding step runs a few dozen jobs of some microseconds each (one per
+** product, src/forward.c's relattn_fwd_rows), so the hand-off is made
+** cheap: a worker that finished a job spins for a while (SPIN_NS) before it
+** sleeps, and the caller waits only for the tasks that were taken, not for
+** every worker to check in: a worker the OS has not run yet costs nothing,
+** the caller takes its share. The counter holds the job's number beside
+** the next task (next_of), so a worker that wakes late for a finished job
+** can take no task of the next one; it reads the job (fn, ctx, n_tasks)
+** under the lock with that number.
 */
 #include "relattn.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+/* How long an idle worker, or the caller waiting for the last tasks, spins
+** before it sleeps. */
+#define SPIN_NS 100000L
 
 typedef struct pool_scratch {
   void *p;
@@ -26,13 +43,15 @@ struct relattn_pool {
   pthread_mutex_t run_lock;  /* one job at a time */
   pthread_mutex_t lock;
   pthread_cond_t wake, done;
-  unsigned long generation;  /* bumped per job */
-  int quit;
-  int active;                /* workers still inside the current job */
-  relattn_task_fn fn;
+  atomic_ulong generation;   /* bumped per job, under lock */
+  atomic_int quit;
+  int sleeping;              /* workers waiting on wake (under lock) */
+  int waiting;               /* the caller waits on done (under lock) */
+  relattn_task_fn fn;        /* the job: under lock */
   void *ctx;
   int n_tasks;
-  atomic_int next;
+  _Atomic uint64_t next;     /* (job number << 32) | next task */
+  atomic_int finished;       /* tasks of the job done (or skipped) */
   pool_scratch *scratch;     /* (n, RELATTN_POOL_SLOTS) */
   relattn_cancel_fn check;   /* polled by owner between tasks, or NULL */
   void *check_ctx;
@@ -60,16 +79,79 @@ typedef struct worker_arg {
 static _Thread_local relattn_pool *in_pool = NULL;
 static _Thread_local int in_pool_worker = 0;
 
-static void drain(relattn_pool *pool, int worker) {
+static uint64_t next_of(unsigned long gen, int task) {
+  return ((uint64_t)(uint32_t)gen << 32) | (uint32_t)task;
+}
+
+static void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+/* Spins up to SPIN_NS while the job number is old: 1 when a new job came
+** (or quit). */
+static int spin_gen(relattn_pool *pool, unsigned long old) {
+  long t0 = 0;
+  int i;
+  for (i = 0;; i++) {
+    if (atomic_load_explicit(&pool->generation, memory_order_acquire) != old ||
+        atomic_load_explicit(&pool->quit, memory_order_relaxed))
+      return 1;
+    relax();
+    if ((i & 63) == 0) {
+      const long t = now_ns();
+      if (!t0) t0 = t;
+      else if (t - t0 > SPIN_NS) return 0;
+    }
+  }
+}
+
+/* Spins up to SPIN_NS for the job's n_tasks to be done: 1 when they are. */
+static int spin_done(relattn_pool *pool, int n_tasks) {
+  long t0 = 0;
+  int i;
+  for (i = 0;; i++) {
+    if (atomic_load_explicit(&pool->finished, memory_order_acquire) >= n_tasks)
+      return 1;
+    relax();
+    if ((i & 63) == 0) {
+      const long t = now_ns();
+      if (!t0) t0 = t;
+      else if (t - t0 > SPIN_NS) return 0;
+    }
+  }
+}
+
+/* Takes tasks of job gen until there are none left; skipped ones (the pool
+** cancelled) count as done too. */
+static void drain(relattn_pool *pool, int worker, unsigned long gen,
+                  relattn_task_fn fn, void *ctx, int n_tasks) {
   in_pool = pool;
   in_pool_worker = worker;
   for (;;) {
+    uint64_t v = atomic_load(&pool->next);
     int t;
-    if (stopping(pool)) break;
-    t = atomic_fetch_add(&pool->next, 1);
-    if (t >= pool->n_tasks) break;
-    pool->fn(pool->ctx, t, worker);
+    do {
+      if ((uint32_t)(v >> 32) != (uint32_t)gen ||
+          (int)(uint32_t)v >= n_tasks)
+        goto out;
+    } while (!atomic_compare_exchange_weak(&pool->next, &v, v + 1));
+    t = (int)(uint32_t)v;
+    if (!stopping(pool)) fn(ctx, t, worker);
+    if (atomic_fetch_add(&pool->finished, 1) + 1 == n_tasks) {
+      pthread_mutex_lock(&pool->lock);
+      if (pool->waiting) pthread_cond_signal(&pool->done);
+      pthread_mutex_unlock(&pool->lock);
+    }
   }
+out:
   in_pool = NULL;
 }
 
@@ -79,21 +161,24 @@ static void *worker_main(void *argp) {
   unsigned long seen = 0;
   free(argp);
   for (;;) {
+    relattn_task_fn fn;
+    void *ctx;
+    int n_tasks;
+    spin_gen(pool, seen);
     pthread_mutex_lock(&pool->lock);
-    while (!pool->quit && pool->generation == seen)
+    while (!atomic_load(&pool->quit) && atomic_load(&pool->generation) == seen) {
+      pool->sleeping++;
       pthread_cond_wait(&pool->wake, &pool->lock);
-    if (pool->quit) {
+      pool->sleeping--;
+    }
+    if (atomic_load(&pool->quit)) {
       pthread_mutex_unlock(&pool->lock);
       return NULL;
     }
-    seen = pool->generation;
+    seen = atomic_load(&pool->generation);
+    fn = pool->fn, ctx = pool->ctx, n_tasks = pool->n_tasks;
     pthread_mutex_unlock(&pool->lock);
-
-    drain(pool, arg.id);
-
-    pthread_mutex_lock(&pool->lock);
-    if (--pool->active == 0) pthread_cond_signal(&pool->done);
-    pthread_mutex_unlock(&pool->lock);
+    drain(pool, arg.id, seen, fn, ctx, n_tasks);
   }
 }
 
@@ -109,6 +194,10 @@ relattn_pool *relattn_pool_new(int n_threads) {
   pool = calloc(1, sizeof *pool);
   if (!pool) return NULL;
   atomic_init(&pool->cancelled, 0);
+  atomic_init(&pool->generation, 0);
+  atomic_init(&pool->quit, 0);
+  atomic_init(&pool->next, 0);
+  atomic_init(&pool->finished, 0);
   pool->n = n_threads;
   pool->scratch = calloc((size_t)n_threads * RELATTN_POOL_SLOTS,
                          sizeof *pool->scratch);
@@ -143,7 +232,7 @@ void relattn_pool_free(relattn_pool *pool) {
   int i;
   if (!pool) return;
   pthread_mutex_lock(&pool->lock);
-  pool->quit = 1;
+  atomic_store(&pool->quit, 1);
   pthread_cond_broadcast(&pool->wake);
   pthread_mutex_unlock(&pool->lock);
   for (i = 1; i < pool->n; i++) pthread_join(pool->threads[i - 1], NULL);
@@ -166,6 +255,7 @@ int relattn_pool_worker(const relattn_pool *pool) {
 
 void relattn_pool_run(relattn_pool *pool, int n_tasks, relattn_task_fn fn,
                       void *ctx) {
+  unsigned long gen;
   int t;
   if (n_tasks <= 0) return;
   if (!pool || pool->n == 1 || n_tasks == 1 || in_pool) {
@@ -179,17 +269,24 @@ void relattn_pool_run(relattn_pool *pool, int n_tasks, relattn_task_fn fn,
   pool->fn = fn;
   pool->ctx = ctx;
   pool->n_tasks = n_tasks;
-  atomic_store(&pool->next, 0);
-  pool->active = pool->n - 1;
-  pool->generation++;
-  pthread_cond_broadcast(&pool->wake);
+  gen = atomic_load(&pool->generation) + 1;
+  atomic_store(&pool->finished, 0);
+  atomic_store(&pool->next, next_of(gen, 0));
+  atomic_store_explicit(&pool->generation, gen, memory_order_release);
+  if (pool->sleeping) pthread_cond_broadcast(&pool->wake);
   pthread_mutex_unlock(&pool->lock);
 
-  drain(pool, 0);
+  drain(pool, 0, gen, fn, ctx, n_tasks);
 
-  pthread_mutex_lock(&pool->lock);
-  while (pool->active > 0) pthread_cond_wait(&pool->done, &pool->lock);
-  pthread_mutex_unlock(&pool->lock);
+  if (!spin_done(pool, n_tasks)) {
+    pthread_mutex_lock(&pool->lock);
+    while (atomic_load(&pool->finished) < n_tasks) {
+      pool->waiting = 1;
+      pthread_cond_wait(&pool->done, &pool->lock);
+    }
+    pool->waiting = 0;
+    pthread_mutex_unlock(&pool->lock);
+  }
   pthread_mutex_unlock(&pool->run_lock);
 }
 
