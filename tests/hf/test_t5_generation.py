@@ -413,3 +413,39 @@ def test_generation_in_a_scan_and_its_refusals(db, rng, tmp_path):
     assert err(db, "SELECT relattn_generate('enc', 'x')") == (
         "relattn_generate: model 'enc' is an encoder; only decoder and "
         "encoder-decoder models generate text")
+
+
+@pytest.mark.parametrize("mode", ["float32", "int8", "bf16"])
+def test_generation_same_bits_on_any_thread_count(db, rng, tmp_path, mode):
+    """A step's products, its cross keys and values and its head run on the
+    connection's threads, cut by output columns (src/forward.c,
+    relattn_fwd_rows and relattn_fwd_head); each output is computed by one
+    thread in one order, so greedy and beam search give the same tokens and
+    log-probs, bit for bit, on 1, 2 and 3 threads. The model is wide enough
+    to be cut (d_model 320: 256K multiply-adds a product and over; a
+    vocabulary of 2100, the head in 1024-column pieces); in float32 the
+    threaded log-probs are the port's within TOL."""
+    ck = checkpoints.t5(tmp_path, rng, "T5ForConditionalGeneration", ffn="gated-gelu",
+                        d=320, heads=4, d_kv=80, ff=640, decoder_layers=2, vocab=2100)
+    import_checkpoint(db, ck, name="f")
+    name = "f"
+    if mode != "float32":
+        db.execute("SELECT relattn_quantize('f', 'm', ?)", (mode,))
+        name = "m"
+    src = random_ids(rng, ck, 12)
+    runs = []
+    for threads in (1, 2, 3, 1):
+        db.execute("SELECT relattn_threads(?)", (threads,))
+        runs.append([db.execute(
+            "SELECT step, token, logprob FROM relattn_generate_tokens(?, ?, ?)",
+            (name, toks(src), json.dumps({"max_new_tokens": 8, "num_beams": beams,
+                                          "eos_token_id": None}))).fetchall()
+            for beams in (1, 3)])
+    assert all(r == runs[0] for r in runs[1:])
+    assert len(runs[0][0]) == 8 and len(runs[0][1]) == 8
+    if mode == "float32":
+        lp = port_next_logprobs(ck, src)
+        seq = [0]
+        for _, token, logprob in runs[0][0]:
+            assert abs(lp(seq)[token] - logprob) < TOL
+            seq.append(token)
