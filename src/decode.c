@@ -13,6 +13,13 @@
 ** output projection, the FFN and the norms, and the LM head on the final
 ** row. So a token costs O(history) in the attention and O(1) elsewhere,
 ** not a rerun of the prefix.
+** At batch 1 a token reads every weight once, so it is bound by memory
+** bandwidth: the products run on the connection's threads, each one's
+** output columns cut into tasks of whole panels (src/forward.c,
+** relattn_fwd_rows; q, k and v one job), the LM head in fixed pieces of
+** the vocabulary; every output is still computed by one thread in one
+** order, so the bits do not depend on the thread count. The attention
+** and the norms stay on the calling thread.
 **
 ** The relative terms are those of the forward pass, as one relattn_rel per
 ** layer: Shaw's clipped tables (the layer's rel_k, rel_v), or what

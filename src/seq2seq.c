@@ -19,7 +19,9 @@
 **
 ** HOW IT WORKS
 ** The row-wise pieces (linear layers on the model's kernels, int8 and bf16
-** included, the FFN, the norms) are the forward pass's own (src/fwd.h). The
+** included, the FFN, the norms) are the forward pass's own (src/fwd.h); a
+** step's products and its head run on the pool's threads as src/decode.c's
+** do (relattn_fwd_rows, relattn_fwd_head). The
 ** teacher-forced pass runs the self-attention through the fused kernel
 ** (src/attention.c) with T5's causal terms from src/schemes.c; the cached
 ** step computes one query per beam against the beam's cache in a plain

@@ -1,10 +1,10 @@
 """Generation speed: relattn_generate (greedy, batch 1, its key/value cache)
 against the same decoder written in PyTorch with a key/value cache, same
-threads; and relattn's cost per new token at 16 and at 512 new tokens (the
-cache keeps it flat: a token costs O(n) attention, not a rerun of the
-prefix).
+threads, float32 against float32 and int8 against int8; and relattn's cost
+per new token at 16 and at 512 new tokens (the cache keeps it flat: a token
+costs O(n) attention, not a rerun of the prefix).
 
-    python3 tests/bench/bench_generate.py relattn.so [--threads 1]
+    python3 tests/bench/bench_generate.py relattn.so [--threads 1,2] [--runs 5] [--long 512]
 
 Models: the bundled byte model (d_model 160, 4 layers, Shaw's clipped
 tables with values) and a random decoder of the same kind at d_model 512,
@@ -12,15 +12,40 @@ tables with values) and a random decoder of the same kind at d_model 512,
 from the model's definition (docs/reference.md, The forward pass): pre-norm
 layers, Shaw et al. 2018's relative keys and values clipped at k, GELU,
 tied LM head; torch.inference_mode, the cache preallocated, the relative
-rows gathered once per step and shared by the layers. Both decode the same
-prompt greedily for N tokens (eos ignored); the tokens must agree (float32
-on both sides, near ties aside: the first 16 are checked). Timings are the
-best of 5 runs."""
+rows gathered once per step and shared by the layers. Its float32 products
+are torch.addmv (BLAS's gemv: the tuned batch-1 path, about 4 times
+faster here than F.linear on a (1, d) row); its int8 ones are the layers'
+nn.Linear through torch.ao.quantization.quantize_dynamic (int8 weights,
+activations quantized per call, as relattn_quantize's int8 does), the LM
+head float32 on both sides. Both decode the same prompt greedily for N
+tokens (eos ignored); the float32 tokens must agree (near ties aside: the
+first 16 are checked; int8 rounds differently on each side).
+
+A new token's cost is (T(N) - T(1)) / (N - 1), T(N) the median time to N
+new tokens over the runs, the sides and lengths interleaved within each
+run (the machine is shared: a slow spell falls on all), a run's T(1) the
+mean of 4 calls and its T(16) of 2; the prompt's own cost is left out on
+both sides. For each side: its CPU time over its wall time (the cores it
+used), and the weights a new token reads (float32: every layer's and the
+tied head's, 4 bytes each; int8: the layers' at 1 byte, the head at 4)
+over its time per token, the effective GB/s, beside the machine's
+bandwidth measured once (a 256 MB numpy copy: read plus written bytes over
+the time): at batch 1 every weight is read once per token, so that
+bandwidth bounds both sides. Threads: relattn_threads, torch's and
+OpenBLAS's own count (torch.addmv runs in it), all the same.
+
+Measured here (2-core AMD EPYC, shared with others' test runs, load
+average 3-6, --runs 3; tokens per second at N = 16, relattn / PyTorch):
+
+    see the table in docs/reference.md (relattn_generate, Speed)
+"""
 import argparse
+import ctypes
 import json
 import math
 import pathlib
 import sqlite3
+import statistics
 import sys
 import time
 
@@ -32,13 +57,13 @@ import modelgen  # noqa: E402
 import safetensors_py  # noqa: E402
 
 PROMPT = "In the beginning God created the heaven and the earth. And the earth"
+REPS = {1: 4, 16: 2}   # a short run's time: the mean of this many
 
 
-def connect(so, threads):
+def connect(so):
     db = sqlite3.connect(":memory:")
     db.enable_load_extension(True)
     db.load_extension(so)
-    db.execute(f"SELECT relattn_threads({threads})")
     return db
 
 
@@ -50,7 +75,9 @@ def relattn_run(db, model, new):
     return time.perf_counter() - t, [r[0] for r in rows]
 
 
-def torch_model(blob, cfg):
+def torch_model(blob, cfg, int8=False):
+    """A Decoder class over the model's weights; int8: the layers' linear
+    weights through quantize_dynamic, the head float32."""
     import torch
     tensors, _ = safetensors_py.read(blob)
     w = {k: torch.from_numpy(np.array(safetensors_py.to_array(*v), dtype=np.float32))
@@ -59,6 +86,30 @@ def torch_model(blob, cfg):
     dh, k = d // H, cfg["position"]["clip"]
     eps = cfg["norm_eps"]
     F = torch.nn.functional
+    names = [f"layers.{l}.{p}" for l in range(L)
+             for p in ("attn.q", "attn.k", "attn.v", "attn.o", "ffn.1", "ffn.2")]
+
+    def weight(name):
+        p, s = name.rsplit(".", 1)
+        return w[f"{p}.w{s}"], w[f"{p}.b{s}"]
+
+    if int8:
+        mods = torch.nn.ModuleDict()
+        for name in names:
+            wt, b = weight(name)
+            lin = torch.nn.Linear(wt.shape[1], wt.shape[0])
+            lin.weight.data.copy_(wt)
+            lin.bias.data.copy_(b)
+            mods[name.replace(".", "_")] = lin
+        mods = torch.ao.quantization.quantize_dynamic(mods, {torch.nn.Linear},
+                                                      dtype=torch.qint8)
+
+        def lin(name, x):
+            return mods[name.replace(".", "_")](x.view(1, -1)).view(-1)
+    else:
+        def lin(name, x):
+            wt, b = weight(name)
+            return torch.addmv(b, wt, x)
 
     class Decoder(torch.nn.Module):
         """The model with a key/value cache: one new token per call."""
@@ -70,35 +121,30 @@ def torch_model(blob, cfg):
             self.n = 0
 
         def step(self, tok):
-            # one row: each product a matrix-vector one (torch.addmv, BLAS's
-            # gemv), the tuned batch-1 path: F.linear on a (1, d) row takes
-            # about 4 times as long at these shapes
             x = w["tok_emb"][tok]                                  # (d,)
             i = self.n
             idx = (torch.arange(i + 1) - i).clamp(-k, k) + k       # rows of key j
             for l in range(L):
                 p = f"layers.{l}."
                 h = F.layer_norm(x, (d,), w[p + "ln1.weight"], w[p + "ln1.bias"], eps)
-                q = torch.addmv(w[p + "attn.bq"], w[p + "attn.wq"], h).view(H, 1, dh)
-                kk = torch.addmv(w[p + "attn.bk"], w[p + "attn.wk"], h).view(H, dh)
-                vv = torch.addmv(w[p + "attn.bv"], w[p + "attn.wv"], h).view(H, dh)
-                self.kc[l, :, i] = kk
-                self.vc[l, :, i] = vv
+                q = lin(p + "attn.q", h).view(H, 1, dh)
+                self.kc[l, :, i] = lin(p + "attn.k", h).view(H, dh)
+                self.vc[l, :, i] = lin(p + "attn.v", h).view(H, dh)
                 K, V = self.kc[l, :, :i + 1], self.vc[l, :, :i + 1]
                 rk = w[p + "attn.rel_k"][idx]                      # (i+1, dh)
                 rv = w[p + "attn.rel_v"][idx]
                 e = (q @ K.transpose(1, 2) + q @ rk.T) / math.sqrt(dh)   # (H, 1, i+1)
                 a = torch.softmax(e, -1)
                 z = (a @ V + a @ rv).reshape(d)
-                x = x + torch.addmv(w[p + "attn.bo"], w[p + "attn.wo"], z)
+                x = x + lin(p + "attn.o", z)
                 h = F.layer_norm(x, (d,), w[p + "ln2.weight"], w[p + "ln2.bias"], eps)
-                f = F.gelu(torch.addmv(w[p + "ffn.b1"], w[p + "ffn.w1"], h))
-                x = x + torch.addmv(w[p + "ffn.b2"], w[p + "ffn.w2"], f)
+                x = x + lin(p + "ffn.2", F.gelu(lin(p + "ffn.1", h)))
             x = F.layer_norm(x, (d,), w["ln_f.weight"], w["ln_f.bias"], eps)
             self.n += 1
             return torch.mv(w["tok_emb"], x)
 
-    return Decoder
+    layer_weights = sum(weight(n)[0].numel() for n in names)
+    return Decoder, layer_weights, w["tok_emb"].numel()
 
 
 def torch_run(Decoder, bos, new):
@@ -119,27 +165,42 @@ def torch_run(Decoder, bos, new):
         return time.perf_counter() - t, out
 
 
-def best(f, runs=5):
-    """The fastest of runs (the machine is shared: the others wait on it)."""
-    got = [f() for _ in range(runs)]
-    return min(g[0] for g in got), got[0][1]
+def copy_bandwidth():
+    """Bytes read plus written per second by a 256 MB numpy copy (best of 5)."""
+    a = np.ones(64 << 20, dtype=np.float32)
+    b = np.empty_like(a)
+    best = min(timed(lambda: np.copyto(b, a)) for _ in range(5))
+    return 2 * a.nbytes / best
+
+
+def timed(f):
+    t = time.perf_counter()
+    f()
+    return time.perf_counter() - t
+
+
+def set_threads(db, blas, torch, n):
+    db.execute(f"SELECT relattn_threads({n})")
+    torch.set_num_threads(n)
+    # Debian's PyTorch runs its matrix-vector products in the OpenBLAS relattn
+    # loads, whose own thread count torch.set_num_threads leaves alone
+    blas.openblas_set_num_threads(n)
+    assert blas.openblas_get_num_threads() == n
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("so")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--long", type=int, default=512)
+    ap.add_argument("--models", default="tiny,big")
     args = ap.parse_args()
-    import ctypes
     import torch
-    torch.set_num_threads(args.threads)
-    # Debian's PyTorch runs its matrix-vector products in the OpenBLAS relattn
-    # loads, whose own thread count torch.set_num_threads leaves alone
     blas = ctypes.CDLL("libopenblas.so.0")
-    blas.openblas_set_num_threads(args.threads)
     rng = np.random.default_rng(7)
     tiny = (ROOT / "models" / "tiny.safetensors").read_bytes()
-    db = connect(args.so, args.threads)
+    db = connect(args.so)
     db.execute("SELECT relattn_import('tiny', ?)", (tiny,))
     tiny_cfg = json.loads(db.execute("SELECT config FROM relattn_model WHERE name = 'tiny'"
                                      ).fetchone()[0])
@@ -147,34 +208,70 @@ def main():
                               values=True)
     big = modelgen.safetensors(big_cfg, rng)
     db.execute("SELECT relattn_import('big', ?)", (big,))
-    print(f"threads {args.threads}; greedy, batch 1, the best of 5 runs; a new token's "
-          "cost is (T(N) - T(1)) / (N - 1), T(N) the time to N new tokens after a prompt "
-          f"of {len(PROMPT) + 1} tokens (the prompt's own cost left out on both sides)")
-    print(f"{'model':<26} {'N':>4} {'relattn ms/tok':>15} {'torch ms/tok':>13} "
-          f"{'relattn tok/s':>14} {'torch tok/s':>12} {'ratio':>6}")
-    flat = {}
-    for name, blob, cfg in [("tiny", tiny, tiny_cfg), ("big", big, big_cfg)]:
-        Decoder = torch_model(blob, cfg)
-        bos = cfg["tokenizer"]["bos"]
-        r1, _ = best(lambda: relattn_run(db, name, 1))
-        t1, _ = best(lambda: torch_run(Decoder, bos, 1))
-        for new in (16, 512):
-            tr, rt = best(lambda: relattn_run(db, name, new))
-            tt, tt_tok = best(lambda: torch_run(Decoder, bos, new))
-            a, b = (tr - r1) / (new - 1), (tt - t1) / (new - 1)
-            flat[name, new] = a
-            agree = rt[:16] == tt_tok[:16]
-            label = f"{name} (d {cfg['d_model']}, {cfg['n_layers']} layers)"
-            print(f"{label:<26} {new:>4} {1e3 * a:>15.3f} {1e3 * b:>13.3f} {1 / a:>14.0f} "
-                  f"{1 / b:>12.0f} {b / a:>5.1f}x{'' if agree else '  (tokens differ)'}")
     for name in ("tiny", "big"):
-        print(f"relattn per token, {name}: 512 new / 16 new = "
-              f"{flat[name, 512] / flat[name, 16]:.2f}")
-    cache = db.execute("SELECT 2 * json_extract(config, '$.n_layers') * "
-                       "json_extract(config, '$.d_model') * 4 FROM relattn_model "
-                       "WHERE name = 'tiny'").fetchone()[0]
-    print(f"\ncache per token (one beam): tiny {cache} bytes, big "
-          f"{2 * big_cfg['n_layers'] * big_cfg['d_model'] * 4} bytes")
+        db.execute("SELECT relattn_quantize(?, ?, 'int8')", (name, name + "_int8"))
+    bw = copy_bandwidth()
+    lengths = (1, 16, args.long)
+    print(f"greedy, batch 1, a prompt of {len(PROMPT) + 1} tokens; medians of {args.runs} "
+          "interleaved runs; a new token's cost is (T(N) - T(1)) / (N - 1); fp32: relattn "
+          "and PyTorch float32, int8: relattn_quantize int8 and quantize_dynamic; "
+          f"machine bandwidth (numpy copy, read + write) {bw / 1e9:.1f} GB/s")
+    print(f"{'model':<10} {'thr':>3} {'N':>4} | {'fp32 tok/s':>10} {'torch':>7} {'ratio':>6} | "
+          f"{'int8 tok/s':>10} {'torch':>7} {'ratio':>6} | GB/s of weights: fp32 relattn "
+          "torch, int8 relattn torch | cores: relattn torch, int8 relattn torch")
+    flat = {}
+    models = []
+    for name, blob, cfg in [("tiny", tiny, tiny_cfg), ("big", big, big_cfg)]:
+        if name not in args.models.split(","):
+            continue
+        Dec32, n_layer, n_head = torch_model(blob, cfg)
+        Dec8, _, _ = torch_model(blob, cfg, int8=True)
+        models.append((name, cfg, Dec32, Dec8, {"fp32": 4 * (n_layer + n_head),
+                                                "int8": n_layer + 4 * n_head}))
+    for threads in [int(t) for t in args.threads.split(",")]:
+        set_threads(db, blas, torch, threads)
+        for name, cfg, Dec32, Dec8, weights in models:
+            bos = cfg["tokenizer"]["bos"]
+            sides = {"relattn": lambda n: relattn_run(db, name, n),
+                     "torch": lambda n: torch_run(Dec32, bos, n),
+                     "relattn8": lambda n: relattn_run(db, name + "_int8", n),
+                     "torch8": lambda n: torch_run(Dec8, bos, n)}
+            for f in sides.values():                 # warm every side up
+                f(4)
+            times = {(side, n): [] for side in sides for n in lengths}
+            cpu, wall = dict.fromkeys(sides, 0.0), dict.fromkeys(sides, 0.0)
+            toks = {}
+            order = list(sides)
+            for r in range(args.runs):
+                for n in lengths:
+                    for side in order[r % len(order):] + order[:r % len(order)]:
+                        c = time.process_time()
+                        got = [sides[side](n) for _ in range(REPS.get(n, 1))]
+                        cpu[side] += time.process_time() - c
+                        wall[side] += sum(g[0] for g in got)
+                        times[side, n].append(sum(g[0] for g in got) / len(got))
+                        toks[side, n] = got[0][1]
+            med = {key: statistics.median(v) for key, v in times.items()}
+            cores = " ".join(f"{cpu[s] / wall[s]:.2f}" for s in sides)
+            for n in lengths[1:]:
+                per = {s: (med[s, n] - med[s, 1]) / (n - 1) for s in sides}
+                flat[name, threads, n] = per["relattn"]
+                gbs = " ".join(f"{weights['int8' if s.endswith('8') else 'fp32'] / per[s] / 1e9:.1f}"
+                               for s in sides)
+                agree = toks["relattn", n][:16] == toks["torch", n][:16]
+                print(f"{name:<10} {threads:>3} {n:>4} | {1 / per['relattn']:>10.0f} "
+                      f"{1 / per['torch']:>7.0f} {per['torch'] / per['relattn']:>5.2f}x | "
+                      f"{1 / per['relattn8']:>10.0f} {1 / per['torch8']:>7.0f} "
+                      f"{per['torch8'] / per['relattn8']:>5.2f}x | {gbs} | {cores}"
+                      f"{'' if agree else '  (fp32 tokens differ)'}", flush=True)
+    for name, cfg, *_ in models:
+        for threads in [int(t) for t in args.threads.split(",")]:
+            print(f"relattn per token, {name}, {threads} thread(s): {args.long} new / 16 new = "
+                  f"{flat[name, threads, args.long] / flat[name, threads, 16]:.2f}")
+    for name, cfg, *_, weights in models:
+        print(f"weights read per new token, {name}: float32 {weights['fp32'] / 1e6:.1f} MB, "
+              f"int8 {weights['int8'] / 1e6:.1f} MB; cache per token (one beam) "
+              f"{2 * cfg['n_layers'] * cfg['d_model'] * 4} bytes")
 
 
 if __name__ == "__main__":
