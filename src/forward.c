@@ -341,15 +341,16 @@ int relattn_fwd_linear(const relattn_model *m, relattn_pool *pool, int worker,
 
 /* ---- products of a few rows across the pool (a decoding step) ---------- */
 
-/* Work (rows x in x out multiply-adds) below which a call stays on the
-** calling thread: a small matrix is read in a few microseconds, from cache,
+/* Work below which a call stays on the calling thread, in rows x in x out
+** x the bytes of a weight (4 float32, 2 bf16, 1 int8: at batch 1 the time
+** is the weights' reading): a small matrix is read in a few microseconds,
 ** and the hand-off and the second thread's misses cost as much. Measured
-** on one row against 64 packed weights in turn (so from memory, as in a
-** decoding step), two threads against one, the best of 7 (this 2-core
+** on one row against 64 packed float32 weights in turn (so from memory, as
+** in a decoding step), two threads against one, the best of 7 (this 2-core
 ** machine shared, load average near 6): 65K-147K multiply-adds 0.5-1.35x,
 ** 262K 1.2-1.9x, 512 x 1024 to 512 x 2048 0.9-4.4x (the noise is the
-** others' load). */
-#define ROWS_SPLIT_WORK (256 * 1024)
+** others' load); so 1 MB. */
+#define ROWS_SPLIT_WORK ((int64_t)1 << 20)
 /* Tasks per worker: the atomic counter balances them, so a worker that the
 ** OS (or a busy machine) delays leaves its share to the others. */
 #define ROWS_TASKS_PER_WORKER 4
@@ -417,7 +418,10 @@ int relattn_fwd_rows(const relattn_model *m, relattn_pool *pool,
   c.m = m, c.x = x, c.ldx = ldx, c.rows = rows, c.in = in, c.p = p, c.n = n;
   for (i = 0; i < n; i++) {
     c.first[i + 1] = c.first[i] + (p[i].out + RELATTN_PANEL - 1) / RELATTN_PANEL;
-    work += (int64_t)rows * in * p[i].out;
+    work += (int64_t)rows * in * p[i].out *
+            (m->cfg.quant == RELATTN_QUANT_INT8   ? 1
+             : m->cfg.quant == RELATTN_QUANT_BF16 ? 2
+                                                  : 4);
   }
   if (m->cfg.quant != RELATTN_QUANT_NONE) {
     /* x rounded once for every product and task (the caller's scratch) */
@@ -502,7 +506,7 @@ int relattn_fwd_head(const relattn_model *m, relattn_pool *pool, int worker,
         for (c = 0; c < V; c++) logits[(size_t)r * V + c] *= alpha;
     return 0;
   }
-  if ((int64_t)rows * d * V >= ROWS_SPLIT_WORK)
+  if ((int64_t)rows * d * V * 4 >= ROWS_SPLIT_WORK)
     n_tasks = (V + HEAD_COLS - 1) / HEAD_COLS;
   if (n_tasks == 1) {
     relattn_sgemm(0, 1, rows, V, d, alpha, x, ldx, m->lm_head, d, 0.0f, logits,

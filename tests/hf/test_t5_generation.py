@@ -422,8 +422,10 @@ def test_generation_same_bits_on_any_thread_count(db, rng, tmp_path, mode):
     relattn_fwd_rows and relattn_fwd_head); each output is computed by one
     thread in one order, so greedy and beam search give the same tokens and
     log-probs, bit for bit, on 1, 2 and 3 threads. The model is wide enough
-    to be cut (d_model 320: 256K multiply-adds a product and over; a
-    vocabulary of 2100, the head in 1024-column pieces); in float32 the
+    to be cut (rows x in x out x a weight's bytes of 1 MB and over: at
+    d_model 320 float32 products of one row, int8 and bf16 ones of three
+    beams and the cross keys and values; a vocabulary of 2100, the head in
+    1024-column pieces); in float32 the
     threaded log-probs are the port's within TOL."""
     ck = checkpoints.t5(tmp_path, rng, "T5ForConditionalGeneration", ffn="gated-gelu",
                         d=320, heads=4, d_kv=80, ff=640, decoder_layers=2, vocab=2100)

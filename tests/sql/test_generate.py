@@ -148,9 +148,11 @@ def test_quantized_cache_equals_recompute(db, rng, mode):
 
 
 # A decoder wide enough that a step's products and its LM head are cut
-# across the connection's threads (src/forward.c, relattn_fwd_rows: work of
-# 256K multiply-adds and over; the head in 1024-column pieces of its 2100),
-# with a prompt of more than one 64-row chunk.
+# across the connection's threads (src/forward.c, relattn_fwd_rows: rows x
+# in x out x a weight's bytes of 1 MB and over: float32 products of one
+# row, int8 and bf16 ones of three beams and the prompt; the head in
+# 1024-column pieces of its 2100), with a prompt of more than one 64-row
+# chunk.
 WIDE = dict(d_model=320, n_heads=4, d_ff=1280, vocab_size=2100)
 
 
