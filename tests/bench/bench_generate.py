@@ -34,10 +34,27 @@ the time): at batch 1 every weight is read once per token, so that
 bandwidth bounds both sides. Threads: relattn_threads, torch's and
 OpenBLAS's own count (torch.addmv runs in it), all the same.
 
-Measured here (2-core AMD EPYC, shared with others' test runs, load
-average 3-6, --runs 3; tokens per second at N = 16, relattn / PyTorch):
+Measured here (2-core AMD EPYC, shared with others' test runs), the d512
+decoder, --models big --runs 3 --long 32, before the products were cut
+across threads (relattn on the calling thread) and after; tokens per
+second (PyTorch's in brackets, its own run each time):
 
-    see the table in docs/reference.md (relattn_generate, Speed)
+    threads  N   before fp32      after fp32       after int8
+    1       16   239 (157) 1.52x  254 (178) 1.43x   910 (63) 14.5x
+    1       32   264 (193) 1.36x  278 (143) 1.95x  1093 (74) 14.8x
+    2       16        -           695 (62) 11.1x   1093 (28) 39x
+    2       32        -           617 (66)  9.3x   1146 (-)   -
+
+At two threads relattn read 62-70 GB/s of weights a token against the
+copy's 37-42 GB/s (read plus written), using 1.58 cores; one thread
+24-28 GB/s. PyTorch at two threads ran slower than at one in that run
+(its pool and OpenBLAS's contending). int8 PyTorch (quantize_dynamic,
+oneDNN) is slow on one row here (two 512 x 2048 products in 0.33 ms
+at one thread), so the int8 ratio is large. These runs are minutes apart on a busy machine: the ratios
+within a row are what to read; relattn alone, base and new .so
+interleaved in one process (12 rounds, medians, only about one core
+free): two threads 1.22x the speed before on this decoder in float32,
+1.04x int8; one thread unchanged (0.95-1.04x).
 """
 import argparse
 import ctypes

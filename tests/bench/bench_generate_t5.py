@@ -42,7 +42,22 @@ matrix-vector product each, on both sides, at about the same rate (some 20-24 GB
 per-token cost grows 15-17% from 16 to 256 new tokens. Other runs at 1 thread gave 0.98-1.43x
 (int8 2.0-3.2x, bf16 1.7-2.4x). At --threads 2 on this machine under others' load (load average
 near 9, neither side reaching one core) PyTorch took 20-66 ms a token against relattn's 3.4-4.7,
-a 5-14x that measures its thread pools contending for the cores more than either side's code."""
+a 5-14x that measures its thread pools contending for the cores more than either side's code.
+
+A step's products and head now run on relattn_threads (src/forward.c, relattn_fwd_rows); at
+--threads 2 --runs 2 --long 32, minutes apart on a quieter spell, ms per new token (ratio to
+PyTorch in the same run):
+
+    model                  N  before         after
+    t5 (relu, tied)       16  2.54  4.05x    2.60  5.51x
+    t5 (relu, tied)       32  2.74  2.85x    1.52  5.82x
+    flan-t5 (gated-gelu)  16  2.31  3.62x    1.36  6.93x
+    flan-t5 (gated-gelu)  32  2.37  1.99x    1.45  6.13x
+
+relattn's cores 1.0 before, 1.4-1.6 after; PyTorch's own times moved between the runs (4.7-10.3
+ms before, 8.9-14.3 after), so part of the ratios' change is its noise. relattn alone, base and
+new .so interleaved in one process (12 rounds, only about one core free): 1.07x at two threads
+in float32, 0.95x int8; one thread unchanged."""
 import argparse
 import ctypes
 import json
