@@ -39,12 +39,16 @@ decoder, --models big --runs 3 --long 32, before the products were cut
 across threads (relattn on the calling thread) and after; tokens per
 second (PyTorch's in brackets, its own run each time):
 
-    threads  N   before fp32      after fp32       after int8
-    1       16   239 (157) 1.52x  254 (178) 1.43x   910 (63) 14.5x
-    1       32   264 (193) 1.36x  278 (143) 1.95x  1093 (74) 14.8x
-    2       16        -           695 (62) 11.1x   1093 (28) 39x
-    2       32        -           617 (66)  9.3x   1146 (-)   -
+    threads  N   before fp32      after fp32       before int8  after int8
+    1       16   239 (157) 1.52x  254 (178) 1.43x  1060 (117)    910 (63)
+    1       32   264 (193) 1.36x  278 (143) 1.95x   563 (57)    1093 (74)
+    2       16   229 (-)          695 (62) 11.1x    681 (13)    1093 (28)
+    2       32   226 (-)          617 (66)  9.3x   1264 (7)     1146 (-)
 
+(-: PyTorch's two short runs' medians in the wrong order, a negative
+cost: its times at two threads swing by more than a token's.) relattn
+at two threads before the cut used 1.10 cores and read 23 GB/s of
+weights a token; after, 1.58 cores and 62-70 GB/s.
 At two threads relattn read 62-70 GB/s of weights a token against the
 copy's 37-42 GB/s (read plus written), using 1.58 cores; one thread
 24-28 GB/s. PyTorch at two threads ran slower than at one in that run
