@@ -605,7 +605,7 @@ def test_scan_generated(db, rng, threads, options):
     assert db.execute("SELECT id, generated FROM temp.job").fetchall() == want
     assert db.execute("SELECT id, generated, score IS NOT NULL FROM temp.job WHERE id = 3"
                       ).fetchall() == [(3, want[2][1], 1)]
-    assert len({w[1] for w in want}) > 12       # the rows' texts differ
+    assert len({w[1] for w in want}) > 8        # the rows' texts differ
     # SELECT * leaves it out (HIDDEN): no generation for the other columns
     assert len(db.execute("SELECT * FROM temp.job LIMIT 1").fetchone()) == 5
 
