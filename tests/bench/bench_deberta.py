@@ -67,6 +67,25 @@ BENCH_DEBERTA_ROWS (default 40), BENCH_DEBERTA_ROUNDS (default 3), BENCH_DEBERTA
 BENCH_DEBERTA_PEERS the peers, BENCH_DEBERTA_QUANT relattn's quantized sides. 40 rows took about 15 minutes on a quiet 2-core machine with torch
 alone, most of it torch's tuning; the int8 peer doubles that part.
 
+Latest, with the int8 embedding, rel_emb and c2p/p2c tables (embed, ORT the only peer: 20 rows,
+3 rounds, OpenBLAS Haswell kernels, avx512, a 2-core AMD EPYC with AVX512-VNNI and BF16, a test
+run beside it, load 2-4); CPU-time ratios, 1 thread; 2 threads:
+                    vs relattn fp32   vs ORT fp32
+  demo  int8          1.11; 1.19      2.02; 4.04
+        fp32                          1.82; 3.39
+  base  int8          2.10; 2.14      2.82; 5.57
+        fp32                          1.34; 2.60
+  t5    int8          2.60; 2.65      2.48; 4.37
+        fp32                          0.95; 1.65
+int8 stored weight BLOBs / cached bytes, of float32's: demo 26.1% / 26.3%, base 25.4% / 25.7%,
+t5 25.2% / 25.3% (with the tokenizer's file, stored: 39.0%, 26.2%, 25.6%). 21 of 24 targets met;
+not met: int8 >= 2x float32 on demo (20 rows of width 128 take 0.09 CPU seconds: the layers'
+products are a small part; the float32 attention products, 27% of the int8 job's samples, the
+c2p/p2c gathers, 16%, and page faults on the scan's fresh scratch, 8%, stay), and float32 >= 1.3x
+ORT on t5 at one thread (0.95: the product kernel takes 75-85% of the samples at about 160 GFLOP/s
+inside it, near this core's FMA peak, so no change outside it closes the gap; ORT runs the same
+products at the same rate).
+
 Measured with every side (20 rows, 3 rounds, OpenBLAS Haswell kernels, relattn's avx512 path,
 onnxruntime-node 1.30.0, torch-int8 on oneDNN; the machine shared, load average 3-10 on 2 cores,
 so CPU time): each relattn variant's speed-up, the other side's median CPU time / its own,
