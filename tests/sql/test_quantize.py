@@ -273,8 +273,13 @@ def test_matches_dequantized_reference(db, rng, case, mode):
     errors = np.array(errors)
     print(f"{case} {mode}: median error {np.median(errors):.1e}, within 1e-4 "
           f"{(errors < 1e-4).mean():.3f}, largest {errors.max():.1e}")
-    # most positions see no flip: float32's rounding alone
-    assert np.median(errors) < 1e-5
+    # most positions see no flip: float32's rounding alone. A DeBERTa's
+    # position tables are the model's, shared by every sequence: an entry a
+    # level apart (float32 and float64 on either side of a rounding
+    # boundary, bf16's more often than int8's) moves every row that reaches
+    # it, so there the median allows a flip (in one run of a few dozen: 6e-5);
+    # test_deberta_int8.py tells its tables from float ones.
+    assert np.median(errors) < (5e-4 if case == "encoder-deberta" else 1e-5)
     assert errors.max() < 0.5   # a flip early in a long causal sequence
 
 
