@@ -92,11 +92,15 @@ def test_embeddings_match_the_quantized_reference(db, rng, mode):
         assert np.median(float_tables) > 2 * np.median(errors)
     else:
         # at every length that reaches a table (n > 1) the quantized tables'
-        # reference is the nearer one. (A fixed bound or a median ratio is
-        # not robust here: a table entry a level apart moves the rows that
-        # reach it, and in about one run of 30 took the largest error to
-        # 3e-3 or the ratio of the medians to 2.8.)
-        assert (errors[1:] < float_tables[1:]).all(), (errors, float_tables)
+        # reference is the nearer one, or as near (a row whose buckets'
+        # entries quantize exactly is as near to both; once seen at n = 2),
+        # and strictly nearer at most lengths. (A fixed bound or a median
+        # ratio is not robust here: a table entry a level apart moves the
+        # rows that reach it, and in about one run of 30 took the largest
+        # error to 3e-3 or the ratio of the medians to 2.8.)
+        nearer = errors[1:] <= float_tables[1:]
+        assert nearer.all() and (errors[1:] < float_tables[1:]).sum() >= len(LENS) - 3, \
+            (errors, float_tables)
 
 
 @pytest.mark.parametrize("mode", MODES)
