@@ -94,31 +94,28 @@ static long now_ns(void) {
   return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-/* Spins up to SPIN_NS while the job number is old: 1 when a new job came
-** (or quit). */
-static int spin_gen(relattn_pool *pool, unsigned long old) {
-  long t0 = 0;
-  int i;
-  for (i = 0;; i++) {
-    if (atomic_load_explicit(&pool->generation, memory_order_acquire) != old ||
-        atomic_load_explicit(&pool->quit, memory_order_relaxed))
-      return 1;
-    sched_yield();
-    if ((i & 63) == 0) {
-      const long t = now_ns();
-      if (!t0) t0 = t;
-      else if (t - t0 > SPIN_NS) return 0;
-    }
-  }
+/* What a spin waits for: a job other than number old (or quit) ... */
+static int new_job(relattn_pool *pool, unsigned long old) {
+  return atomic_load_explicit(&pool->generation, memory_order_acquire) !=
+             old ||
+         atomic_load_explicit(&pool->quit, memory_order_relaxed);
 }
 
-/* Spins up to SPIN_NS for the job's n_tasks to be done: 1 when they are. */
-static int spin_done(relattn_pool *pool, int n_tasks) {
+/* ... or n_tasks tasks of the job done. */
+static int tasks_done(relattn_pool *pool, unsigned long n_tasks) {
+  return atomic_load_explicit(&pool->finished, memory_order_acquire) >=
+         (int)n_tasks;
+}
+
+/* Spins up to SPIN_NS, yielding the CPU each turn, until ready(pool, arg):
+** 1 when it is, 0 when the time ran out. */
+static int spin(relattn_pool *pool,
+                int (*ready)(relattn_pool *, unsigned long),
+                unsigned long arg) {
   long t0 = 0;
   int i;
   for (i = 0;; i++) {
-    if (atomic_load_explicit(&pool->finished, memory_order_acquire) >= n_tasks)
-      return 1;
+    if (ready(pool, arg)) return 1;
     sched_yield();
     if ((i & 63) == 0) {
       const long t = now_ns();
@@ -163,7 +160,7 @@ static void *worker_main(void *argp) {
     relattn_task_fn fn;
     void *ctx;
     int n_tasks;
-    spin_gen(pool, seen);
+    spin(pool, new_job, seen);
     pthread_mutex_lock(&pool->lock);
     while (!atomic_load(&pool->quit) && atomic_load(&pool->generation) == seen) {
       pool->sleeping++;
@@ -277,7 +274,7 @@ void relattn_pool_run(relattn_pool *pool, int n_tasks, relattn_task_fn fn,
 
   drain(pool, 0, gen, fn, ctx, n_tasks);
 
-  if (!spin_done(pool, n_tasks)) {
+  if (!spin(pool, tasks_done, (unsigned long)n_tasks)) {
     pthread_mutex_lock(&pool->lock);
     while (atomic_load(&pool->finished) < n_tasks) {
       pool->waiting = 1;
