@@ -81,6 +81,31 @@ PROMPT = "In the beginning God created the heaven and the earth. And the earth"
 REPS = {1: 4, 16: 2}   # a short run's time: the mean of this many
 
 
+
+def interleaved(sides, lengths, runs, reps):
+    """Times each side (a function of N new tokens -> (seconds, tokens)) at
+    each length, runs times, the sides in a rotated order within each run
+    so that a slow spell falls on all; a length's time is the mean of
+    reps.get(N, 1) calls. -> (median seconds per (side, N), CPU seconds
+    per side, wall seconds per side, tokens per (side, N))."""
+    for f in sides.values():                 # warm every side up
+        f(4)
+    times = {(side, n): [] for side in sides for n in lengths}
+    cpu, wall = dict.fromkeys(sides, 0.0), dict.fromkeys(sides, 0.0)
+    toks = {}
+    order = list(sides)
+    for r in range(runs):
+        for n in lengths:
+            for side in order[r % len(order):] + order[:r % len(order)]:
+                c = time.process_time()
+                got = [sides[side](n) for _ in range(reps.get(n, 1))]
+                cpu[side] += time.process_time() - c
+                wall[side] += sum(g[0] for g in got)
+                times[side, n].append(sum(g[0] for g in got) / len(got))
+                toks[side, n] = got[0][1]
+    med = {key: statistics.median(v) for key, v in times.items()}
+    return med, cpu, wall, toks
+
 def connect(so):
     db = sqlite3.connect(":memory:")
     db.enable_load_extension(True)
@@ -257,22 +282,7 @@ def main():
                      "torch": lambda n: torch_run(Dec32, bos, n),
                      "relattn8": lambda n: relattn_run(db, name + "_int8", n),
                      "torch8": lambda n: torch_run(Dec8, bos, n)}
-            for f in sides.values():                 # warm every side up
-                f(4)
-            times = {(side, n): [] for side in sides for n in lengths}
-            cpu, wall = dict.fromkeys(sides, 0.0), dict.fromkeys(sides, 0.0)
-            toks = {}
-            order = list(sides)
-            for r in range(args.runs):
-                for n in lengths:
-                    for side in order[r % len(order):] + order[:r % len(order)]:
-                        c = time.process_time()
-                        got = [sides[side](n) for _ in range(REPS.get(n, 1))]
-                        cpu[side] += time.process_time() - c
-                        wall[side] += sum(g[0] for g in got)
-                        times[side, n].append(sum(g[0] for g in got) / len(got))
-                        toks[side, n] = got[0][1]
-            med = {key: statistics.median(v) for key, v in times.items()}
+            med, cpu, wall, toks = interleaved(sides, lengths, args.runs, REPS)
             cores = " ".join(f"{cpu[s] / wall[s]:.2f}" for s in sides)
             for n in lengths[1:]:
                 per = {s: (med[s, n] - med[s, 1]) / (n - 1) for s in sides}

@@ -63,7 +63,6 @@ import ctypes
 import json
 import pathlib
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -74,6 +73,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "hf"))
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
 import checkpoints  # noqa: E402
+from bench_generate import interleaved  # noqa: E402
 
 SHAPE = dict(d=512, heads=8, d_kv=64, layers=4, decoder_layers=4, num_buckets=32,
              max_distance=128, vocab=4096)
@@ -156,22 +156,7 @@ def main():
                      "torch": lambda n: torch_run(gen, enc, n),
                      "int8": lambda n: relattn_run(db, f"{name}_int8", blob, n),
                      "bf16": lambda n: relattn_run(db, f"{name}_bf16", blob, n)}
-            for f in sides.values():                 # warm every side up
-                f(4)
-            times = {(side, n): [] for side in sides for n in lengths}
-            cpu, wall = dict.fromkeys(sides, 0.0), dict.fromkeys(sides, 0.0)
-            toks = {}
-            order = list(sides)
-            for r in range(args.runs):
-                for n in lengths:
-                    for side in order[r % len(order):] + order[:r % len(order)]:
-                        c = time.process_time()
-                        got = [sides[side](n) for _ in range(REPS.get(n, 1))]
-                        cpu[side] += time.process_time() - c
-                        wall[side] += sum(g[0] for g in got)
-                        times[side, n].append(sum(g[0] for g in got) / len(got))
-                        toks[side, n] = got[0][1]
-            med = {k: statistics.median(v) for k, v in times.items()}
+            med, cpu, wall, toks = interleaved(sides, lengths, args.runs, REPS)
             cores[label] = {side: cpu[side] / wall[side] for side in sides}
             for n in lengths[1:]:
                 per = {side: (med[side, n] - med[side, 1]) / (n - 1) for side in sides}
