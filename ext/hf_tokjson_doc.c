@@ -38,6 +38,23 @@ char *relattn_tj_get(tj_doc *d, const char *path, char type[16]) {
   return out;
 }
 
+/* Steps st, bound and prepared on d, once: its first column's text ("" for
+** NULL) as a new string, st finalized; NULL with d->rc set on an error. */
+static char *first_text(tj_doc *d, sqlite3_stmt *st) {
+  char *out = NULL;
+  if (sqlite3_step(st) == SQLITE_ROW)
+    out = sqlite3_mprintf("%s", sqlite3_column_text(st, 0)
+                                    ? (const char *)sqlite3_column_text(st, 0)
+                                    : "");
+  d->rc = sqlite3_finalize(st);
+  if (d->rc == SQLITE_OK && !out) d->rc = SQLITE_NOMEM;
+  if (d->rc != SQLITE_OK) {
+    sqlite3_free(out);
+    out = NULL;
+  }
+  return out;
+}
+
 /* A component's name as messages give it: its type; a Sequence's members'
 ** types joined with '+' ("Lowercase+Nmt"); "null" when there is none. */
 char *relattn_tj_name(tj_doc *d, const char *key, const char *members) {
@@ -59,26 +76,16 @@ char *relattn_tj_name(tj_doc *d, const char *key, const char *members) {
     sqlite3_bind_text(st, 1, d->json, d->n, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, list, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW)
-      out = sqlite3_mprintf("%s", sqlite3_column_text(st, 0)
-                                      ? (const char *)sqlite3_column_text(st, 0)
-                                      : "");
-    d->rc = sqlite3_finalize(st);
-    if (d->rc == SQLITE_OK && !out) d->rc = SQLITE_NOMEM;
+    out = first_text(d, st);
   }
   sqlite3_free(path);
   sqlite3_free(list);
-  if (d->rc != SQLITE_OK) {
-    sqlite3_free(out);
-    out = NULL;
-  }
   return out;
 }
 
 /* A template as HF writes it in Python: "[CLS]:0 $A:0 [SEP]:0". */
 char *relattn_tj_template(tj_doc *d, const char *path) {
   sqlite3_stmt *st = NULL;
-  char *out = NULL;
   if (d->rc != SQLITE_OK) return NULL;
   d->rc = sqlite3_prepare_v2(
       d->db,
@@ -92,13 +99,7 @@ char *relattn_tj_template(tj_doc *d, const char *path) {
   if (d->rc != SQLITE_OK) return NULL;
   sqlite3_bind_text(st, 1, d->json, d->n, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
-  if (sqlite3_step(st) == SQLITE_ROW)
-    out = sqlite3_mprintf("%s", sqlite3_column_text(st, 0)
-                                    ? (const char *)sqlite3_column_text(st, 0)
-                                    : "");
-  d->rc = sqlite3_finalize(st);
-  if (d->rc == SQLITE_OK && !out) d->rc = SQLITE_NOMEM;
-  return out;
+  return first_text(d, st);
 }
 
 /* A flag of a component: 1, 0, or -1 for null; *bad when not a bool. */
