@@ -33,10 +33,14 @@ typedef struct relattn_conn {
   relattn_pool *pool;     /* n_threads workers, made on first use */
   relattn_cache_entry *cache; /* loaded models, see ext/store.c */
   sqlite3_int64 cache_size; /* relattn_cache_size(): bytes of models kept */
+  struct scan_worker *scan_spare; /* a closed scan's workers (ext/scan.c) */
+  int n_scan_spare;
 } relattn_conn;
 
 /* The connection's pool with its current thread count; NULL when out of memory. */
 relattn_pool *relattn_conn_pool(relattn_conn *conn);
+/* Frees the workers a closed relattn_scan left the connection (ext/scan.c). */
+void relattn_scan_spare_free(relattn_conn *conn);
 
 /* ---- ext/util.c: the shared helpers -------------------------------------- */
 

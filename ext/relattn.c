@@ -32,6 +32,7 @@ static void connRelease(void *p) {
   relattn_conn *conn = p;
   if (--conn->refs > 0) return;
   relattn_store_close(conn);
+  relattn_scan_spare_free(conn);
   relattn_pool_free(conn->pool);
   sqlite3_free(conn);
 }
