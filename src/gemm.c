@@ -34,7 +34,12 @@
 ** loads the panel's row k once and broadcasts x[r][k]. k goes in chunks of
 ** KC (the accumulators go back to y between chunks, which changes nothing:
 ** a float stored is the float loaded), so a chunk of the panel (KC x 32
-** floats) stays in L1 while the block's rows pass over it. Measured on this
+** floats) stays in L1 while the block's rows pass over it. Rows of one tile
+** (a decoding step's single row) take k whole: no other tile reuses a chunk,
+** and chunking cut a weight's stream into 32 KB pieces, read in two passes
+** over every panel, at half the memory's speed (1 x 512 x 2048 from memory:
+** 27 GB/s in chunks, 50 whole; the d512 decoder 255-262 tokens a second on
+** one thread, 377-380 whole). Measured on this
 ** loop against OpenBLAS's sgemm with the same bias pass, one thread, weights
 ** of 6 layers in turn (so from L3 as in a forward pass): 154 x 1536 x 384
 ** 95 vs 82 GFLOP/s, 154 x 384 x 1536 104 vs 83, 52 x 1536 x 384 88 vs 60.
@@ -400,9 +405,11 @@ static void run(const char *path, float *y, int ldy, const float *x, int ldx,
     const int wide = path[3] == '5';
     const int mr_max = wide ? MR512 : MR256, step = wide ? RELATTN_PANEL : 16;
     const tile_fn *tiles = wide ? tiles512 : tiles256;
+    /* rows of one tile: k whole (above) */
+    const int KCR = rows <= mr_max ? P->in : KC;
     int k0, p, r0, c0, ws;
-    for (k0 = 0; k0 < P->in; k0 += KC) {
-      const int kc = P->in - k0 < KC ? P->in - k0 : KC;
+    for (k0 = 0; k0 < P->in; k0 += KCR) {
+      const int kc = P->in - k0 < KCR ? P->in - k0 : KCR;
       const int init = k0 > 0 ? INIT_Y
                        : !accumulate ? INIT_B
                        : b          ? INIT_Y_B

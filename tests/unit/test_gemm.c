@@ -11,7 +11,7 @@
 ** 4. relattn_gemm_nn (B read in place) against its chain the same way.
 ** Shapes: rows 1..40 (edge tiles of 12 and 6), out not a multiple of the
 ** panel (1, 17, 31, 33, 95) and multiples (32, 64), in 1..600 (one and three
-** chunks of k), padded leading dimensions, with and without b, accumulate.
+** chunks of k; rows of one tile take k whole), padded leading dimensions, with and without b, accumulate.
 */
 #include <string.h>
 
