@@ -643,28 +643,107 @@ __attribute__((target("avx2,fma"))) static size_t gelu_avx2(float *x,
   return i;
 }
 
+/* The AVX-512 forms: the AVX2 ones' operations, one for one, 16 at a time
+** (each correctly rounded or exact, so the same bits; tests/unit/
+** test_activate.c compares the two paths). The logic ops are integer ones:
+** AVX-512F has no float and/or/xor. */
+#define AS_I(v) _mm512_castps_si512(v)
+#define AS_F(v) _mm512_castsi512_ps(v)
+
+__attribute__((target("avx512f"))) static inline __m512 exp_avx512(__m512 y) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  __m512 k, r, e, scale;
+  k = _mm512_roundscale_ps(_mm512_mul_ps(y, _mm512_set1_ps(1.44269504088896341f)),
+                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), y);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  e = _mm512_fmadd_ps(r, _mm512_set1_ps(1.0f / 720), _mm512_set1_ps(1.0f / 120));
+  e = _mm512_fmadd_ps(r, e, _mm512_set1_ps(1.0f / 24));
+  e = _mm512_fmadd_ps(r, e, _mm512_set1_ps(1.0f / 6));
+  e = _mm512_fmadd_ps(r, e, _mm512_set1_ps(0.5f));
+  e = _mm512_fmadd_ps(r, e, one);
+  e = _mm512_fmadd_ps(r, e, one);
+  scale = AS_F(_mm512_slli_epi32(
+      _mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23));
+  return _mm512_mul_ps(e, scale);
+}
+
+__attribute__((target("avx512f"))) static size_t gelu_tanh_avx512(float *x,
+                                                                  size_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f), tmax = _mm512_set1_ps(TANH_TMAX);
+  size_t i;
+  for (i = 0; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_loadu_ps(x + i), t;
+    t = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(TANH_C3), v), v, one);
+    t = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(TANH_C1), v), t);
+    t = _mm512_max_ps(_mm512_min_ps(t, tmax),
+                      _mm512_sub_ps(_mm512_setzero_ps(), tmax));
+    _mm512_storeu_ps(x + i,
+                     _mm512_div_ps(v, _mm512_add_ps(one, exp_avx512(t))));
+  }
+  return i;
+}
+
+__attribute__((target("avx512f"))) static size_t gelu_avx512(float *x,
+                                                             size_t n) {
+  const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+  const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+  size_t i;
+  for (i = 0; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_loadu_ps(x + i), z, t, p, y, h;
+    z = _mm512_mul_ps(AS_F(_mm512_andnot_si512(sign, AS_I(v))),
+                      _mm512_set1_ps(0.70710678118654752f));
+    z = _mm512_min_ps(z, _mm512_set1_ps(GELU_ZMAX));
+    t = _mm512_div_ps(one, _mm512_fmadd_ps(_mm512_set1_ps(GELU_P), z, one));
+    p = _mm512_fmadd_ps(t, _mm512_set1_ps(GELU_A5), _mm512_set1_ps(GELU_A4));
+    p = _mm512_fmadd_ps(t, p, _mm512_set1_ps(GELU_A3));
+    p = _mm512_fmadd_ps(t, p, _mm512_set1_ps(GELU_A2));
+    p = _mm512_fmadd_ps(t, p, _mm512_set1_ps(GELU_A1));
+    p = _mm512_mul_ps(t, p);
+    y = _mm512_mul_ps(AS_F(_mm512_xor_si512(AS_I(z), sign)), z);
+    h = _mm512_mul_ps(_mm512_mul_ps(half, p), exp_avx512(y));
+    h = AS_F(_mm512_or_si512(AS_I(_mm512_sub_ps(half, h)),
+                             _mm512_and_si512(sign, AS_I(v))));
+    _mm512_storeu_ps(x + i, _mm512_mul_ps(v, _mm512_add_ps(half, h)));
+  }
+  return i;
+}
+
+#undef AS_I
+#undef AS_F
 #endif
 
-void relattn_fwd_activate(float *x, size_t count, int activation) {
+void relattn_fwd_activate_on(const char *path, float *x, size_t count,
+                             int activation) {
   size_t i = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  const int wide = strcmp(path, "avx512") == 0;
+  const int fma = wide || strcmp(path, "avx2") == 0;
+#endif
   if (activation == RELATTN_RELU) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (relattn_simd_fma()) i = relu_avx2(x, count);
+    if (fma) i = relu_avx2(x, count);
 #endif
     for (; i < count; i++) x[i] = x[i] > 0 ? x[i] : 0;
     return;
   }
   if (activation == RELATTN_GELU_TANH) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (relattn_simd_fma()) i = gelu_tanh_avx2(x, count);
+    if (wide) i = gelu_tanh_avx512(x, count);
+    if (fma) i += gelu_tanh_avx2(x + i, count - i);
 #endif
     for (; i < count; i++) x[i] = gelu_tanh1(x[i]);
     return;
   }
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (relattn_simd_fma()) i = gelu_avx2(x, count);
+  if (wide) i = gelu_avx512(x, count);
+  if (fma) i += gelu_avx2(x + i, count - i);
 #endif
   for (; i < count; i++) x[i] = gelu1(x[i]);
+}
+
+void relattn_fwd_activate(float *x, size_t count, int activation) {
+  relattn_fwd_activate_on(relattn_simd_path(), x, count, activation);
 }
 
 /* The heads' activations on floats (mlm.dense): those of the FFN, and tanh,

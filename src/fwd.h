@@ -31,6 +31,10 @@ int relattn_fwd_head(const relattn_model *m, relattn_pool *pool, int worker,
                      float alpha, const float *b);
 /* The FFN's activation (config activation) on count floats, in place. */
 void relattn_fwd_activate(float *x, size_t count, int activation);
+/* The same on a named vector path ("avx512", "avx2", "scalar"): the same
+** bits on the first two; for the tests. */
+void relattn_fwd_activate_on(const char *path, float *x, size_t count,
+                             int activation);
 /* x (rows, d_model) += FFN(in) of layer L, in (rows, d_model) already
 ** normed; hid: (rows, d_ff) floats, twice that when gated. 0, or 1 as
 ** relattn_fwd_linear. */
