@@ -19,15 +19,6 @@
 
 SQLITE_EXTENSION_INIT1
 
-relattn_pool *relattn_conn_pool(relattn_conn *conn) {
-  if (conn->pool && relattn_pool_size(conn->pool) != conn->n_threads) {
-    relattn_pool_free(conn->pool);
-    conn->pool = NULL;
-  }
-  if (!conn->pool) conn->pool = relattn_pool_new(conn->n_threads);
-  return conn->pool;
-}
-
 static void connRelease(void *p) {
   relattn_conn *conn = p;
   if (--conn->refs > 0) return;

@@ -15,6 +15,7 @@
 **               relattn_tokens_limited: the same under relattn_max_tokens();
 **               relattn_model_input: a token argument as a model's input.
 **   memory      relattn_memory_check / relattn_memory_ok: relattn_max_memory().
+**   pool        relattn_conn_pool: the connection's workers.
 **   interrupt   relattn_watch_begin / relattn_watch_end: sqlite3_interrupt
 **               seen by the worker pool while a call computes;
 **               relattn_interrupted: has it been called?
@@ -274,6 +275,17 @@ int relattn_sql_code(sqlite3 *db) {
   int rc = sqlite3_errcode(db);
   return rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR
                                                                  : rc;
+}
+
+/* ---- pool ---------------------------------------------------------------- */
+
+relattn_pool *relattn_conn_pool(relattn_conn *conn) {
+  if (conn->pool && relattn_pool_size(conn->pool) != conn->n_threads) {
+    relattn_pool_free(conn->pool);
+    conn->pool = NULL;
+  }
+  if (!conn->pool) conn->pool = relattn_pool_new(conn->n_threads);
+  return conn->pool;
 }
 
 /* ---- memory -------------------------------------------------------------- */
