@@ -282,11 +282,13 @@ static void rotate(float *out, const float *x, int dh, const relattn_rel *t,
 
 /* One query at position i over keys and values 0..i of a cache (rows in
 ** floats apart): z (H d_head) from q (H d_head, not rotated). The products
-** over the keys are sgemm's (one row of the query against the cache's
-** rows, read in place); a table of no more rows than there are keys has
-** its query-side products made once per row and its value rows weighted
-** by each row's summed probability, so Shaw's 2k+1 rows cost O(k d), not
-** O(n d). */
+** over the keys are src/vecmath.c's dot_rows and axpy_rows (one row of the
+** query against the cache's rows, read in place, in one order on every
+** path and kernel set: sgemm packed the cache on every call, 38% of a
+** 1,500-token generation of a d512 decoder); a table of no more rows than
+** there are keys has its query-side products made once per row (sgemm) and
+** its value rows weighted by each row's summed probability, so Shaw's 2k+1
+** rows cost O(k d), not O(n d). */
 static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
                        int i, const float *K, const float *V, float *z) {
   const int H = d->m->cfg.n_heads, dh = d->dh, in = d->in, n = i + 1;
@@ -321,8 +323,7 @@ static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
     if (t->u)
       for (c = 0; c < dh; c++) qa[c] += t->u[(size_t)h * dh + c];
     /* s (q^ + u) . k^_j for every key */
-    relattn_sgemm(0, 1, 1, n, dh, s, qa, dh, K + (size_t)h * dh, in, 0.0f, ef,
-                  n);
+    vec->dot_rows(ef, qa, K + (size_t)h * dh, in, n, dh, s);
     if (rk) {
       memcpy(qw, qh, sizeof(float) * dh);
       if (t->w)
@@ -382,8 +383,7 @@ static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
     sum = vec->exp_sum(ef, n, mx);
     vec->scale(ef, n, 1.0f / sum);
     /* z = sum_j p_j (v_j + rv[b]) */
-    relattn_sgemm(0, 0, 1, dh, n, 1.0f, ef, n, V + (size_t)h * dh, in, 0.0f,
-                  zh, dh);
+    vec->axpy_rows(zh, ef, V + (size_t)h * dh, in, n, dh);
     if (!rv) continue;
     if (by_row) {
       memset(tr, 0, sizeof(float) * (size_t)t->rows);

@@ -67,10 +67,37 @@ static void gather_add_scalar(float *x, const float *t, const int *idx, int n,
   for (j = 0; j < n; j++) x[j] += t[base + idx[j] * stride + j * step];
 }
 
+/* dot_rows' sum of one row (vecmath.h), from c0 = 0 */
+static float dot_fixed(const float *q, const float *k, int d) {
+  const int d8 = d / 8 * 8;
+  float p[8] = {0, 0, 0, 0, 0, 0, 0, 0}, r;
+  int c, l;
+  for (c = 0; c < d8; c += 8)
+    for (l = 0; l < 8; l++) p[l] = fmaf(q[c + l], k[c + l], p[l]);
+  r = ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
+  for (c = d8; c < d; c++) r = fmaf(q[c], k[c], r);
+  return r;
+}
+
+static void dot_rows_scalar(float *y, const float *q, const float *k, int ldk,
+                            int n, int d, float s) {
+  int j;
+  for (j = 0; j < n; j++) y[j] = dot_fixed(q, k + (size_t)j * ldk, d) * s;
+}
+
+static void axpy_rows_scalar(float *z, const float *p, const float *v,
+                             int ldv, int n, int d) {
+  int j, c;
+  for (c = 0; c < d; c++) z[c] = 0.0f;
+  for (j = 0; j < n; j++)
+    for (c = 0; c < d; c++) z[c] = fmaf(p[j], v[(size_t)j * ldv + c], z[c]);
+}
+
 static const relattn_vec vec_scalar = {"scalar", max_scalar, exp_sum_scalar,
                                        scale_scalar, add_scalar,
                                        max_ramp_scalar, exp_sum_ramp_scalar,
-                                       gather_add_scalar};
+                                       gather_add_scalar, dot_rows_scalar,
+                                       axpy_rows_scalar};
 
 /* ---- x86-64: AVX2 + FMA and AVX-512F ------------------------------------ */
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -441,14 +468,103 @@ __attribute__((target("avx512f"))) static void gather_add_avx512(
                     base + j * (idx ? step : stride + step), stride, step);
 }
 
+/* dot_rows: the eight partial sums are a ymm's lanes (on the AVX-512 path
+** too: sixteen would be another order); four keys at a time, so four fma
+** chains run side by side. */
+__attribute__((target("avx2,fma"))) static inline float join8(__m256 a) {
+  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(a),
+                              _mm256_extractf128_ps(a, 1)); /* p_l + p_l+4 */
+  const __m128 t = _mm_add_ps(h, _mm_movehl_ps(h, h)); /* (0+4)+(2+6), (1+5)+(3+7) */
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+__attribute__((target("avx2,fma"))) static void dot_rows_avx2(
+    float *y, const float *q, const float *k, int ldk, int n, int d, float s) {
+  const int d8 = d / 8 * 8;
+  int j = 0, c;
+  for (; j + 4 <= n; j += 4) {
+    const float *k0 = k + (size_t)j * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk,
+                *k3 = k2 + ldk;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    float r0, r1, r2, r3;
+    for (c = 0; c < d8; c += 8) {
+      const __m256 qc = _mm256_loadu_ps(q + c);
+      a0 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k0 + c), a0);
+      a1 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k1 + c), a1);
+      a2 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k2 + c), a2);
+      a3 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k3 + c), a3);
+    }
+    r0 = join8(a0), r1 = join8(a1), r2 = join8(a2), r3 = join8(a3);
+    for (c = d8; c < d; c++) {
+      r0 = fmaf(q[c], k0[c], r0), r1 = fmaf(q[c], k1[c], r1);
+      r2 = fmaf(q[c], k2[c], r2), r3 = fmaf(q[c], k3[c], r3);
+    }
+    y[j] = r0 * s, y[j + 1] = r1 * s, y[j + 2] = r2 * s, y[j + 3] = r3 * s;
+  }
+  for (; j < n; j++) {
+    const float *kj = k + (size_t)j * ldk;
+    __m256 a = _mm256_setzero_ps();
+    float r;
+    for (c = 0; c < d8; c += 8)
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(kj + c), a);
+    r = join8(a);
+    for (c = d8; c < d; c++) r = fmaf(q[c], kj[c], r);
+    y[j] = r * s;
+  }
+}
+
+/* axpy_rows: each z[c] its own lane, so any width gives the same bits;
+** 32 (AVX2) or 64 (AVX-512) columns stay in registers over all j. */
+__attribute__((target("avx2,fma"))) static void axpy_rows_avx2(
+    float *z, const float *p, const float *v, int ldv, int n, int d) {
+  int c0 = 0, j, c;
+  for (; c0 + 32 <= d; c0 += 32) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (j = 0; j < n; j++) {
+      const float *vj = v + (size_t)j * ldv + c0;
+      const __m256 pj = _mm256_set1_ps(p[j]);
+      a0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj), a0);
+      a1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8), a1);
+      a2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 16), a2);
+      a3 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 24), a3);
+    }
+    _mm256_storeu_ps(z + c0, a0), _mm256_storeu_ps(z + c0 + 8, a1);
+    _mm256_storeu_ps(z + c0 + 16, a2), _mm256_storeu_ps(z + c0 + 24, a3);
+  }
+  for (c = c0; c < d; c++) z[c] = 0.0f;
+  for (j = 0; j < n && c0 < d; j++)
+    for (c = c0; c < d; c++) z[c] = fmaf(p[j], v[(size_t)j * ldv + c], z[c]);
+}
+
+__attribute__((target("avx512f"))) static void axpy_rows_avx512(
+    float *z, const float *p, const float *v, int ldv, int n, int d) {
+  int c0 = 0, j;
+  for (; c0 + 64 <= d; c0 += 64) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (j = 0; j < n; j++) {
+      const float *vj = v + (size_t)j * ldv + c0;
+      const __m512 pj = _mm512_set1_ps(p[j]);
+      a0 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj), a0);
+      a1 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 16), a1);
+      a2 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 32), a2);
+      a3 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 48), a3);
+    }
+    _mm512_storeu_ps(z + c0, a0), _mm512_storeu_ps(z + c0 + 16, a1);
+    _mm512_storeu_ps(z + c0 + 32, a2), _mm512_storeu_ps(z + c0 + 48, a3);
+  }
+  if (c0 < d) axpy_rows_avx2(z + c0, p, v + c0, ldv, n, d - c0);
+}
+
 static const relattn_vec vec_avx2 = {"avx2", max_avx2, exp_sum_avx2,
                                      scale_avx2, add_avx2,
                                      max_ramp_avx2, exp_sum_ramp_avx2,
-                                     gather_add_avx2};
+                                     gather_add_avx2, dot_rows_avx2,
+                                     axpy_rows_avx2};
 static const relattn_vec vec_avx512 = {"avx512", max_avx512, exp_sum_avx512,
                                        scale_avx512, add_avx512,
                                        max_ramp_avx512, exp_sum_ramp_avx512,
-                                       gather_add_avx512};
+                                       gather_add_avx512, dot_rows_avx2,
+                                       axpy_rows_avx512};
 #endif
 
 const relattn_vec *relattn_vec_path(const char *name) {

@@ -22,6 +22,18 @@ typedef struct relattn_vec {
   ** of each column), in int32 index arithmetic. */
   void (*gather_add)(float *x, const float *t, const int *idx, int n, int base,
                      int stride, int step);
+  /* One query against n rows (a decoding step's attention over its cache,
+  ** src/decode.c), in one order on every path:
+  ** dot_rows: y[j] = s * (q . k_j), k_j = k + j*ldk, d long: eight partial
+  **   sums, sum l an fma chain over c = l, l + 8, ... below d rounded down
+  **   to 8, joined ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)), then
+  **   fma over the rest of c in order, then times s;
+  ** axpy_rows: z[c] = sum_j p[j] v[j*ldv + c], c < d: per c an fma chain
+  **   over j = 0 .. n-1 from 0. */
+  void (*dot_rows)(float *y, const float *q, const float *k, int ldk, int n,
+                   int d, float s);
+  void (*axpy_rows)(float *z, const float *p, const float *v, int ldv, int n,
+                    int d);
 } relattn_vec;
 
 const relattn_vec *relattn_vec_ops(void);
