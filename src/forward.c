@@ -105,6 +105,7 @@
 */
 #include "relattn.h"
 #include "fwd.h"
+#include "vecmath.h"
 
 #include <math.h>
 #include <string.h>
@@ -479,14 +480,33 @@ typedef struct head_ctx {
   float alpha;
 } head_ctx;
 
+/* Columns [c0, c0 + cols) of the logits. A few rows (a decoding step's,
+** a row per beam) take src/vecmath.c's dot_rows, each row on its own,
+** reading the table in place: sgemm packed the whole table on every call
+** (a tenth of a T5 step at one thread); more rows take sgemm. */
+#define HEAD_DOT_ROWS 8
+
+static void head_part(const head_ctx *h, int c0, int cols) {
+  int r;
+  if (h->rows > HEAD_DOT_ROWS) {
+    relattn_sgemm(0, 1, h->rows, cols, h->d, h->alpha, h->x, h->ldx,
+                  h->e + (size_t)c0 * h->d, h->d, 0.0f, h->logits + c0,
+                  h->vocab);
+    return;
+  }
+  for (r = 0; r < h->rows; r++)
+    relattn_vec_ops()->dot_rows(h->logits + (size_t)r * h->vocab + c0,
+                                h->x + (size_t)r * h->ldx,
+                                h->e + (size_t)c0 * h->d, h->d, cols, h->d,
+                                h->alpha);
+}
+
 static void head_cols_task(void *ctxp, int task, int worker) {
   const head_ctx *h = ctxp;
   const int c0 = task * HEAD_COLS;
   const int cols = h->vocab - c0 < HEAD_COLS ? h->vocab - c0 : HEAD_COLS;
   (void)worker;
-  relattn_sgemm(0, 1, h->rows, cols, h->d, h->alpha, h->x, h->ldx,
-                h->e + (size_t)c0 * h->d, h->d, 0.0f, h->logits + c0,
-                h->vocab);
+  head_part(h, c0, cols);
 }
 
 int relattn_fwd_head(const relattn_model *m, relattn_pool *pool, int worker,
@@ -508,14 +528,14 @@ int relattn_fwd_head(const relattn_model *m, relattn_pool *pool, int worker,
   }
   if ((int64_t)rows * d * V * 4 >= ROWS_SPLIT_WORK)
     n_tasks = (V + HEAD_COLS - 1) / HEAD_COLS;
-  if (n_tasks == 1) {
-    relattn_sgemm(0, 1, rows, V, d, alpha, x, ldx, m->lm_head, d, 0.0f, logits,
-                  V);
-  } else {
+  {
     head_ctx h;
     h.logits = logits, h.x = x, h.e = m->lm_head, h.ldx = ldx, h.rows = rows;
     h.d = d, h.vocab = V, h.alpha = alpha;
-    relattn_pool_run(pool, n_tasks, head_cols_task, &h);
+    if (n_tasks == 1)
+      head_part(&h, 0, V);
+    else
+      relattn_pool_run(pool, n_tasks, head_cols_task, &h);
   }
   if (b)
     for (r = 0; r < rows; r++)

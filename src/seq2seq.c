@@ -210,6 +210,7 @@ static int step_rows(s2s *s, float *logits, const char *fn, char *err,
   const int B = s->beams, d = c->d_model, in = s->in, t = s->t;
   const int H = c->n_heads, dh = relattn_config_d_head(c);
   const size_t per = (size_t)s->max_len * in; /* a beam's cache, one layer */
+  const relattn_vec *vec = relattn_vec_ops();
   relattn_fwd_prod p[3];
   int l, b, h, j, e;
   for (l = 0; l < c->dec_layers; l++) {
@@ -230,26 +231,25 @@ static int step_rows(s2s *s, float *logits, const char *fn, char *err,
       memcpy(cv + b * per + (size_t)t * in, s->kv + (size_t)b * 2 * in + in,
              sizeof(float) * in);
     }
+    /* each beam's query over its cache: the products are vecmath's
+    ** dot_rows and axpy_rows (a scalar chain of dependent adds was about
+    ** half of a T5 step at one thread), plus the bias of each distance */
     for (b = 0; b < B; b++)
       for (h = 0; h < H; h++) {
         const float *qr = s->q + (size_t)b * in + (size_t)h * dh;
         const float *bias = m->dec_rel_bias + (size_t)h * c->pos.num_buckets;
-        float *o = s->att + (size_t)b * in + (size_t)h * dh, mx = -INFINITY;
+        float *o = s->att + (size_t)b * in + (size_t)h * dh, mx;
         double sum = 0;
+        vec->dot_rows(s->scores, qr, ck + b * per + (size_t)h * dh, in, t + 1,
+                      dh, 1.0f);
+        for (j = 0; j <= t; j++) s->scores[j] += bias[s->bucket[t - j]];
+        mx = vec->max(s->scores, t + 1);
         for (j = 0; j <= t; j++) {
-          const float *kj = ck + b * per + (size_t)j * in + (size_t)h * dh;
-          float sc = bias[s->bucket[t - j]];
-          for (e = 0; e < dh; e++) sc += qr[e] * kj[e];
-          s->scores[j] = sc;
-          if (sc > mx) mx = sc;
+          s->scores[j] = expf(s->scores[j] - mx);
+          sum += s->scores[j];
         }
-        for (e = 0; e < dh; e++) o[e] = 0;
-        for (j = 0; j <= t; j++) {
-          const float *vj = cv + b * per + (size_t)j * in + (size_t)h * dh;
-          float p = expf(s->scores[j] - mx);
-          sum += p;
-          for (e = 0; e < dh; e++) o[e] += p * vj[e];
-        }
+        vec->axpy_rows(o, s->scores, cv + b * per + (size_t)h * dh, in, t + 1,
+                       dh);
         for (e = 0; e < dh; e++) o[e] = (float)(o[e] / sum);
       }
     if (one(s, s->x, d, s->att, in, in, d, L->wo, L->bo, 1.0f)) goto nomem;
