@@ -286,8 +286,8 @@ static void rotate(float *out, const float *x, int dh, const relattn_rel *t,
 ** query against the cache's rows, read in place, in one order on every
 ** path and kernel set: sgemm packed the cache on every call, 38% of a
 ** 1,500-token generation of a d512 decoder); a table of no more rows than
-** there are keys has its query-side products made once per row (sgemm) and
-** its value rows weighted by each row's summed probability, so Shaw's 2k+1
+** there are keys has its query-side products made once per row and its
+** value rows weighted by each row's summed probability, so Shaw's 2k+1
 ** rows cost O(k d), not O(n d). */
 static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
                        int i, const float *K, const float *V, float *z) {
@@ -329,8 +329,7 @@ static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
       if (t->w)
         for (c = 0; c < dh; c++) qw[c] += t->w[(size_t)h * dh + c];
       if (by_row) {
-        relattn_sgemm(0, 1, 1, t->rows, dh, s, qw, dh, rk, dh, 0.0f, tr,
-                      t->rows);
+        vec->dot_rows(tr, qw, rk, dh, t->rows, dh, s);
         for (j = 0; j < n; j++) ef[j] += tr[rb[j]];
       } else {
         for (j = 0; j < n; j++)
@@ -386,10 +385,11 @@ static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
     vec->axpy_rows(zh, ef, V + (size_t)h * dh, in, n, dh);
     if (!rv) continue;
     if (by_row) {
+      /* qw (free by now) takes the rows' weighted sum */
       memset(tr, 0, sizeof(float) * (size_t)t->rows);
       for (j = 0; j < n; j++) tr[rb[j]] += ef[j];
-      relattn_sgemm(0, 0, 1, dh, t->rows, 1.0f, tr, t->rows, rv, dh, 1.0f, zh,
-                    dh);
+      vec->axpy_rows(qw, tr, rv, dh, t->rows, dh);
+      for (c = 0; c < dh; c++) zh[c] += qw[c];
     } else {
       for (j = 0; j < n; j++) {
         const float *r = rv + (size_t)rb[j] * dh;
