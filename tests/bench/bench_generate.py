@@ -59,6 +59,30 @@ within a row are what to read; relattn alone, base and new .so
 interleaved in one process (12 rounds, medians, only about one core
 free): two threads 1.22x the speed before on this decoder in float32,
 1.04x int8; one thread unchanged (0.95-1.04x).
+
+Then a step stopped calling OpenBLAS: a weight of one row is read whole
+(src/gemm.c no longer cuts k in 256-step chunks for one tile of rows:
+1 x 512 x 2048 from memory went from 27 to 50 GB/s), and the attention
+over the cache, Shaw's table rows and a head of up to 8 rows are
+src/vecmath.c's dot_rows and axpy_rows, read in place (one-row sgemm
+calls packed the cache on every call). --runs 5, the default lengths, the
+machine otherwise quiet:
+
+    model thr    N   fp32 tok/s (torch)  ratio   int8 tok/s (torch)  GB/s
+    tiny   1    16   8697 (2277)  3.82x   23748 (213)   44.2
+    tiny   1   512   6538 (2106)  3.10x   10421 (219)   33.2
+    big    1    16    410  (186)  2.20x     770  (75)   41.5
+    big    1   512    368  (190)  1.94x     929  (68)   37.2
+    big    2    16    (its T(1) noisier than a token; see the 512 row)
+    big    2   512    571   (51) 11.19x    1183  (17)   57.8
+
+per token 512 / 16 new: big 1.11 (one thread), 0.66 (two). In another
+run minutes apart PyTorch's one-thread 16-token rate was 242 (big 1.37x):
+its time at 16 tokens is a small difference of two noisy totals. Before
+these changes, one thread: 255-262 tokens a second on big. A pure stream
+of the big model's products (8 layers, one row, src/gemm.c) takes 2.0 ms
+(49-52 GB/s): at 512 new tokens the rest of a step (the cache's 10 MB on
+average, norms, the head) is 0.7 ms.
 """
 import argparse
 import ctypes

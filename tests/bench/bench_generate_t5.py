@@ -57,7 +57,23 @@ PyTorch in the same run):
 relattn's cores 1.0 before, 1.4-1.6 after; PyTorch's own times moved between the runs (4.7-10.3
 ms before, 8.9-14.3 after), so part of the ratios' change is its noise. relattn alone, base and
 new .so interleaved in one process (12 rounds, only about one core free): 1.07x at two threads
-in float32, 0.95x int8; one thread unchanged."""
+in float32, 0.95x int8; one thread unchanged.
+
+Then a step's self- and cross-attention and its head of one row (or a row per beam) became
+src/vecmath.c's dot_rows and axpy_rows (a scalar chain of dependent adds, and an sgemm that packed
+the 8 MB head on every call, were 49% and 10% of a long generation). Quiet machine, ms per new
+token (ratio), 1 thread (--runs 7); 2 threads (--runs 5):
+
+    model                  N  1 thread          2 threads
+    t5 (relu, tied)       16  1.951  1.62x      1.107  8.40x
+    t5 (relu, tied)      256  1.810  1.78x      0.965  6.15x
+    flan-t5 (gated-gelu)  16  1.394  1.94x      0.912  7.02x
+    flan-t5 (gated-gelu) 256  1.345  1.95x      0.844  6.28x
+
+per token 256 / 16 new: 0.93 and 0.96 at one thread (1.16 before). int8 6.2-7.2x PyTorch
+float32 at one thread, bf16 3.1-3.3x. One thread reads 34-42 GB/s of float32 weights a token,
+against PyTorch's 21-25; the one-thread target still fails, by 3-20%. A run minutes earlier gave
+1.77x, 1.77x, 1.94x, 1.98x."""
 import argparse
 import ctypes
 import json
