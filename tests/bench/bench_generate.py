@@ -73,12 +73,13 @@ machine otherwise quiet:
     tiny   1   512   6538 (2106)  3.10x   10421 (219)   33.2
     big    1    16    410  (186)  2.20x     770  (75)   41.5
     big    1   512    368  (190)  1.94x     929  (68)   37.2
-    big    2    16    (its T(1) noisier than a token; see the 512 row)
+    big    2    16    374  (225)  1.67x    1496  (14)   37.9
     big    2   512    571   (51) 11.19x    1183  (17)   57.8
 
-per token 512 / 16 new: big 1.11 (one thread), 0.66 (two). In another
-run minutes apart PyTorch's one-thread 16-token rate was 242 (big 1.37x):
-its time at 16 tokens is a small difference of two noisy totals. Before
+per token 512 / 16 new: big 1.11 (one thread), 0.66 (two). A rate at 16
+tokens is a small difference of two noisy totals: PyTorch at two threads
+gave 225 at 16 and 51 at 512 in this run, 47-55 at 16 in the two before;
+at one thread 242 at 16 in another run minutes apart (big 1.37x). Before
 these changes, one thread: 255-262 tokens a second on big. A pure stream
 of the big model's products (8 layers, one row, src/gemm.c) takes 2.0 ms
 (49-52 GB/s): at 512 new tokens the rest of a step (the cache's 10 MB on
