@@ -573,20 +573,26 @@ def test_models_quantized_before_embeddings_still_load(db, rng, mode):
         errors += list(np.abs(np.array(got) - [lp[i, ids[i + 1]] for i in range(len(ids) - 1)]))
     print(f"median error {np.median(errors):.1e}, largest {max(errors):.1e}")
     assert np.median(errors) < 1e-5 and max(errors) < 0.5   # as above
-    # and it generates: each new token's log-prob the model's own
-    prompt = rng.integers(0, 256, 6).tolist()
-    rows = db.execute("SELECT token, logprob FROM relattn_generate_tokens('old', ?, ?)",
-                      (toks(prompt), json.dumps({"max_new_tokens": 20, "eos_token_id": None}))
-                      ).fetchall()
-    assert len(rows) == 20
-    lp = [r[0] for r in db.execute("SELECT logprob FROM relattn_logprobs('old', ?)",
-                                   (toks(prompt + [r[0] for r in rows]),))][len(prompt) - 1:]
-    err = np.abs(np.array(lp) - [r[1] for r in rows])
-    print(f"generated: median error {np.median(err):.1e}, largest {err.max():.1e}")
-    # the prompt's cached rows and the whole sequence's block may sum in
-    # another order, and a level flip there moves the positions after it
-    # (test_generate.py): medians up to 2e-4 in 100 seeds, most 1e-6
-    assert np.median(err) < 1e-3 and err.max() < 0.05
+    # and it generates: each new token's log-prob the model's own. The
+    # prompt's cached rows and the whole sequence's block may sum in another
+    # order, and an int8 level flip there moves the positions after it
+    # (test_generate.py): medians most often 1e-6, over 1e-3 for 1 seed in
+    # 300 (before and after the step's products became relattn's own). A
+    # wrong cache is off at every prompt; a flip at one: two prompts at most.
+    for attempt in range(2):
+        prompt = rng.integers(0, 256, 6).tolist()
+        rows = db.execute("SELECT token, logprob FROM relattn_generate_tokens('old', ?, ?)",
+                          (toks(prompt), json.dumps({"max_new_tokens": 20,
+                                                     "eos_token_id": None}))).fetchall()
+        assert len(rows) == 20
+        lp = [r[0] for r in db.execute("SELECT logprob FROM relattn_logprobs('old', ?)",
+                                       (toks(prompt + [r[0] for r in rows]),))][len(prompt) - 1:]
+        err = np.abs(np.array(lp) - [r[1] for r in rows])
+        print(f"generated: median error {np.median(err):.1e}, largest {err.max():.1e}")
+        if np.median(err) < 1e-3 and err.max() < 0.05:
+            break
+    else:
+        raise AssertionError(f"two prompts' generated log-probs off: median {np.median(err):.1e}")
 
 
 def test_import_checks_embedding_tensors(db, rng):
