@@ -120,6 +120,22 @@ static void norm_rows(const relattn_model *m, float *out, const float *x,
                m->cfg.norm_kind);
 }
 
+/* o (dh) = sum_j softmax(scores)_j v_j over n rows of v (ld floats apart):
+** the weights exp(s - max) in place, summed in double, the weighted sum
+** src/vecmath.c's axpy_rows. The cross- and self-attention's second half. */
+static void weigh_values(const relattn_vec *vec, float *o, float *scores,
+                         const float *v, int ld, int n, int dh) {
+  const float mx = vec->max(scores, n);
+  double sum = 0;
+  int j, e;
+  for (j = 0; j < n; j++) {
+    scores[j] = expf(scores[j] - mx);
+    sum += scores[j];
+  }
+  vec->axpy_rows(o, scores, v, ld, n, dh);
+  for (e = 0; e < dh; e++) o[e] = (float)(o[e] / sum);
+}
+
 /* out (rows, ldo) = softmax(q k^T) v per head over n keys (ld floats
 ** apart), no mask, no bias: the cross-attention of rows queries. The
 ** products are src/vecmath.c's dot_rows and axpy_rows (one order on every
@@ -130,7 +146,7 @@ static void cross_rows(const relattn_config *c, float *out, int ldo,
                        const float *v, int ld, int n, float *scores) {
   const int H = c->n_heads, dh = relattn_config_d_head(c);
   const relattn_vec *vec = relattn_vec_ops();
-  int r, h, j, e;
+  int r, h;
   if (n < 1) { /* nothing to attend to (the source always has its </s>) */
     for (r = 0; r < rows; r++)
       memset(out + (size_t)r * ldo, 0, sizeof(float) * (size_t)H * dh);
@@ -139,16 +155,9 @@ static void cross_rows(const relattn_config *c, float *out, int ldo,
   for (r = 0; r < rows; r++)
     for (h = 0; h < H; h++) {
       const float *qr = q + (size_t)r * ldq + (size_t)h * dh;
-      float *o = out + (size_t)r * ldo + (size_t)h * dh, mx;
-      double sum = 0;
       vec->dot_rows(scores, qr, k + (size_t)h * dh, ld, n, dh, 1.0f);
-      mx = vec->max(scores, n);
-      for (j = 0; j < n; j++) {
-        scores[j] = expf(scores[j] - mx);
-        sum += scores[j];
-      }
-      vec->axpy_rows(o, scores, v + (size_t)h * dh, ld, n, dh);
-      for (e = 0; e < dh; e++) o[e] = (float)(o[e] / sum);
+      weigh_values(vec, out + (size_t)r * ldo + (size_t)h * dh, scores,
+                   v + (size_t)h * dh, ld, n, dh);
     }
 }
 
@@ -212,7 +221,7 @@ static int step_rows(s2s *s, float *logits, const char *fn, char *err,
   const size_t per = (size_t)s->max_len * in; /* a beam's cache, one layer */
   const relattn_vec *vec = relattn_vec_ops();
   relattn_fwd_prod p[3];
-  int l, b, h, j, e;
+  int l, b, h, j;
   for (l = 0; l < c->dec_layers; l++) {
     const relattn_layer *L = &m->dec_layers[l];
     float *ck = s->ck + (size_t)l * B * per, *cv = s->cv + (size_t)l * B * per;
@@ -238,19 +247,11 @@ static int step_rows(s2s *s, float *logits, const char *fn, char *err,
       for (h = 0; h < H; h++) {
         const float *qr = s->q + (size_t)b * in + (size_t)h * dh;
         const float *bias = m->dec_rel_bias + (size_t)h * c->pos.num_buckets;
-        float *o = s->att + (size_t)b * in + (size_t)h * dh, mx;
-        double sum = 0;
         vec->dot_rows(s->scores, qr, ck + b * per + (size_t)h * dh, in, t + 1,
                       dh, 1.0f);
         for (j = 0; j <= t; j++) s->scores[j] += bias[s->bucket[t - j]];
-        mx = vec->max(s->scores, t + 1);
-        for (j = 0; j <= t; j++) {
-          s->scores[j] = expf(s->scores[j] - mx);
-          sum += s->scores[j];
-        }
-        vec->axpy_rows(o, s->scores, cv + b * per + (size_t)h * dh, in, t + 1,
-                       dh);
-        for (e = 0; e < dh; e++) o[e] = (float)(o[e] / sum);
+        weigh_values(vec, s->att + (size_t)b * in + (size_t)h * dh, s->scores,
+                     cv + b * per + (size_t)h * dh, in, t + 1, dh);
       }
     if (one(s, s->x, d, s->att, in, in, d, L->wo, L->bo, 1.0f)) goto nomem;
     /* cross-attention over the source's keys and values */
