@@ -34,6 +34,15 @@ typedef struct relattn_vec {
                    int d, float s);
   void (*axpy_rows)(float *z, const float *p, const float *v, int ldv, int n,
                     int d);
+  /* dot_rows and axpy_rows for every head at once, a cache row holding
+  ** heads slices of d, each number in the order above (so the same bits),
+  ** the cache read in fewer passes: dot_heads: y + h ldy = dot_rows of
+  ** q + h d over k + h d; axpy_heads: z + h d = axpy_rows of p + h ldp
+  ** over v + h d; h < heads. */
+  void (*dot_heads)(float *y, int ldy, const float *q, const float *k,
+                    int ldk, int n, int heads, int d, float s);
+  void (*axpy_heads)(float *z, const float *p, int ldp, const float *v,
+                     int ldv, int n, int heads, int d);
 } relattn_vec;
 
 const relattn_vec *relattn_vec_ops(void);

@@ -6,7 +6,12 @@
 **    (avx512, avx2, scalar): their order is defined in vecmath.h, and the
 **    scalar path writes it out with fmaf.
 ** 2. Against float64: |y - ref| <= 1e-5 (1 + sum |terms|) per element.
-** Shapes: rows 0-37 (the four-key blocks and their tail), d 1-200 (below,
+** 3. dot_heads and axpy_heads (every head of a cache row at once) equal
+**    dot_rows and axpy_rows head by head, bit for bit, on every path:
+**    heads of 32, 64 and 128 columns (the one-pass kernels: eight heads
+**    side by side, AVX-512's 256-column blocks, with heads left over) and
+**    of other widths, rows of scores wider than n.
+** Shapes: rows 0-37 (the eight- and four-key blocks and their tail), d 1-200 (below,
 ** at and past the eight lanes, the 32 and 64 columns held in registers),
 ** row strides wider than d.
 */
@@ -72,5 +77,46 @@ int main(void) {
               paths[first]);
       }
     }
+  /* 3. axpy_heads against axpy_rows head by head */
+  {
+    static const int dhs[] = {1, 8, 16, 24, 32, 48, 64, 96, 128};
+    static const int hss[] = {1, 2, 3, 4, 5, 8, 9, 12};
+    enum { HMAX = 12, DHMAX = 128, N2 = 21, LDP = N2 + 3 };
+    static float v[N2 * (HMAX * DHMAX + PAD)], w[HMAX * (LDP + DHMAX)];
+    static float za[HMAX * DHMAX], zb[HMAX * DHMAX];
+    int hi, hs;
+    for (di = 0; di < (int)(sizeof dhs / sizeof *dhs); di++)
+      for (hi = 0; hi < (int)(sizeof hss / sizeof *hss); hi++)
+        for (n = 0; n <= N2; n += 7) {
+          const int dh = dhs[di], H = hss[hi];
+          const int ld = H * dh + (int)(unit_next() % PAD);
+          for (j = 0; j < n * ld; j++) v[j] = rnd();
+          for (j = 0; j < H * (LDP + DHMAX); j++)
+            w[j] = 0.5f + 0.5f * (float)unit_uniform();
+          for (a = 0; a < 3; a++) {
+            const relattn_vec *vp = relattn_vec_path(paths[a]);
+            if (!vp) continue;
+            memset(za, 0xff, sizeof za);
+            /* dot_heads, the weights' rows taken as the queries */
+            vp->dot_heads(za, LDP, w, v, ld, n, H, dh, 0.375f);
+            for (hs = 0; hs < H; hs++)
+              vp->dot_rows(zb + (size_t)hs * LDP, w + (size_t)hs * dh,
+                           v + (size_t)hs * dh, ld, n, dh, 0.375f);
+            for (hs = 0; hs < H; hs++)
+              CHECK(memcmp(za + (size_t)hs * LDP, zb + (size_t)hs * LDP,
+                           sizeof(float) * (size_t)n) == 0,
+                    "dot_heads %s heads=%d d=%d n=%d head %d: not dot_rows' "
+                    "bits", paths[a], H, dh, n, hs);
+            memset(za, 0xff, sizeof za);
+            vp->axpy_heads(za, w, LDP, v, ld, n, H, dh);
+            for (hs = 0; hs < H; hs++)
+              vp->axpy_rows(zb + (size_t)hs * dh, w + (size_t)hs * LDP,
+                            v + (size_t)hs * dh, ld, n, dh);
+            CHECK(memcmp(za, zb, sizeof(float) * (size_t)H * dh) == 0,
+                  "axpy_heads %s heads=%d d=%d n=%d: not axpy_rows' bits",
+                  paths[a], H, dh, n);
+          }
+        }
+  }
   UNIT_DONE();
 }
