@@ -64,11 +64,13 @@ struct relattn_dec {
   float *h;                   /* (rows_max, hw) normed input, then z */
   float *qkv;                 /* (rows_max, 3 in) */
   float *hid;                 /* (rows_max, ff (2 ff gated)) */
-  float *ef, *tr;             /* (max_len) each: scores then weights, a
-                              ** table's rows (when no more than the keys) */
+  float *ef, *tr;             /* (heads, max_len): each head's scores then
+                              ** weights; (max_len): a table's rows (when
+                              ** no more than the keys) */
   int *rb;                    /* (max_len) each key's table row */
-  float *qa;                  /* (2 d_head) q rotated + u, q + w; then a
-                              ** row quantized for an int8 table */
+  float *qa;                  /* (2 d_head) q + w; then a row quantized
+                              ** for an int8 table */
+  float *qr;                  /* (in) every head's q rotated + u */
   int *row_beam, *row_pos;    /* (rows_max) whose cache each row reads */
   float *last;                /* (rows_max, d) rows the head reads */
   void *mem;
@@ -154,10 +156,10 @@ static size_t layout(const relattn_model *m, int n_src, int beams,
   part[2] = round16(rows * (size_t)h_width(c));     /* h */
   part[3] = round16(rows * 3 * in);                 /* qkv */
   part[4] = round16(rows * ff);                     /* hid */
-  part[5] = 3 * round16((size_t)max_len);           /* ef, tr, rb */
+  part[5] = ((size_t)c->n_heads + 2) * round16((size_t)max_len); /* ef tr rb */
   part[6] = round16(2 * (size_t)relattn_config_d_head(c)) +
             q8_row_floats(c) +
-            round16(2 * rows) +                     /* qa, row_beam/pos */
+            round16(2 * rows) + round16(in) +       /* qa, row_beam/pos, qr */
             round16(rows * (size_t)c->d_model);     /* last */
   part[7] = round16((sizeof(relattn_rel) * (size_t)c->n_layers + 3) / 4);
   for (i = 0; i < 8; i++)
@@ -285,10 +287,12 @@ static void rotate(float *out, const float *x, int dh, const relattn_rel *t,
 ** over the keys are src/vecmath.c's dot_rows and axpy_rows (one row of the
 ** query against the cache's rows, read in place, in one order on every
 ** path and kernel set: sgemm packed the cache on every call, 38% of a
-** 1,500-token generation of a d512 decoder); a table of no more rows than
-** there are keys has its query-side products made once per row and its
-** value rows weighted by each row's summed probability, so Shaw's 2k+1
-** rows cost O(k d), not O(n d). */
+** 1,500-token generation of a d512 decoder), the values weighted for
+** every head in one call (axpy_heads: the cache read in fewer passes than
+** one per head); a table of no more rows than there are keys has its
+** query-side products made once per row and its value rows weighted by
+** each row's summed probability, so Shaw's 2k+1 rows cost O(k d), not
+** O(n d). */
 static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
                        int i, const float *K, const float *V, float *z) {
   const int H = d->m->cfg.n_heads, dh = d->dh, in = d->in, n = i + 1;
@@ -296,34 +300,37 @@ static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
   const size_t ts = t->per_head ? (size_t)t->rows * dh : 0;
   const int by_row = t->rows <= n;
   const relattn_vec *vec = relattn_vec_ops();
-  float *qa = d->qa, *qw = d->qa + dh;
+  float *qw = d->qa + dh;
   uint8_t *xq = (uint8_t *)(d->qa + round16(2 * (size_t)dh));
-  float *ef = d->ef, *tr = d->tr;
+  const size_t ldef = round16((size_t)d->max_len);
+  float *tr = d->tr;
   int *rb = d->rb;
   int h, j, c;
   /* each key's table row, the same for every head */
   if (rk_any(t))
     for (j = 0; j < n; j++) rb[j] = row_of(t, j - i);
+  /* s (q^ + u) . k^_j for every key and head, the cache read once */
+  for (h = 0; h < H; h++) {
+    float *qa = d->qr + (size_t)h * dh;
+    if (t->rot_dim) rotate(qa, q + (size_t)h * dh, dh, t, i);
+    else memcpy(qa, q + (size_t)h * dh, sizeof(float) * dh);
+    if (t->u)
+      for (c = 0; c < dh; c++) qa[c] += t->u[(size_t)h * dh + c];
+  }
+  vec->dot_heads(d->ef, (int)ldef, d->qr, K, in, n, H, dh, s);
   for (h = 0; h < H; h++) {
     const float *qh = q + (size_t)h * dh;
     const float *rk = t->rk ? t->rk + h * ts : NULL;
     const float *rq = t->rq ? t->rq + h * ts : NULL;
-    const float *rv = t->rv ? t->rv + h * ts : NULL;
     const relattn_q8w *qk8 = t->qrk ? t->qrk + h : NULL;
     const relattn_q8w *qq8 = t->qrq ? t->qrq + h : NULL;
     const relattn_bf16w *bk16 = t->brk ? t->brk + h : NULL;
     const relattn_bf16w *bq16 = t->brq ? t->brq + h : NULL;
     const float *beta = t->beta ? t->beta + (size_t)h * t->rows : NULL;
     const float slope = t->slope ? t->slope[h] : 0.0f;
-    float *zh = z + (size_t)h * dh;
+    float *ef = d->ef + (size_t)h * ldef;
     float mx, sum, sx;
     int32_t zx;
-    if (t->rot_dim) rotate(qa, qh, dh, t, i);
-    else memcpy(qa, qh, sizeof(float) * dh);
-    if (t->u)
-      for (c = 0; c < dh; c++) qa[c] += t->u[(size_t)h * dh + c];
-    /* s (q^ + u) . k^_j for every key */
-    vec->dot_rows(ef, qa, K + (size_t)h * dh, in, n, dh, s);
     if (rk) {
       memcpy(qw, qh, sizeof(float) * dh);
       if (t->w)
@@ -381,9 +388,13 @@ static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
     mx = vec->max(ef, n);
     sum = vec->exp_sum(ef, n, mx);
     vec->scale(ef, n, 1.0f / sum);
-    /* z = sum_j p_j (v_j + rv[b]) */
-    vec->axpy_rows(zh, ef, V + (size_t)h * dh, in, n, dh);
-    if (!rv) continue;
+  }
+  /* z = sum_j p_j (v_j + rv[b]) */
+  vec->axpy_heads(z, d->ef, (int)ldef, V, in, n, H, dh);
+  if (!t->rv) return;
+  for (h = 0; h < H; h++) {
+    const float *rv = t->rv + h * ts, *ef = d->ef + (size_t)h * ldef;
+    float *zh = z + (size_t)h * dh;
     if (by_row) {
       /* qw (free by now) takes the rows' weighted sum */
       memset(tr, 0, sizeof(float) * (size_t)t->rows);
@@ -615,10 +626,11 @@ int relattn_dec_open(const relattn_model *m, const int *src, int n_src,
   d->qkv = p, p += part[3];
   d->hid = p, p += part[4];
   d->ef = p;
-  d->tr = d->ef + round16((size_t)max_len);
+  d->tr = d->ef + (size_t)c->n_heads * round16((size_t)max_len);
   d->rb = (int *)(d->tr + round16((size_t)max_len));
   p += part[5];
   d->qa = p, p += round16(2 * (size_t)d->dh) + q8_row_floats(c);
+  d->qr = p, p += round16((size_t)d->in);
   d->row_beam = (int *)p;
   d->row_pos = d->row_beam + d->rows_max;
   p += round16(2 * (size_t)d->rows_max);

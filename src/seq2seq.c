@@ -53,9 +53,10 @@ typedef struct s2s {
   float *h;                     /* (beams, hw) normed rows */
   float *q, *kv, *att;          /* (beams, in); kv (beams, 2 in) */
   float *hid;                   /* (beams, 2 d_ff) */
-  float *scores;                /* (max(max_len, n_src)) */
+  float *scores;                /* (heads, max(max_len, n_src)) */
   float *tmp;                   /* (beams, max_len, in): a reorder's copy */
   int *bucket;                  /* (max_len): bucket of delta -k */
+  double *sums;                 /* (heads): each head's softmax sum */
   void *mem;
 } s2s;
 
@@ -78,7 +79,7 @@ static size_t state_floats(const relattn_model *m, int n_src, int beams,
   parts[0] = cross, parts[1] = cross, parts[2] = cache, parts[3] = cache;
   parts[4] = B * d, parts[5] = B * hw, parts[6] = B * in, parts[7] = 2 * B * in;
   parts[8] = B * in, parts[9] = 2 * B * (size_t)c->d_ff;
-  parts[10] = T > S ? T : S, parts[11] = tmp;
+  parts[10] = (size_t)c->n_heads * r16(T > S ? T : S), parts[11] = tmp;
   for (k = 0; k < 12; k++) {
     if (lay) {
       float **dst[12] = {&lay->xk, &lay->xv, &lay->ck,  &lay->cv,
@@ -90,6 +91,8 @@ static size_t state_floats(const relattn_model *m, int n_src, int beams,
   }
   if (lay) lay->bucket = (int *)(p + total);
   if (!relattn_add_ok(total, r16(T), &total)) return 0; /* ints, as floats */
+  if (lay) lay->sums = (double *)(void *)(p + total);
+  if (!relattn_add_ok(total, r16(2 * (size_t)c->n_heads), &total)) return 0;
   return total;
 }
 
@@ -120,20 +123,33 @@ static void norm_rows(const relattn_model *m, float *out, const float *x,
                m->cfg.norm_kind);
 }
 
-/* o (dh) = sum_j softmax(scores)_j v_j over n rows of v (ld floats apart):
-** the weights exp(s - max) in place, summed in double, the weighted sum
-** src/vecmath.c's axpy_rows. The cross- and self-attention's second half. */
-static void weigh_values(const relattn_vec *vec, float *o, float *scores,
-                         const float *v, int ld, int n, int dh) {
+/* The softmax's weights exp(s - max) of n scores in place; their sum, in
+** double, divides the weighted values (weigh_values, divide). */
+static double weights(const relattn_vec *vec, float *scores, int n) {
   const float mx = vec->max(scores, n);
   double sum = 0;
-  int j, e;
+  int j;
   for (j = 0; j < n; j++) {
     scores[j] = expf(scores[j] - mx);
     sum += scores[j];
   }
-  vec->axpy_rows(o, scores, v, ld, n, dh);
+  return sum;
+}
+
+static void divide(float *o, int dh, double sum) {
+  int e;
   for (e = 0; e < dh; e++) o[e] = (float)(o[e] / sum);
+}
+
+/* o (dh) = sum_j softmax(scores)_j v_j over n rows of v (ld floats apart):
+** the weights, the weighted sum src/vecmath.c's axpy_rows. The
+** cross-attention's second half; the self-attention's takes every head
+** at once (step_rows). */
+static void weigh_values(const relattn_vec *vec, float *o, float *scores,
+                         const float *v, int ld, int n, int dh) {
+  const double sum = weights(vec, scores, n);
+  vec->axpy_rows(o, scores, v, ld, n, dh);
+  divide(o, dh, sum);
 }
 
 /* out (rows, ldo) = softmax(q k^T) v per head over n keys (ld floats
@@ -219,7 +235,10 @@ static int step_rows(s2s *s, float *logits, const char *fn, char *err,
   const int B = s->beams, d = c->d_model, in = s->in, t = s->t;
   const int H = c->n_heads, dh = relattn_config_d_head(c);
   const size_t per = (size_t)s->max_len * in; /* a beam's cache, one layer */
+  const size_t lds = r16((size_t)(s->max_len > s->n_src ? s->max_len
+                                                         : s->n_src));
   const relattn_vec *vec = relattn_vec_ops();
+  double *sums = s->sums;
   relattn_fwd_prod p[3];
   int l, b, h, j;
   for (l = 0; l < c->dec_layers; l++) {
@@ -241,18 +260,22 @@ static int step_rows(s2s *s, float *logits, const char *fn, char *err,
              sizeof(float) * in);
     }
     /* each beam's query over its cache: the products are vecmath's
-    ** dot_rows and axpy_rows (a scalar chain of dependent adds was about
+    ** dot_heads and axpy_heads (a scalar chain of dependent adds was about
     ** half of a T5 step at one thread), plus the bias of each distance */
-    for (b = 0; b < B; b++)
+    for (b = 0; b < B; b++) {
+      vec->dot_heads(s->scores, (int)lds, s->q + (size_t)b * in, ck + b * per,
+                     in, t + 1, H, dh, 1.0f);
       for (h = 0; h < H; h++) {
-        const float *qr = s->q + (size_t)b * in + (size_t)h * dh;
         const float *bias = m->dec_rel_bias + (size_t)h * c->pos.num_buckets;
-        vec->dot_rows(s->scores, qr, ck + b * per + (size_t)h * dh, in, t + 1,
-                      dh, 1.0f);
-        for (j = 0; j <= t; j++) s->scores[j] += bias[s->bucket[t - j]];
-        weigh_values(vec, s->att + (size_t)b * in + (size_t)h * dh, s->scores,
-                     cv + b * per + (size_t)h * dh, in, t + 1, dh);
+        float *sc = s->scores + (size_t)h * lds;
+        for (j = 0; j <= t; j++) sc[j] += bias[s->bucket[t - j]];
+        sums[h] = weights(vec, sc, t + 1);
       }
+      vec->axpy_heads(s->att + (size_t)b * in, s->scores, (int)lds,
+                      cv + b * per, in, t + 1, H, dh);
+      for (h = 0; h < H; h++)
+        divide(s->att + (size_t)b * in + (size_t)h * dh, dh, sums[h]);
+    }
     if (one(s, s->x, d, s->att, in, in, d, L->wo, L->bo, 1.0f)) goto nomem;
     /* cross-attention over the source's keys and values */
     norm_rows(m, s->h, s->x, B, L->lnx_w, L->lnx_b);
