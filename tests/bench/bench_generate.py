@@ -84,6 +84,26 @@ these changes, one thread: 255-262 tokens a second on big. A pure stream
 of the big model's products (8 layers, one row, src/gemm.c) takes 2.0 ms
 (49-52 GB/s): at 512 new tokens the rest of a step (the cache's 10 MB on
 average, norms, the head) is 0.7 ms.
+
+Then the attention read each layer's cache once for all heads
+(src/vecmath.c's dot_heads and axpy_heads: eight heads side by side over
+a row, 256 value columns in registers over all rows) instead of once per
+head, the same bits. --models big --runs 5, one thread, the machine
+otherwise quiet (its numpy copy 42.8 GB/s):
+
+    model thr    N   fp32 tok/s (torch)  ratio   int8 tok/s (torch)  GB/s
+    big    1    16    396  (203)  1.94x    1778  (68)   40.0
+    big    1   512    381  (196)  1.95x    1111  (66)   38.6
+
+per token 512 / 16 new: 1.04 (1.17 in the run just before it, with the
+previous build: 425 and 362 tokens a second against PyTorch's 190 and
+189). Over 1,500 new tokens a token took 3.75 ms against 4.54 before
+(interleaved in one process): there the cache (48 MB) no longer fits in
+the last-level cache and each head's pass went to memory. The float32
+ratio stays near 2x at one thread because both sides are bound by the
+same 101 MB a token: relattn reads them at 38-43 GB/s, about this core's
+measured read bandwidth (a 128 MB stream of one-row products: 40-42
+GB/s), PyTorch at about 20.
 """
 import argparse
 import ctypes

@@ -73,7 +73,24 @@ token (ratio), 1 thread (--runs 7); 2 threads (--runs 5):
 per token 256 / 16 new: 0.93 and 0.96 at one thread (1.16 before). int8 6.2-7.2x PyTorch
 float32 at one thread, bf16 3.1-3.3x. One thread reads 34-42 GB/s of float32 weights a token,
 against PyTorch's 21-25; the one-thread target still fails, by 3-20%. A run minutes earlier gave
-1.77x, 1.77x, 1.94x, 1.98x."""
+1.77x, 1.77x, 1.94x, 1.98x.
+With the attention over the cache read once for all heads and dot_rows
+taking eight keys at a time (--runs 5, one thread, quiet machine; ms per
+new token, relattn / PyTorch):
+
+    model                  N  relattn  torch  ratio   int8 ratio  bf16 ratio
+    t5 (relu, tied)       16    1.58    2.67  1.69x     8.89x       3.42x
+    t5 (relu, tied)      256    1.48    2.59  1.75x     8.08x       3.32x
+    flan-t5 (gated-gelu)  16    1.51    3.02  1.99x     7.43x       4.05x
+    flan-t5 (gated-gelu) 256    1.38    2.93  2.12x     7.08x       3.58x
+
+(a run an hour before, with only the eight-key dot_rows: 1.80x, 1.80x,
+2.53x, 2.07x). relattn reads t5's 67.1 MB a token at 42.5 GB/s, this
+core's read bandwidth from memory (40-42 GB/s on a 128 MB stream of
+one-row products; the 50+ seen on smaller sets is the last-level cache
+helping): 2x needs PyTorch slower than 2.7-3.0 ms a token, which it was
+in some runs and not in others.
+"""
 import argparse
 import ctypes
 import json
