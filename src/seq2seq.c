@@ -53,14 +53,19 @@ typedef struct s2s {
   float *h;                     /* (beams, hw) normed rows */
   float *q, *kv, *att;          /* (beams, in); kv (beams, 2 in) */
   float *hid;                   /* (beams, 2 d_ff) */
-  float *scores;                /* (heads, max(max_len, n_src)) */
+  float *scores;                /* scores_floats(max(max_len, n_src)) */
   float *tmp;                   /* (beams, max_len, in): a reorder's copy */
   int *bucket;                  /* (max_len): bucket of delta -k */
-  double *sums;                 /* (heads): each head's softmax sum */
   void *mem;
 } s2s;
 
 static size_t r16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* Floats of the scores of every head over up to n keys, each head's row
+** lds = r16(n) apart, then each head's softmax sum (a double). */
+static size_t scores_floats(const relattn_config *c, size_t n) {
+  return (size_t)c->n_heads * (r16(n) + 2);
+}
 
 /* Floats of a state's buffers (0 on overflow); with layout, carves them. */
 static size_t state_floats(const relattn_model *m, int n_src, int beams,
@@ -79,7 +84,7 @@ static size_t state_floats(const relattn_model *m, int n_src, int beams,
   parts[0] = cross, parts[1] = cross, parts[2] = cache, parts[3] = cache;
   parts[4] = B * d, parts[5] = B * hw, parts[6] = B * in, parts[7] = 2 * B * in;
   parts[8] = B * in, parts[9] = 2 * B * (size_t)c->d_ff;
-  parts[10] = (size_t)c->n_heads * r16(T > S ? T : S), parts[11] = tmp;
+  parts[10] = scores_floats(c, T > S ? T : S), parts[11] = tmp;
   for (k = 0; k < 12; k++) {
     if (lay) {
       float **dst[12] = {&lay->xk, &lay->xv, &lay->ck,  &lay->cv,
@@ -91,8 +96,6 @@ static size_t state_floats(const relattn_model *m, int n_src, int beams,
   }
   if (lay) lay->bucket = (int *)(p + total);
   if (!relattn_add_ok(total, r16(T), &total)) return 0; /* ints, as floats */
-  if (lay) lay->sums = (double *)(void *)(p + total);
-  if (!relattn_add_ok(total, r16(2 * (size_t)c->n_heads), &total)) return 0;
   return total;
 }
 
@@ -124,7 +127,7 @@ static void norm_rows(const relattn_model *m, float *out, const float *x,
 }
 
 /* The softmax's weights exp(s - max) of n scores in place; their sum, in
-** double, divides the weighted values (weigh_values, divide). */
+** double, divides the weighted values (divide). */
 static double weights(const relattn_vec *vec, float *scores, int n) {
   const float mx = vec->max(scores, n);
   double sum = 0;
@@ -141,40 +144,34 @@ static void divide(float *o, int dh, double sum) {
   for (e = 0; e < dh; e++) o[e] = (float)(o[e] / sum);
 }
 
-/* o (dh) = sum_j softmax(scores)_j v_j over n rows of v (ld floats apart):
-** the weights, the weighted sum src/vecmath.c's axpy_rows. The
-** cross-attention's second half; the self-attention's takes every head
-** at once (step_rows). */
-static void weigh_values(const relattn_vec *vec, float *o, float *scores,
-                         const float *v, int ld, int n, int dh) {
-  const double sum = weights(vec, scores, n);
-  vec->axpy_rows(o, scores, v, ld, n, dh);
-  divide(o, dh, sum);
-}
-
 /* out (rows, ldo) = softmax(q k^T) v per head over n keys (ld floats
-** apart), no mask, no bias: the cross-attention of rows queries. The
-** products are src/vecmath.c's dot_rows and axpy_rows (one order on every
-** path; a scalar loop's chain of dependent adds was about a sixth of a T5
-** step), the weights exp(s - max) summed in double. */
+** apart), no mask, no bias: the cross-attention of rows queries, for every
+** head at once (scores: scores_floats(c, m) floats, lds = r16(m), n <= m).
+** The products are src/vecmath.c's dot_heads and
+** axpy_heads (one order on every path, the keys and values read once for
+** all heads; a scalar loop's chain of dependent adds was about a sixth of
+** a T5 step), the weights exp(s - max) summed in double. */
 static void cross_rows(const relattn_config *c, float *out, int ldo,
                        const float *q, int ldq, int rows, const float *k,
-                       const float *v, int ld, int n, float *scores) {
+                       const float *v, int ld, int n, float *scores,
+                       size_t lds) {
   const int H = c->n_heads, dh = relattn_config_d_head(c);
   const relattn_vec *vec = relattn_vec_ops();
+  double *sums = (double *)(void *)(scores + (size_t)H * lds);
   int r, h;
   if (n < 1) { /* nothing to attend to (the source always has its </s>) */
     for (r = 0; r < rows; r++)
       memset(out + (size_t)r * ldo, 0, sizeof(float) * (size_t)H * dh);
     return;
   }
-  for (r = 0; r < rows; r++)
-    for (h = 0; h < H; h++) {
-      const float *qr = q + (size_t)r * ldq + (size_t)h * dh;
-      vec->dot_rows(scores, qr, k + (size_t)h * dh, ld, n, dh, 1.0f);
-      weigh_values(vec, out + (size_t)r * ldo + (size_t)h * dh, scores,
-                   v + (size_t)h * dh, ld, n, dh);
-    }
+  for (r = 0; r < rows; r++) {
+    float *o = out + (size_t)r * ldo;
+    vec->dot_heads(scores, (int)lds, q + (size_t)r * ldq, k, ld, n, H, dh,
+                   1.0f);
+    for (h = 0; h < H; h++) sums[h] = weights(vec, scores + h * lds, n);
+    vec->axpy_heads(o, scores, (int)lds, v, ld, n, H, dh);
+    for (h = 0; h < H; h++) divide(o + (size_t)h * dh, dh, sums[h]);
+  }
 }
 
 /* The LM head's raw outputs of rows (rows, d) into logits (rows, vocab):
@@ -238,7 +235,7 @@ static int step_rows(s2s *s, float *logits, const char *fn, char *err,
   const size_t lds = r16((size_t)(s->max_len > s->n_src ? s->max_len
                                                          : s->n_src));
   const relattn_vec *vec = relattn_vec_ops();
-  double *sums = s->sums;
+  double *sums = (double *)(void *)(s->scores + (size_t)H * lds);
   relattn_fwd_prod p[3];
   int l, b, h, j;
   for (l = 0; l < c->dec_layers; l++) {
@@ -281,7 +278,7 @@ static int step_rows(s2s *s, float *logits, const char *fn, char *err,
     norm_rows(m, s->h, s->x, B, L->lnx_w, L->lnx_b);
     if (one(s, s->q, in, s->h, d, d, in, L->xq, L->bxq, 0.0f)) goto nomem;
     cross_rows(c, s->att, in, s->q, in, B, s->xk + (size_t)l * s->n_src * in,
-               s->xv + (size_t)l * s->n_src * in, in, s->n_src, s->scores);
+               s->xv + (size_t)l * s->n_src * in, in, s->n_src, s->scores, lds);
     if (one(s, s->x, d, s->att, in, in, d, L->xo, L->bxo, 1.0f)) goto nomem;
     norm_rows(m, s->h, s->x, B, L->ln2_w, L->ln2_b);
     if (relattn_fwd_ffn_rows(m, L, s->pool, s->x, s->h, B, s->hid))
@@ -451,7 +448,7 @@ void relattn_s2s_close(relattn_dec *d) {
 /* Buffers of relattn_s2s_forward, in floats: enc (S, d), x (T, d), h (T,
 ** hw), qkv (T, 3 in), att (T, in), cross k, v (S, in) each, hid (FFN_ROWS,
 ** 2 d_ff): the FFN runs on blocks of rows, so no (T, d_ff) matrix is made,
-** scores (max(S, T)), a block of logits (HEAD_ROWS, vocab). */
+** scores_floats(max(S, T)), a block of logits (HEAD_ROWS, vocab). */
 #define HEAD_ROWS 64
 #define FFN_ROWS 256
 static size_t forward_floats(const relattn_config *c, size_t S, size_t T) {
@@ -461,7 +458,7 @@ static size_t forward_floats(const relattn_config *c, size_t S, size_t T) {
   parts[0] = S * d, parts[1] = T * d, parts[2] = T * hw, parts[3] = 3 * T * in;
   parts[4] = T * in, parts[5] = 2 * S * in;
   parts[6] = 2 * (T < FFN_ROWS ? T : FFN_ROWS) * (size_t)c->d_ff;
-  parts[7] = S > T ? S : T, parts[8] = HEAD_ROWS * V;
+  parts[7] = scores_floats(c, S > T ? S : T), parts[8] = HEAD_ROWS * V;
   for (k = 0; k < 9; k++)
     if (!relattn_add_ok(total, r16(parts[k]), &total)) return 0;
   return total;
@@ -523,7 +520,7 @@ int relattn_s2s_forward(const relattn_model *m, relattn_s2s_req *r,
   xv = xk + (size_t)S * in;
   hid = xk + r16(2 * (size_t)S * in);
   scores = hid + r16(2 * (size_t)(T < FFN_ROWS ? T : FFN_ROWS) * c->d_ff);
-  lg = scores + r16((size_t)(S > T ? S : T));
+  lg = scores + r16(scores_floats(c, (size_t)(S > T ? S : T)));
   blas = relattn_blas_single();
   w = relattn_pool_worker(pool);
   rc = encode(m, (const int *)r->src, S, enc, pool, fn, err, errsz);
@@ -573,7 +570,8 @@ int relattn_s2s_forward(const relattn_model *m, relattn_s2s_req *r,
         relattn_fwd_linear(m, pool, w, xv, in, enc, d, S, d, in, L->xv,
                            L->bxv, 0.0f))
       goto nomem;
-    cross_rows(c, att, in, qkv, in, T, xk, xv, in, S, scores);
+    cross_rows(c, att, in, qkv, in, T, xk, xv, in, S, scores,
+               r16((size_t)(S > T ? S : T)));
     if (relattn_fwd_linear(m, pool, w, x, d, att, in, T, in, d, L->xo, L->bxo,
                            1.0f))
       goto nomem;
