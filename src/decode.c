@@ -284,15 +284,13 @@ static void rotate(float *out, const float *x, int dh, const relattn_rel *t,
 
 /* One query at position i over keys and values 0..i of a cache (rows in
 ** floats apart): z (H d_head) from q (H d_head, not rotated). The products
-** over the keys are src/vecmath.c's dot_rows and axpy_rows (one row of the
-** query against the cache's rows, read in place, in one order on every
-** path and kernel set: sgemm packed the cache on every call, 38% of a
-** 1,500-token generation of a d512 decoder), the values weighted for
-** every head in one call (axpy_heads: the cache read in fewer passes than
-** one per head); a table of no more rows than there are keys has its
-** query-side products made once per row and its value rows weighted by
-** each row's summed probability, so Shaw's 2k+1 rows cost O(k d), not
-** O(n d). */
+** over the keys are src/vecmath.c's dot_heads and axpy_heads (the query
+** against the cache's rows, read in place, every head in one pass, in one
+** order on every path and kernel set: sgemm packed the cache on every
+** call, 38% of a 1,500-token generation of a d512 decoder); a table of
+** no more rows than there are keys has its query-side products made once
+** per row and its value rows weighted by each row's summed probability,
+** so Shaw's 2k+1 rows cost O(k d), not O(n d). */
 static void attend_one(relattn_dec *d, const relattn_rel *t, const float *q,
                        int i, const float *K, const float *V, float *z) {
   const int H = d->m->cfg.n_heads, dh = d->dh, in = d->in, n = i + 1;

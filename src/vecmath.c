@@ -490,8 +490,8 @@ __attribute__((target("avx512f"))) static void gather_add_avx512(
 /* dot_rows: the eight partial sums are a ymm's lanes (on the AVX-512 path
 ** too: sixteen would be another order). Eight keys at a time, so eight fma
 ** chains run side by side and eight rows stream at once: a 4096 x 512 head
-** from memory at 42-44 GB/s, 33 with four keys (one core, 51 GB/s its
-** read bandwidth); then four, then one. */
+** from memory at 41-47 GB/s, 25-33 with four keys (one core; the panel
+** kernel of src/gemm.c reads the same set at 50-57); then four, then one. */
 __attribute__((target("avx2,fma"))) static inline float join8(__m256 a) {
   const __m128 h = _mm_add_ps(_mm256_castps256_ps128(a),
                               _mm256_extractf128_ps(a, 1)); /* p_l + p_l+4 */
@@ -499,38 +499,44 @@ __attribute__((target("avx2,fma"))) static inline float join8(__m256 a) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-/* keys j .. j+nk-1 (nk a constant where inlined) */
+/* nk dot products (nk a constant where inlined, d too for dot_heads):
+** y[i ys] = s (q_i . k_i), q_i = q + i qs, k_i = k + i ks, each in
+** dot_rows' order. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
-dot_keys(float *y, const float *q, const float *k, int ldk, int d, float s,
-         int nk) {
+dot_keys(float *y, int ys, const float *q, int qs, const float *k, int ks,
+         int d, float s, int nk) {
   const int d8 = d / 8 * 8;
   __m256 a[8];
   float r[8];
   int i, c;
 #pragma GCC unroll 8
   for (i = 0; i < nk; i++) a[i] = _mm256_setzero_ps();
+#pragma GCC unroll 16
   for (c = 0; c < d8; c += 8) {
     const __m256 qc = _mm256_loadu_ps(q + c);
 #pragma GCC unroll 8
     for (i = 0; i < nk; i++)
-      a[i] = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k + (size_t)i * ldk + c),
-                             a[i]);
+      a[i] = _mm256_fmadd_ps(qs ? _mm256_loadu_ps(q + (size_t)i * qs + c) : qc,
+                             _mm256_loadu_ps(k + (size_t)i * ks + c), a[i]);
   }
 #pragma GCC unroll 8
   for (i = 0; i < nk; i++) r[i] = join8(a[i]);
   for (c = d8; c < d; c++)
 #pragma GCC unroll 8
-    for (i = 0; i < nk; i++) r[i] = fmaf(q[c], k[(size_t)i * ldk + c], r[i]);
+    for (i = 0; i < nk; i++)
+      r[i] = fmaf(q[(size_t)i * qs + c], k[(size_t)i * ks + c], r[i]);
 #pragma GCC unroll 8
-  for (i = 0; i < nk; i++) y[i] = r[i] * s;
+  for (i = 0; i < nk; i++) y[(size_t)i * ys] = r[i] * s;
 }
 
 __attribute__((target("avx2,fma"))) static void dot_rows_avx2(
     float *y, const float *q, const float *k, int ldk, int n, int d, float s) {
   int j = 0;
-  for (; j + 8 <= n; j += 8) dot_keys(y + j, q, k + (size_t)j * ldk, ldk, d, s, 8);
-  for (; j + 4 <= n; j += 4) dot_keys(y + j, q, k + (size_t)j * ldk, ldk, d, s, 4);
-  for (; j < n; j++) dot_keys(y + j, q, k + (size_t)j * ldk, ldk, d, s, 1);
+  for (; j + 8 <= n; j += 8)
+    dot_keys(y + j, 1, q, 0, k + (size_t)j * ldk, ldk, d, s, 8);
+  for (; j + 4 <= n; j += 4)
+    dot_keys(y + j, 1, q, 0, k + (size_t)j * ldk, ldk, d, s, 4);
+  for (; j < n; j++) dot_keys(y + j, 1, q, 0, k + (size_t)j * ldk, ldk, d, s, 1);
 }
 
 /* axpy_rows: each z[c] its own lane, so any width gives the same bits;
@@ -580,23 +586,6 @@ __attribute__((target("avx512f"))) static void axpy_rows_avx512(
 ** in order rather than once per head a head's slice apart: 8 layers of a
 ** 512 x 512 cache of 8 heads of 64, 84 us a token against 103-126 head by
 ** head; at 1,500 rows (from memory) 514 against 700. Else head by head. */
-__attribute__((target("avx2,fma"), always_inline)) static inline void
-dot_row_heads(float *y, int ldy, const float *q, const float *kj, int nh,
-              int d, float s) {
-  __m256 a[8];
-  int h, c;
-#pragma GCC unroll 8
-  for (h = 0; h < nh; h++) a[h] = _mm256_setzero_ps();
-#pragma GCC unroll 16
-  for (c = 0; c < d; c += 8)
-#pragma GCC unroll 8
-    for (h = 0; h < nh; h++)
-      a[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * d + c),
-                             _mm256_loadu_ps(kj + h * d + c), a[h]);
-#pragma GCC unroll 8
-  for (h = 0; h < nh; h++) y[(size_t)h * ldy] = join8(a[h]) * s;
-}
-
 #define DOT_HEADS(D)                                                         \
   __attribute__((target("avx2,fma"))) static void dot_heads_##D(             \
       float *y, int ldy, const float *q, const float *k, int ldk, int n,     \
@@ -605,11 +594,11 @@ dot_row_heads(float *y, int ldy, const float *q, const float *kj, int nh,
     for (j = 0; j < n; j++) {                                                \
       const float *kj = k + (size_t)j * ldk;                                 \
       for (h = 0; h + 8 <= heads; h += 8)                                    \
-        dot_row_heads(y + (size_t)h * ldy + j, ldy, q + h * D, kj + h * D,   \
-                      8, D, s);                                              \
+        dot_keys(y + (size_t)h * ldy + j, ldy, q + h * D, D, kj + h * D, D,  \
+                 D, s, 8);                                                   \
       for (; h < heads; h++)                                                 \
-        dot_row_heads(y + (size_t)h * ldy + j, ldy, q + h * D, kj + h * D,   \
-                      1, D, s);                                              \
+        dot_keys(y + (size_t)h * ldy + j, ldy, q + h * D, D, kj + h * D, D,  \
+                 D, s, 1);                                                   \
     }                                                                        \
   }
 DOT_HEADS(32) DOT_HEADS(64) DOT_HEADS(128)
