@@ -48,6 +48,12 @@ CASES = {
     "attention_weights": ["SELECT count(*) FROM relattn_attention_weights('m', 'some text')"],
     "labels": ["SELECT label, prob FROM relattn_labels('clf', 'some text')"],
     "tokens_each": ["SELECT token FROM relattn_tokens_each(relattn_tokenize('m', 'abc'))"],
+    "generate_tokens": ["SELECT step, token FROM relattn_generate_tokens('m', 'some text', "
+                        "'{{\"max_new_tokens\": 4, \"do_sample\": false, "
+                        "\"eos_token_id\": null}}')"],   # {{ }}: the SQL goes through format
+    "zero_shot": ["SELECT label, score FROM relattn_zero_shot('nli', 'some text', "
+                  "'[\"sports\", \"politics\", \"cooking\"]')"],
+    "token_labels": ["SELECT entity, word FROM relattn_token_labels('ner', 'some text', 'none', '[]')"],
     "score": ["SELECT relattn_score('m', 'some text')"],
     "score_in_temp_insert": ["INSERT INTO temp.out SELECT relattn_score('m', body) FROM docs"],
 }

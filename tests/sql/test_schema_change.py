@@ -32,7 +32,7 @@ DEBUG_LIB = os.environ.get("RELATTN_SQLITE_DEBUG")
 CASES = ["temp_scan", "main_scan", "temp_scan_error", "stored_temp_scan",
          "stored_main_scan", "temp_scan_of_temp", "logprobs",
          "attention_weights", "labels", "tokens_each", "score",
-         "score_in_temp_insert"]
+         "score_in_temp_insert", "generate_tokens", "zero_shot", "token_labels"]
 
 
 def make_db(path, rng, wal=False):
@@ -49,6 +49,16 @@ def make_db(path, rng, wal=False):
                         labels=["no", "yes"])
     db.execute("SELECT relattn_import('clf', ?)",
                (ref.safetensors_bytes(ref.random_params(rng, clf), clf),))
+    # an NLI classifier for relattn_zero_shot (a pair needs tokenizer.sep),
+    # a token classifier for relattn_token_labels
+    nli = ref.with_head(ref.random_config(rng, arch="encoder", sep=259), "classifier",
+                        labels=["entailment", "neutral", "contradiction"])
+    db.execute("SELECT relattn_import('nli', ?)",
+               (ref.safetensors_bytes(ref.random_params(rng, nli), nli),))
+    ner = ref.with_head(ref.random_config(rng, arch="encoder"), "token_classifier",
+                        labels=["O", "B-X", "I-X"])
+    db.execute("SELECT relattn_import('ner', ?)",
+               (ref.safetensors_bytes(ref.random_params(rng, ner), ner),))
     db.commit()
     db.close()
 
@@ -77,6 +87,9 @@ def expect(case, rounds):
     n = {"temp_scan": 5, "main_scan": 5, "stored_temp_scan": 5,
          "stored_main_scan": 5, "temp_scan_of_temp": 5, "labels": 2,
          "tokens_each": 3, "score": 1, "score_in_temp_insert": 0,
+         # max_new_tokens 4, no eos: 4 steps; 3 candidate labels; 'some text'
+         # in bytes, 'none' with nothing ignored: a row per byte
+         "generate_tokens": 4, "zero_shot": 3, "token_labels": 9,
          "temp_scan_error": "relattn_scan: no model named 'nope'"}
     return [f"{case} {r} {n[case]}" for r in range(rounds)] + ["ok"]
 
