@@ -29,6 +29,10 @@ typedef struct relattn_conn {
   int n_threads;          /* relattn_threads() */
   int max_tokens;         /* relattn_max_tokens() */
   int progress;           /* relattn_progress() */
+  /* relattn_progress_job(): the job the scans' progress lines count toward;
+  ** job_label "" when there is none */
+  char job_label[64];
+  sqlite3_int64 job_rows, job_all_rows, job_tokens, job_all_tokens;
   sqlite3_int64 max_memory; /* relattn_max_memory(): bytes one call may allocate */
   relattn_pool *pool;     /* n_threads workers, made on first use */
   relattn_cache_entry *cache; /* loaded models, see ext/store.c */

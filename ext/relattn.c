@@ -167,6 +167,64 @@ static void progressFunc(sqlite3_context *ctx, int argc,
   sqlite3_result_int(ctx, conn->progress);
 }
 
+/* relattn_progress_job(label, rows_done, rows_total, tokens_done,
+** tokens_total): a batch job made of many statements (sql/score_corpus.sql,
+** a chunk a statement) names itself and says what its earlier statements
+** did; each relattn_scan then prints the job's progress, its own work added,
+** once a second, and no line of its own at its end. NULL ends the job. */
+static void progressJobFunc(sqlite3_context *ctx, int argc,
+                            sqlite3_value **argv) {
+  static const char *const names[] = {"rows_done", "rows_total",
+                                      "tokens_done", "tokens_total"};
+  relattn_conn *conn = sqlite3_user_data(ctx);
+  sqlite3_int64 n[4];
+  const char *label;
+  int i, len;
+  if (argc == 1 && sqlite3_value_type(argv[0]) == SQLITE_NULL) {
+    conn->job_label[0] = 0;
+  } else if (argc == 1) {
+    relattn_result_errorf(ctx, "relattn_progress_job: give label, rows_done, "
+                          "rows_total, tokens_done and tokens_total, or NULL "
+                          "to end the job");
+    return;
+  } else if (argc == 5) {
+    if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
+      relattn_result_errorf(ctx, "relattn_progress_job: label must be text");
+      return;
+    }
+    label = (const char *)sqlite3_value_text(argv[0]);
+    len = sqlite3_value_bytes(argv[0]);
+    if (!label) {
+      sqlite3_result_error_nomem(ctx);
+      return;
+    }
+    if (len < 1 || len >= (int)sizeof conn->job_label ||
+        (int)strlen(label) != len) {
+      relattn_result_errorf(ctx, "relattn_progress_job: label must be 1 to "
+                            "%d bytes, without NUL",
+                            (int)sizeof conn->job_label - 1);
+      return;
+    }
+    for (i = 0; i < 4; i++) {
+      if (sqlite3_value_type(argv[i + 1]) != SQLITE_INTEGER ||
+          (n[i] = sqlite3_value_int64(argv[i + 1])) < 0) {
+        relattn_result_errorf(ctx, "relattn_progress_job: %s must be an "
+                              "integer at least 0", names[i]);
+        return;
+      }
+    }
+    memcpy(conn->job_label, label, (size_t)len + 1);
+    conn->job_rows = n[0];
+    conn->job_all_rows = n[1];
+    conn->job_tokens = n[2];
+    conn->job_all_tokens = n[3];
+  }
+  if (conn->job_label[0])
+    sqlite3_result_text(ctx, conn->job_label, -1, SQLITE_TRANSIENT);
+  else
+    sqlite3_result_null(ctx);
+}
+
 /* ---- registration -------------------------------------------------------- */
 
 #define PURE (SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS)
@@ -193,6 +251,9 @@ static const struct {
     {"relattn_cache_size", 1, WRITES, cacheSizeFunc, 0, 0},
     {"relattn_progress", 0, SQLITE_UTF8, progressFunc, 0, 0},
     {"relattn_progress", 1, WRITES, progressFunc, 0, 0},
+    {"relattn_progress_job", 0, SQLITE_UTF8, progressJobFunc, 0, 0},
+    {"relattn_progress_job", 1, WRITES, progressJobFunc, 0, 0},
+    {"relattn_progress_job", 5, WRITES, progressJobFunc, 0, 0},
 
     /* ext/attention_fn.c */
     {"relattn_attention", 6, PURE, relattn_attention_func, 0, 0},

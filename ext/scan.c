@@ -65,6 +65,9 @@
 ** nothing). Lines come from xNext's wait, so a long row does not silence
 ** them: the forward pass counts each row's layers passed (relattn_fwd's
 ** layer_rows), and a row in flight counts for that share of its tokens.
+** Inside a job (relattn_progress_job) the lines are the job's, this scan's
+** work added to its counts, printed whatever relattn_progress says, and the
+** scan's end prints none: the job prints its own.
 */
 #include "ext.h"
 #include "functions.h"
@@ -745,7 +748,16 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
       if (count) sqlite3_bind_value(count, i + 1, argv[i]);
     }
   }
-  cur->progress = count != NULL;
+  /* relattn_progress_job(): the lines count toward the job's totals */
+  cur->job = conn->job_label[0] != 0;
+  if (cur->job) {
+    memcpy(cur->job_label, conn->job_label, sizeof cur->job_label);
+    cur->job_rows = conn->job_rows;
+    cur->job_all_rows = conn->job_all_rows;
+    cur->job_tokens = conn->job_tokens;
+    cur->job_all_tokens = conn->job_all_tokens;
+  }
+  cur->progress = count != NULL || cur->job;
   cur->asked = conn->progress;
   cur->tty = isatty(2);
   cur->total = -1;

@@ -121,6 +121,9 @@ struct scan_cursor {
   /* progress */
   int progress, tty;
   int asked;              /* relattn_progress(1): a last line even when quick */
+  int job;                /* relattn_progress_job(): the lines are the job's */
+  char job_label[64];
+  sqlite3_int64 job_rows, job_all_rows, job_tokens, job_all_tokens;
   sqlite3_int64 total, rows_done, tok_done, tok_rows;
   sqlite3_int64 total_bytes, bytes_done; /* the source's token values */
   double t0, t_shown;

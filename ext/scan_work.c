@@ -179,12 +179,57 @@ static void scanWorkDone(scan_cursor *cur, double *tokens, double *bytes,
   }
 }
 
+/* A job's line (relattn_progress_job): its rows and tokens done before this
+** scan plus this scan's, rows in flight counted by the layers passed, of the
+** job's totals; the ETA at this scan's rate. The job prints its own line at
+** the scan's end, so there the line drawn on a terminal is only cleared. */
+static void scanJobLine(scan_cursor *cur, int final, double el, double tokens,
+                        double rows) {
+  const double jt = (double)cur->job_tokens + tokens,
+               jr = (double)cur->job_rows + rows;
+  double pct, left = 0;
+  int known = 0; /* a rate measured: the ETA can be given */
+  char eta[32] = "";
+  if (final) {
+    if (cur->tty && cur->t_shown > cur->t0) fputs("\r\033[K", stderr);
+    fflush(stderr);
+    return;
+  }
+  if (cur->job_all_tokens > 0) {
+    pct = 100.0 * jt / (double)cur->job_all_tokens;
+    if ((known = tokens > 0))
+      left = ((double)cur->job_all_tokens - jt) / (tokens / el);
+  } else {
+    pct = 100.0 * jr / (double)(cur->job_all_rows > 0 ? cur->job_all_rows : 1);
+    if ((known = rows > 0))
+      left = ((double)cur->job_all_rows - jr) / (rows / el);
+  }
+  if (pct > 100) pct = 100;
+  if (known) {
+    long s = left > 0 ? (long)(left + 0.5) : 0; /* done past the total: 0 */
+    snprintf(eta, sizeof eta, ", ETA %ld:%02ld:%02ld", s / 3600, s / 60 % 60,
+             s % 60);
+  }
+  fprintf(stderr, "%s%s: %lld/%lld rows, %lld/%lld tokens (%.1f%%), %.0f "
+          "tokens/s%s%s", cur->tty ? "\r\033[K" : "", cur->job_label,
+          (long long)(cur->job_rows + cur->rows_done),
+          (long long)cur->job_all_rows, (long long)jt,
+          (long long)cur->job_all_tokens, pct, tokens / el, eta,
+          cur->tty ? "" : "\n");
+  fflush(stderr);
+}
+
 void relattn_scan_progress_line(scan_cursor *cur, int final) {
   double t = relattn_scan_now(), el = t - cur->t0, tps, rps, tokens, bytes,
          rows;
   char eta[32] = "", pct[48] = "";
   if (el <= 0) el = 1e-9;
   scanWorkDone(cur, &tokens, &bytes, &rows);
+  if (cur->job) {
+    scanJobLine(cur, final, el, tokens, rows);
+    cur->t_shown = t;
+    return;
+  }
   tps = tokens / el;
   rps = (double)cur->rows_done / el;
   if (!final) {

@@ -259,10 +259,11 @@ static inline int fuzz_import(sqlite3 *db, const char *name, const fuzz_model *m
 
 /* Settings every input starts from. */
 static inline void fuzz_settings(sqlite3 *db) {
-  char sql[128];
+  char sql[192];
   snprintf(sql, sizeof sql,
            "SELECT relattn_threads(1), relattn_max_tokens(2048), "
-           "relattn_max_memory(%d), relattn_progress(0)",
+           "relattn_max_memory(%d), relattn_progress(0), "
+           "relattn_progress_job(NULL)",
            FUZZ_MAX_MEMORY);
   fuzz_exec(db, sql);
 }

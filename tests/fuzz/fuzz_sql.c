@@ -199,7 +199,8 @@ static int is_setter(const fn_info *f) {
   ** tested in tests/sql. */
   return f->n_arg != 0 && (!strcmp(f->name, "relattn_threads") ||
                            !strcmp(f->name, "relattn_max_memory") ||
-                           !strcmp(f->name, "relattn_progress"));
+                           !strcmp(f->name, "relattn_progress") ||
+                           !strcmp(f->name, "relattn_progress_job"));
 }
 
 static void call_function(sqlite3 *db, const fn_info *f, fuzz_in *in) {
