@@ -18,9 +18,8 @@
 --             error                              default: by the model's head (below)
 --   @generate the generated column's options, as relattn_generate's (JSON)
 --                                                default: its defaults
---   @progress 1: a line per chunk on stderr; 0: none; 2: also relattn_scan's
---             own line every second, even when stderr is not a terminal
---                                                default 1
+--   @progress 1: the whole job's progress on stderr; 0: none (2, which once
+--             added relattn_scan's own lines, is taken as 1)  default 1
 --
 -- The results table is (id INTEGER PRIMARY KEY, the columns, error): error
 -- is always kept. Without @columns, the model's config chooses: a decoder
@@ -32,9 +31,10 @@
 -- and run the same command again: a chunk is committed whole or not at all,
 -- and the next run starts after the highest id committed, so every row ends
 -- up there once.
--- Progress, on stderr: after each chunk, the rows and tokens done of the
--- whole job's, tokens per second of this run and the ETA. On stdout, one
--- line at the end.
+-- Progress, on stderr: the rows and tokens done of the whole job's, tokens
+-- per second and the ETA, once a second while a chunk runs (a row in flight
+-- counts for the layers it has passed: relattn_progress_job) and after each
+-- chunk, with this run's rate. On stdout, one line at the end.
 --
 -- A setting that names nothing (a typo in @source, @tokens, @id, @model or
 -- @columns, or a column the model cannot give) ends the job with an error,
@@ -54,6 +54,7 @@
 --      n_tokens, which runs no model), then one identical statement per
 --      chunk that is left:
 --        BEGIN;
+--        (the job's counts so far, to relattn_progress_job)
 --        INSERT INTO temp.score_chunk SELECT id, n_tokens, columns, error
 --          FROM temp.score_job WHERE id > (SELECT max(id) FROM results)
 --          ORDER BY id LIMIT @chunk;
@@ -181,13 +182,15 @@ job(kind, head, start, step, tail) AS (
            ' coalesce(sum(CASE WHEN id <= b THEN n_tokens END), 0), count(*), coalesce(sum(n_tokens), 0),' ||
            ' 0, 0, julianday(''now''), count(error)' ||
            ' FROM temp.score_job, (SELECT coalesce(max(id), -9223372036854775808) AS b FROM "%w");',
-           results, results) ||
-    -- relattn_scan's own lines from here on (.mode off: its setting's value unprinted)
-    CASE WHEN progress = 2
-         THEN char(10) || '.mode off' || char(10) || 'SELECT relattn_progress(1);' || char(10) || '.mode list'
-         ELSE '' END
+           results, results)
     END,
     'BEGIN;' || char(10) ||
+    -- the scan's lines inside the chunk count the whole job (.mode off: the
+    -- setting's value unprinted)
+    CASE WHEN progress = 0 THEN '' ELSE
+    '.mode off' || char(10) ||
+    'SELECT relattn_progress_job(''score_corpus'', rows, all_rows, tokens, all_tokens)' ||
+      ' FROM temp.score_progress;' || char(10) || '.mode list' || char(10) END ||
     format('INSERT INTO temp.score_chunk(id, %s) SELECT id, %s FROM temp.score_job' ||
            ' WHERE id > (SELECT coalesce(max(id), -9223372036854775808) FROM "%w") ORDER BY id LIMIT %d;',
            staged, staged, results, chunk) || char(10) ||

@@ -235,15 +235,15 @@ def test_score_corpus_bad_rows_are_recorded_and_the_job_goes_on(tmp_path):
 
 def test_score_corpus_chunks_end_without_stopped(tmp_path):
     # Every chunk is a scan cut by its LIMIT: a normal end, not "(stopped)".
+    # Inside the job the scans print the job's lines and no end of their own.
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
     path = tmp_path / "c.db"
     make_corpus(path, rng, 20, 3, 20)
-    r = subprocess.run(job(path, ("@chunk", 6), ("@progress", 2)),
+    r = subprocess.run(job(path, ("@chunk", 6)),
                        input=SCRIPT, capture_output=True, text=True, timeout=600, shell=True)
     assert r.returncode == 0, r.stderr
-    lines = [l for l in r.stderr.splitlines() if l.startswith("relattn_scan: ")]
-    assert [l.split(" rows in ")[0] for l in lines] == ["relattn_scan: 6"] * 3 + ["relattn_scan: 2"]
-    assert not any("stopped" in l for l in lines), lines
+    assert [g[0] for g in chunk_lines(r.stderr, [6, 12, 18, 20])[1]] == ["6", "12", "18", "20"]
+    assert "stopped" not in r.stderr and "relattn_scan" not in r.stderr, r.stderr
     # a scan that fails still says so
     r = subprocess.run(["sqlite3", str(path), "-cmd", f".load {LOAD}", "-cmd",
                         "SELECT relattn_progress(1)"],
@@ -294,8 +294,23 @@ def test_score_corpus_bad_settings_change_nothing(tmp_path):
     db.close()
 
 
+# A chunk's line has an ETA; a line from inside a chunk has one once a rate
+# is measured.
 PROGRESS = re.compile(r"score_corpus: (\d+)/(\d+) rows, (\d+)/(\d+) tokens \((\d+\.\d)%\), "
-                      r"(\d+) tokens/s, ETA (\d+):(\d\d):(\d\d)")
+                      r"(\d+) tokens/s(?:, ETA (\d+):(\d\d):(\d\d))?")
+
+
+def chunk_lines(stderr, done):
+    """The progress lines of stderr, each the whole job's: their groups, and
+    those of the lines at the chunks' ends (rows in done; a line from inside
+    a chunk that reached the same count is the same line)."""
+    got = [PROGRESS.fullmatch(l).groups() for l in stderr.splitlines()]
+    assert [int(g[2]) for g in got] == sorted(int(g[2]) for g in got)
+    ends = []
+    for g in got:
+        if int(g[0]) in done and (not ends or ends[-1][:5] != g[:5]):
+            ends.append(g)
+    return got, ends
 
 
 def test_score_corpus_progress_is_the_whole_job_on_stderr(tmp_path):
@@ -319,23 +334,20 @@ def test_score_corpus_progress_is_the_whole_job_on_stderr(tmp_path):
                        text=True, timeout=600, shell=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout == 'score_corpus: done, 20 rows in "docs_scores"\n'
-    got = [PROGRESS.fullmatch(l).groups() for l in r.stderr.splitlines()]
     done = [12, 18, 20]   # the whole job's rows and tokens, the 6 before included
-    assert [g[:5] for g in got] == [(str(k), "20", str(sum(n[:k])), str(sum(n)),
-                                     f"{100 * sum(n[:k]) / sum(n):.1f}") for k in done]
+    got, ends = chunk_lines(r.stderr, done)
+    assert [g[:5] for g in ends] == [(str(k), "20", str(sum(n[:k])), str(sum(n)),
+                                      f"{100 * sum(n[:k]) / sum(n):.1f}") for k in done]
     assert got[-1][6:] == ("0", "00", "00")
-    # @progress 2: relattn_scan's own lines too (the setting prints nothing on
-    # stdout); 0: no line at all
+    assert all(g[1:4:2] == ("20", str(sum(n))) for g in got)
+    # @progress 2 (once relattn_scan's own lines as well) is 1; 0: no line
     db.execute("DROP TABLE docs_scores")
     db.commit()
     r = subprocess.run(job(path, ("@chunk", 8), ("@progress", 2)), input=SCRIPT,
                        capture_output=True, text=True, timeout=600, shell=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout == 'score_corpus: done, 20 rows in "docs_scores"\n'
-    lines = r.stderr.splitlines()
-    assert [l.split(" rows in ")[0] if l.startswith("relattn_scan") else
-            PROGRESS.fullmatch(l).group(1) for l in lines] == \
-        ["relattn_scan: 8", "8", "relattn_scan: 8", "16", "relattn_scan: 4", "20"]
+    assert [g[0] for g in chunk_lines(r.stderr, [8, 16, 20])[1]] == ["8", "16", "20"]
     db.execute("DROP TABLE docs_scores")
     db.commit()
     r = subprocess.run(job(path, ("@chunk", 8), ("@progress", 0)), input=SCRIPT,
@@ -343,6 +355,43 @@ def test_score_corpus_progress_is_the_whole_job_on_stderr(tmp_path):
     assert (r.returncode, r.stdout, r.stderr) == \
         (0, 'score_corpus: done, 20 rows in "docs_scores"\n', "")
     db.close()
+
+
+def test_score_corpus_progress_never_goes_quiet_inside_long_rows(tmp_path):
+    # A chunk of rows of many thousand tokens used to print nothing until it
+    # ended (minutes on rows of 17-53 KB). Now the scan prints the whole
+    # job's line once a second, counting the layers a row in flight has
+    # passed: a line at most 2 s after the last, each with the job's totals.
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    path = tmp_path / "c.db"
+    db = connect(str(path))
+    modelgen.load(db, "tiny", modelgen.config(d_model=256, n_heads=4, d_ff=512,
+                                              n_layers=4), rng)
+    n = [8000, 300, 8000, 300, 8000, 300]
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
+    db.executemany("INSERT INTO docs VALUES (?, ?)",
+                   [(i + 1, rng.integers(0, 256, k).astype("<i4").tobytes())
+                    for i, k in enumerate(n)])
+    db.commit()
+    db.close()
+    p = subprocess.Popen(job(path, ("@chunk", 3)), shell=True, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdin.write(SCRIPT)
+    p.stdin.close()
+    lines = []   # (arrival time, line)
+    for line in p.stderr:
+        lines.append((time.monotonic(), line.rstrip("\n")))
+    out = p.stdout.read()
+    assert p.wait(timeout=600) == 0, lines
+    assert out == 'score_corpus: done, 6 rows in "docs_scores"\n'
+    got = [PROGRESS.fullmatch(l).groups() for _, l in lines]
+    assert all(g[1:4:2] == ("6", str(sum(n))) for g in got), lines
+    # tokens counted inside rows: counts that are no whole rows' sum
+    whole = {sum(n[:k]) for k in range(len(n) + 1)}
+    assert any(int(g[2]) not in whole for g in got), lines
+    assert int(got[-1][2]) == sum(n) and got[-1][6:] == ("0", "00", "00")
+    gaps = [b - a for (a, _), (b, _) in zip(lines, lines[1:])]
+    assert len(lines) >= 4 and max(gaps) < 2.0, (gaps, lines)
 
 
 LABELS = ["negative", "positive", "neutral"]
