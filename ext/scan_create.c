@@ -259,21 +259,25 @@ static void scanFreeVtab(scan_vtab *vt) {
 ** (pragma_table_xinfo, json_each) opens main.
 **
 ** So a scan created in a database other than temp checks everything on the
-** connection: its own database cannot have changed (the CREATE holds its
-** write transaction), and a reset elsewhere frees nothing of its. A scan
-** created in temp does the same when no database other than temp can be
-** changed by another connection (each is in-memory or being written by this
-** one). Otherwise it reads only temp's catalogue and a temp table's columns
-** on the connection, and checks what is in main through a read-only side
-** connection, which sees what this connection will see once its next read
-** transaction begins. What is left unchecked (a temp view's columns, a model
-** in temp, anything when the side connection cannot read) is checked at the
-** first query: xFilter runs every check again anyway, and a reset there is
-** safe (the running statement holds its own reference to the scan). */
+** connection: its own database cannot have changed (the CREATE verified its
+** schema when it began its write transaction there), and a reset elsewhere
+** frees nothing of its. A scan created in temp does the same when every
+** other database is in-memory. Otherwise it reads only temp's catalogue and
+** a temp table's columns on the connection, and checks what is in main
+** through a read-only side connection, which sees what this connection will
+** see once its next read transaction begins. An open transaction proves
+** nothing: BEGIN IMMEDIATE takes the write lock without looking at the
+** schema, so the next read of main can still meet another connection's
+** change. Inside one the side connection is not used either (it would not
+** see what the transaction wrote, nor the snapshot it reads). What is left
+** unchecked (a temp view's columns, a model in temp, a database this
+** connection is in a transaction on, anything when the side connection
+** cannot read) is checked at the first query: xFilter runs every check
+** again anyway, and a reset there is safe (the running statement holds its
+** own reference to the scan). */
 static int scanUnchangeable(sqlite3 *db, const char *schema) {
   const char *file;
   if (sqlite3_stricmp(schema, "temp") == 0) return 1;
-  if (sqlite3_txn_state(db, schema) == SQLITE_TXN_WRITE) return 1;
   file = sqlite3_db_filename(db, schema);
   return !file || !*file;
 }
@@ -288,12 +292,14 @@ static int scanCreateSafe(sqlite3 *db, const scan_vtab *vt) {
 }
 
 /* A read-only connection to the file of `schema`, in its own read
-** transaction, or NULL when that cannot be had at once. */
+** transaction, or NULL when that cannot be had at once, or when db is in a
+** transaction there (the side connection would not see what db sees). */
 static sqlite3 *scanSideOpen(sqlite3 *db, const char *schema) {
   sqlite3 *side = NULL;
   sqlite3_vfs *vfs = NULL;
   const char *file = sqlite3_db_filename(db, schema);
-  if (!file || !*file) return NULL;
+  if (!file || !*file || sqlite3_txn_state(db, schema) != SQLITE_TXN_NONE)
+    return NULL;
   if (sqlite3_file_control(db, schema, SQLITE_FCNTL_VFS_POINTER, &vfs) !=
       SQLITE_OK)
     vfs = NULL;

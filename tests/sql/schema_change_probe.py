@@ -37,6 +37,23 @@ CASES = {
     # and nothing left behind
     "temp_scan_error": ["CREATE VIRTUAL TABLE temp.bad{r} USING relattn_scan("
                         "model='nope', source='docs', tokens='body')"],
+    # ... inside a transaction: BEGIN IMMEDIATE takes main's write lock
+    # without reading its schema, so the CREATE's first read of main met the
+    # change; and a source made in that transaction, which only this
+    # connection sees
+    "temp_scan_in_immediate": ["BEGIN IMMEDIATE",
+                               "CREATE VIRTUAL TABLE temp.job{r} USING relattn_scan("
+                               "model='m', source='docs', tokens='body')",
+                               "SELECT id, score FROM temp.job{r}", "COMMIT"],
+    "temp_scan_in_exclusive": ["BEGIN EXCLUSIVE",
+                               "CREATE VIRTUAL TABLE temp.job{r} USING relattn_scan("
+                               "model='m', source='docs', tokens='body')",
+                               "SELECT id, score FROM temp.job{r}", "COMMIT"],
+    "temp_scan_of_new_table": ["BEGIN",
+                               "CREATE TABLE fresh{r} AS SELECT * FROM docs",
+                               "CREATE VIRTUAL TABLE temp.job{r} USING relattn_scan("
+                               "model='m', source='fresh{r}', tokens='body')",
+                               "SELECT id, score FROM temp.job{r}", "COMMIT"],
     # scans made before the change, read after it
     "stored_temp_scan": ["SELECT id, score FROM temp.stored"],
     "stored_main_scan": ["SELECT id, score FROM main.stored"],
@@ -88,7 +105,9 @@ for r in range(rounds):
     rows = None
     for sql in CASES[case]:
         try:
-            rows = c.execute(sql.format(r=r)).fetchall()
+            got = c.execute(sql.format(r=r)).fetchall()
+            if sql != "COMMIT":   # a transaction's end: the rows before it
+                rows = got
         except sqlite3.Error as e:
             rows = str(e)
     print(case, r, rows if isinstance(rows, str) else len(rows), flush=True)
