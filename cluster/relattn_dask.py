@@ -51,7 +51,10 @@ other options would mix with the first run's.
 
 Progress goes to stderr: the whole job's rows and tokens done of its total,
 tokens/s of this run and the ETA, redrawn in place on a terminal, else a line
-every 5 seconds at most; and a last line. Dask does the scheduling, the retries
+a second while work runs; and a last line. Rows a worker has scored in a range
+not committed yet count too: each task reports its rows and tokens as they come
+out of its scan (a Dask event, at most twice a second). stdout gets the plan's
+and the end's lines only. Dask does the scheduling, the retries
 after a lost worker and the dashboard (its address is printed when the
 scheduler has bokeh). By default
 the program starts a LocalCluster of --workers worker processes on this
@@ -87,7 +90,8 @@ DEFAULT_COLUMNS = {"decoder": ["n_tokens", "score", "perplexity"],
 RANGE_ROWS = 10000      # the most rows a range is given by default
 RANGES_PER_WORKER = 4
 PROGRESS_TTY = 0.25     # seconds between progress lines: redrawn on a terminal,
-PROGRESS_LOG = 5.0      # and written to a file or a pipe
+PROGRESS_LOG = 1.0      # and written to a file or a pipe
+PROGRESS_REPORT = 0.5   # seconds between a task's reports of its rows so far
 ROWS_TABLE = "relattn_cluster_rows"   # a range's rows, in each worker's memory
 SQLITE_MAGIC = b"SQLite format 3\0"
 BUSY_MS = 1000          # SQLite's own wait for the results database's lock
@@ -154,10 +158,12 @@ def scan_arguments(model, source, tokens, generate):
     return args + (f", generate={sql_string(generate)}" if generate is not None else "")
 
 
-def scan_range(db, model, shard, source, tokens, id_col, lo, hi, select, generate=None):
+def scan_range(db, model, shard, source, tokens, id_col, lo, hi, select, generate=None,
+               report=None):
     """SELECT select FROM relattn_scan over ids lo..hi of one shard, copied
     next to the model in db's main schema (relattn_scan reads its source and
-    the model from one schema)."""
+    the model from one schema). report(rows so far), when given, is called
+    every PROGRESS_REPORT seconds at most while the rows come."""
     # The rows' column keeps its name, so relattn_scan's errors name it.
     db.execute(f"CREATE TABLE {ROWS_TABLE}(id INTEGER PRIMARY KEY, {quote(tokens)})")
     try:
@@ -170,25 +176,37 @@ def scan_range(db, model, shard, source, tokens, id_col, lo, hi, select, generat
             db.execute("DETACH corpus")
         db.execute("CREATE VIRTUAL TABLE temp.job USING relattn_scan({})".format(
             scan_arguments(model, ROWS_TABLE, tokens, generate)))
-        return db.execute(f"SELECT {select} FROM temp.job").fetchall()
+        rows, shown = [], time.monotonic()
+        for row in db.execute(f"SELECT {select} FROM temp.job"):
+            rows.append(row)
+            if report and time.monotonic() - shown >= PROGRESS_REPORT:
+                report(rows)
+                shown = time.monotonic()
+        return rows
     finally:
         db.execute("DROP TABLE IF EXISTS temp.job")
         db.execute(f"DROP TABLE {ROWS_TABLE}")
 
 
-def score_range(plugin_name, shard, source, tokens, id_col, lo, hi, columns, generate=None):
+def score_range(plugin_name, shard, source, tokens, id_col, lo, hi, columns, generate=None,
+                topic=None):
     """One task: relattn_scan over ids lo..hi of one shard. Returns the rows
     (id, the columns, error), their token count, how many have an error, the
-    worker and the time."""
+    worker and the time. With topic, it reports the rows and tokens scored so
+    far as Dask events: {"shard", "lo", "rows", "tokens"}."""
     worker = get_worker()
     plugin = worker.plugins[plugin_name]
     t = time.perf_counter()
     # Naming the hidden error column makes a bad row a row with its message,
     # not the end of the scan.
     select = ", ".join(["id", "n_tokens"] + list(columns) + ["error"])
+    def report(rows):
+        worker.log_event(topic, {"shard": shard, "lo": lo, "rows": len(rows),
+                                 "tokens": sum(r[1] or 0 for r in rows)})
+
     with plugin.lock:
         rows = scan_range(plugin.db, plugin.model, shard, source, tokens, id_col, lo, hi,
-                          select, generate)
+                          select, generate, report if topic else None)
     return {"rows": [(r[0],) + r[2:] for r in rows], "tokens": sum(r[1] or 0 for r in rows),
             "errors": sum(r[-1] is not None for r in rows), "worker": worker.address,
             "seconds": time.perf_counter() - t}
@@ -407,8 +425,9 @@ class LockWait:
 class Progress:
     """The whole job's rows and tokens done of its total, with this run's
     tokens/s and the ETA, on stderr: redrawn in place on a terminal (every
-    PROGRESS_TTY seconds at most), else a line every PROGRESS_LOG seconds at
-    most, so that a log stays small; and a last line."""
+    PROGRESS_TTY seconds), else a line every PROGRESS_LOG seconds while work
+    runs; and a last line. Done is what is committed plus what the workers
+    have reported of the ranges they hold (running(), from their events)."""
 
     def __init__(self, rows, all_rows, tokens, all_tokens, stream=sys.stderr):
         self.rows, self.all_rows, self.tokens, self.all_tokens = rows, all_rows, tokens, all_tokens
@@ -416,26 +435,55 @@ class Progress:
         self.stream, self.tty = stream, stream.isatty()
         self.t0 = self.shown = time.monotonic()
         self.drawn = False      # a line drawn on the terminal, not ended yet
+        self.lock = threading.Lock()
+        self.partial = {}       # (shard, lo) -> (rows, tokens) scored, not committed
+        self.ended = set()      # ranges committed or failed: late reports ignored
 
-    def add(self, rows, tokens):
+    def running(self, event):
+        """A worker's report (a Dask event: (time, msg)) of a range it holds.
+        Events come through the scheduler, so one may arrive after the
+        range's result."""
+        msg = event[1]
+        with self.lock:
+            if (msg["shard"], msg["lo"]) not in self.ended:
+                self.partial[(msg["shard"], msg["lo"])] = (msg["rows"], msg["tokens"])
+
+    def add(self, rows, tokens, shard=None, lo=None):
+        """A range committed: its rows and tokens (its reports dropped)."""
+        self.drop(shard, lo)
         self.rows += rows
         self.tokens += tokens
         self.run_rows += rows
         self.run_tokens += tokens
+        self.tick()
+
+    def drop(self, shard, lo):
+        """A range ended: what its worker reported counts no more."""
+        with self.lock:
+            self.partial.pop((shard, lo), None)
+            self.ended.add((shard, lo))
+
+    def tick(self):
         if time.monotonic() - self.shown >= (PROGRESS_TTY if self.tty else PROGRESS_LOG):
             self.draw()
 
     def line(self):
         el = max(time.monotonic() - self.t0, 1e-3)
-        if self.run_tokens:
-            eta = (self.all_tokens - self.tokens) * el / self.run_tokens
+        with self.lock:
+            held = list(self.partial.values())
+        rows = self.rows + sum(r for r, _ in held)
+        tokens = self.tokens + sum(t for _, t in held)
+        run_rows = self.run_rows + sum(r for r, _ in held)
+        run_tokens = self.run_tokens + sum(t for _, t in held)
+        if run_tokens:
+            eta = (self.all_tokens - tokens) * el / run_tokens
         else:
-            eta = (self.all_rows - self.rows) * el / max(self.run_rows, 1)
+            eta = (self.all_rows - rows) * el / max(run_rows, 1)
         s = max(0, round(eta))
-        pct = (100 * self.tokens / self.all_tokens if self.all_tokens
-               else 100 * self.rows / max(self.all_rows, 1))
-        return (f"relattn_dask: {self.rows}/{self.all_rows} rows, {self.tokens}/"
-                f"{self.all_tokens} tokens ({pct:.1f}%), {self.run_tokens / el:.0f} tokens/s, "
+        pct = (100 * tokens / self.all_tokens if self.all_tokens
+               else 100 * rows / max(self.all_rows, 1))
+        return (f"relattn_dask: {rows}/{self.all_rows} rows, {tokens}/"
+                f"{self.all_tokens} tokens ({pct:.1f}%), {run_tokens / el:.0f} tokens/s, "
                 f"ETA {s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}")
 
     def draw(self, last=False):
@@ -729,6 +777,7 @@ def run_dask(args, extension, weights, sha, job, model_db, client):
 
     client, cluster = start_dask(args, client)
     failed = skipped = 0
+    topic = None        # the workers' reports, once subscribed
     try:
         name = f"relattn-scan-{args.model}-{sha[:16] if sha else 'unhashed'}"
         setup = client.register_worker_plugin(
@@ -737,13 +786,17 @@ def run_dask(args, extension, weights, sha, job, model_db, client):
             if r.get("status") != "OK":
                 raise JobError(f"worker {addr} could not set up: {r.get('exception', r)}")
         futures, run_id = {}, uuid.uuid4().hex[:8]
+        progress = Progress(*totals)
+        wait.progress = progress
+        client.subscribe_topic(f"relattn-progress-{run_id}", progress.running)
+        topic = f"relattn-progress-{run_id}"
         for shard, lo, hi, _ in todo:
             key = f"relattn-scan-{args.shards.index(shard)}-{lo}-{hi}-{run_id}"
             fut = client.submit(score_range, name, shard, args.source, args.tokens, args.id,
-                                lo, hi, args.columns, args.generate, key=key, pure=False)
+                                lo, hi, args.columns, args.generate,
+                                f"relattn-progress-{run_id}", key=key,
+                                pure=False)
             futures[fut] = (shard, lo, hi)
-        progress = Progress(*totals)
-        wait.progress = progress
         t, rows, tokens, errors = time.perf_counter(), 0, 0, 0
         # Scored ranges not committed yet: while another connection holds the
         # results database's lock, they wait here, and the loop goes on
@@ -767,26 +820,27 @@ def run_dask(args, extension, weights, sha, job, model_db, client):
                     rows += len(out["rows"])
                     tokens += out["tokens"]
                     errors += out["errors"]
-                    progress.add(len(out["rows"]), out["tokens"])
+                    progress.add(len(out["rows"]), out["tokens"], shard, lo)
                 else:
+                    progress.drop(shard, lo)
                     skipped += 1
 
+        # The loop polls, so that a progress line comes on time while ranges run.
         ready = as_completed(list(futures))
         while True:
             save()
-            if not unsaved:
-                try:
-                    batch = [next(ready)]
-                except StopIteration:
-                    break
-            elif ready.has_ready():
+            progress.tick()
+            if ready.has_ready():
                 batch = ready.next_batch(block=False)
+            elif not unsaved and ready.is_empty():
+                break
             else:
                 time.sleep(0.05)
                 continue
             for fut in batch:
                 shard, lo, hi = futures.pop(fut)
                 if fut.status != "finished":
+                    progress.drop(shard, lo)
                     failed += 1
                     progress.break_line()
                     print(f"range {lo}..{hi} of {shard} failed: {fut.exception()}",
@@ -804,6 +858,8 @@ def run_dask(args, extension, weights, sha, job, model_db, client):
         if skipped:
             print(f"{skipped} ranges were committed by another run meanwhile", flush=True)
     finally:
+        if topic is not None:
+            client.unsubscribe_topic(topic)
         if cluster is not None:     # a scheduler's client is closed by run_job
             close_dask(client, cluster)
     if failed:
