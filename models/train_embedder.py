@@ -10,7 +10,7 @@ start of its DESCRIPTION. A seeded share of the source packages is held out whol
 The encoder is a bare DeBERTa-v3-style encoder, Hugging Face's DebertaV2Model (the modules of
 models/deberta_classifier.py without the pooler and classifier), with a SentencePiece unigram
 tokenizer trained on the training pairs (case folded: nmt_nfkc_cf). A text's vector is the mean
-of its final hidden rows over its tokens and the closing [SEP], [CLS] left out: what
+of its final hidden rows over every input row, [CLS] and [SEP] included: what
 relattn_embed(model, text) computes. It is trained with InfoNCE and in-batch negatives (van den
 Oord et al. 2018; as in DPR, Karpukhin et al. 2020, and SimCSE, Gao et al. 2021): in a batch of
 B pairs, each query's own document is the answer among the B documents and each document's
