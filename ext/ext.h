@@ -38,11 +38,21 @@ typedef struct relattn_conn {
   relattn_cache_entry *cache; /* loaded models, see ext/store.c */
   sqlite3_int64 cache_size; /* relattn_cache_size(): bytes of models kept */
   struct scan_worker *scan_spare; /* a closed scan's workers (ext/scan.c) */
+  sqlite3 *side;          /* read-only, on main's file: relattn_read_db */
   int n_scan_spare;
 } relattn_conn;
 
 /* The connection's pool with its current thread count; NULL when out of memory. */
 relattn_pool *relattn_conn_pool(relattn_conn *conn);
+/* Whether temp holds a table or view of that name (reads temp alone). */
+int relattn_in_temp(sqlite3 *db, const char *table);
+/* The connection to read table `table` of database `schema` (NULL: the bare
+** name, temp then main) on, from inside a running statement: conn->db, or
+** conn->side when that read would be the connection's first of main's file
+** in this statement or transaction (see ext/util.c). The schema name is the
+** same on both. */
+sqlite3 *relattn_read_db(relattn_conn *conn, const char *schema,
+                         const char *table);
 /* Frees the workers a closed relattn_scan left the connection (ext/scan.c). */
 void relattn_scan_spare_free(relattn_conn *conn);
 

@@ -300,7 +300,7 @@ static int scanFill(scan_cursor *cur) {
       const char *msg;
       rc = sqlite3_reset(cur->src);
       cur->src_done = 1;
-      msg = sqlite3_errmsg(cur->vt->conn->db);
+      msg = sqlite3_errmsg(sqlite3_db_handle(cur->src));
       /* A scan inside the source said what went wrong, naming itself. */
       if (strncmp(msg, "relattn_scan: ", 14) == 0)
         return scanError(cur, rc ? rc : SQLITE_ERROR, "%s", msg);
@@ -544,6 +544,7 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
   scan_vtab *vt = cur->vt;
   relattn_conn *conn = vt->conn;
   sqlite3 *db = conn->db;
+  sqlite3 *sdb; /* the source's: db, or conn->side (relattn_read_db) */
   sqlite3_str *where;
   sqlite3_int64 limit = -1, offset = 0;
   char *zErr = NULL, *sql, *cond, err[128];
@@ -654,7 +655,14 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
     sqlite3_free(cond);
     return SQLITE_NOMEM;
   }
-  rc = sqlite3_prepare_v2(db, sql, -1, &last, NULL);
+  /* A first read of main under the user's statement goes to conn->side; a
+  ** view there may call a function only this connection has. */
+  sdb = relattn_read_db(conn, schema, vt->source);
+  rc = sqlite3_prepare_v2(sdb, sql, -1, &last, NULL);
+  if (rc != SQLITE_OK && sdb != db) {
+    sdb = db;
+    rc = sqlite3_prepare_v2(db, sql, -1, &last, NULL);
+  }
   sqlite3_free(sql);
   if (rc == SQLITE_OK) {
     for (i = 0; idxStr && idxStr[i] && i < argc; i++)
@@ -670,7 +678,7 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
     }
   }
   if (rc != SQLITE_OK) {
-    const char *msg = sqlite3_errmsg(db);
+    const char *msg = sqlite3_errmsg(sdb);
     sqlite3_free(cond);
     if (rc == SQLITE_NOMEM) {
       sqlite3_finalize(last);
@@ -720,7 +728,7 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
     sqlite3_free(cond);
     return SQLITE_NOMEM;
   }
-  rc = sqlite3_prepare_v2(db, sql, -1, &cur->src, NULL);
+  rc = sqlite3_prepare_v2(sdb, sql, -1, &cur->src, NULL);
   sqlite3_free(sql);
   if (rc == SQLITE_OK && (conn->progress || isatty(2))) {
     /* the rows, and the bytes of their token values: the measure of the
@@ -730,14 +738,14 @@ static int scanFilterRun(scan_cursor *cur, int idxNum, const char *idxStr,
                           cur->read_tokens ? vt->tokens : "",
                           cur->read_tokens ? "\" AS BLOB)))" : "", schema,
                           vt->source, cond ? cond : "");
-    if (sql) rc = sqlite3_prepare_v2(db, sql, -1, &count, NULL);
+    if (sql) rc = sqlite3_prepare_v2(sdb, sql, -1, &count, NULL);
     sqlite3_free(sql);
   }
   sqlite3_free(cond);
   if (rc != SQLITE_OK) {
     sqlite3_value_free(bound);
     return scanError(cur, rc, "relattn_scan: cannot read source '%s': %s",
-                     vt->source, sqlite3_errmsg(db));
+                     vt->source, sqlite3_errmsg(sdb));
   }
   sqlite3_bind_value(cur->src, argc + 1, bound);
   if (count) sqlite3_bind_value(count, argc + 1, bound);

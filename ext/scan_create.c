@@ -64,29 +64,24 @@ static int scanParseArg(const char *arg, char **key, char **val) {
 ** made later. */
 const char *relattn_scan_schema_of(sqlite3 *db, const scan_vtab *vt,
                                           const char *name) {
-  sqlite3_stmt *st = NULL;
-  int in_temp = 0;
   if (sqlite3_stricmp(vt->schema, "temp") != 0) return vt->schema;
-  if (sqlite3_prepare_v2(db,
-                         "SELECT 1 FROM temp.sqlite_master WHERE name = ?1 "
-                         "COLLATE NOCASE AND type IN ('table', 'view')",
-                         -1, &st, NULL) == SQLITE_OK) {
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    in_temp = sqlite3_step(st) == SQLITE_ROW;
-  }
-  sqlite3_finalize(st);
-  return in_temp ? "temp" : "main";
+  return relattn_in_temp(db, name) ? "temp" : "main";
 }
 
 /* The model tables' database for relattn_store_acquire_in:
 ** relattn_scan_schema_of, or NULL when the bare names resolve there anyway
 ** (temp, main, then attached databases in order), so the scan and the
-** scalar functions share one cached copy of the model. */
+** scalar functions share one cached copy of the model. Temp and main are
+** told apart by temp's catalogue alone: a query runs this, and a first read
+** of main here must not happen on the connection (relattn_read_db). */
 const char *relattn_scan_model_schema(sqlite3 *db,
                                              const scan_vtab *vt) {
   const char *schema = relattn_scan_schema_of(db, vt, "relattn_model");
   sqlite3_stmt *st = NULL;
   int same = 0;
+  if (sqlite3_stricmp(schema, "temp") == 0) return NULL;
+  if (sqlite3_stricmp(schema, "main") == 0)
+    return relattn_in_temp(db, "relattn_model") ? schema : NULL;
   if (sqlite3_prepare_v2(db,
                          "SELECT t.schema FROM pragma_table_list(?1) t "
                          "JOIN pragma_database_list d ON d.name = t.schema "
@@ -330,6 +325,7 @@ static int scanCheckModel(sqlite3 *db, scan_vtab *vt, const char *schema,
   probe.db = db;
   probe.cache = NULL;
   probe.pool = NULL;
+  probe.side = NULL; /* its own, if it needs one: closed below */
   m = relattn_store_acquire_in(&probe, schema, vt->model, "relattn_scan",
                                pzErr);
   if (m) {
@@ -356,6 +352,7 @@ static int scanCheckModel(sqlite3 *db, scan_vtab *vt, const char *schema,
     relattn_store_close(&probe);
   else
     relattn_store_adopt(vt->conn, &probe, key);
+  sqlite3_close_v2(probe.side);
   return *pzErr ? SQLITE_ERROR : SQLITE_OK;
 }
 

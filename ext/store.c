@@ -211,7 +211,8 @@ static void dropGone(relattn_conn *conn, relattn_cache_entry *keep) {
                           "%s%w%srelattn_model WHERE name = ?1",
                           IN_SCHEMA(e->schema));
     if (!sql) return;
-    rc = sqlite3_prepare_v2(conn->db, sql, -1, &st, NULL);
+    rc = sqlite3_prepare_v2(relattn_read_db(conn, e->schema, "relattn_model"),
+                            sql, -1, &st, NULL);
     sqlite3_free(sql);
     if (rc == SQLITE_OK) {
       sqlite3_bind_text(st, 1, e->name, -1, SQLITE_STATIC);
@@ -343,7 +344,7 @@ fail:
 ** least as many rows as the config needs tensors (n_layers alone may ask for
 ** hundreds of millions), naming the first missing one as loadTensors would,
 ** and its float32 weights must fit relattn_max_memory(). */
-static int checkSize(relattn_conn *conn, relattn_cache_entry *e,
+static int checkSize(relattn_conn *conn, sqlite3 *db, relattn_cache_entry *e,
                      const char *what, char **pzErr) {
   const relattn_config *c = &e->model.cfg;
   int n = relattn_model_n_tensors(c), have = 0, i, k;
@@ -355,7 +356,7 @@ static int checkSize(relattn_conn *conn, relattn_cache_entry *e,
   sql = sqlite3_mprintf("SELECT name FROM %s%w%srelattn_tensor WHERE "
                         "model = ?1", IN_SCHEMA(e->schema));
   if (!sql) return SQLITE_NOMEM;
-  st = relattn_prepare(conn->db, sql, what, pzErr);
+  st = relattn_prepare(db, sql, what, pzErr);
   sqlite3_free(sql);
   if (!st) return SQLITE_ERROR;
   sqlite3_bind_text(st, 1, e->name, -1, SQLITE_STATIC);
@@ -424,7 +425,8 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
                                               const char *schema,
                                               const char *name, const char *fn,
                                               char **pzErr) {
-  sqlite3 *db = conn->db;
+  /* (conn->side when this is the connection's first read of main) */
+  sqlite3 *db = relattn_read_db(conn, schema, "relattn_model");
   sqlite3_stmt *st = NULL;
   relattn_cache_entry *e = NULL, *old = NULL;
   char *what = NULL, err[256], *sql;
@@ -442,6 +444,11 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
                         IN_SCHEMA(schema));
   if (!sql) goto nomem;
   rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+  if (rc != SQLITE_OK && db != conn->db) {
+    /* not in main: the bare name finds an attached database's tables */
+    db = conn->db;
+    rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+  }
   sqlite3_free(sql);
   if (rc != SQLITE_OK) {
     /* no tables yet: nothing was ever imported here */
@@ -506,7 +513,7 @@ const relattn_model *relattn_store_acquire_in(relattn_conn *conn,
       SQLITE_OK)
     goto fail;
   what[strlen(what) - strlen(": config")] = 0;
-  if (checkSize(conn, e, what, pzErr) != SQLITE_OK) goto fail;
+  if (checkSize(conn, db, e, what, pzErr) != SQLITE_OK) goto fail;
   if (labelsLoad(db, e, what, pzErr) != SQLITE_OK) goto fail;
   rc = relattn_model_init(&e->model, &e->model.cfg, what, err, sizeof err);
   if (rc != RELATTN_OK) {

@@ -288,6 +288,64 @@ relattn_pool *relattn_conn_pool(relattn_conn *conn) {
   return conn->pool;
 }
 
+/* ---- reading inside a statement ------------------------------------------ */
+
+/* A statement that reads main checks main's schema cookie when it opens its
+** read transaction. Should another connection have changed the schema since,
+** SQLite discards this connection's schemas, main's and temp's, at once,
+** even under a statement still running. The extension's reads run inside
+** the user's statement (a function per row, a scan's xFilter); when that
+** statement reads only temp (INSERT INTO temp.t SELECT ... FROM temp.job),
+** our read is the connection's first of main, and the statement may still
+** use what was discarded: a STRICT temp table's definition, checked on each
+** row it writes. So such a first read goes to a read-only connection of
+** our own to main's file, which sees what it would have seen, and the
+** user's connection never opens main under its statement. A read in temp or
+** an in-memory database, or in a transaction the connection already has
+** on main, stays on the connection (as does one in an attached database,
+** read where it is). */
+int relattn_in_temp(sqlite3 *db, const char *table) {
+  sqlite3_stmt *st = NULL;
+  int found = 0;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT 1 FROM temp.sqlite_master WHERE name = ?1 "
+                         "COLLATE NOCASE AND type IN ('table', 'view')",
+                         -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    found = sqlite3_step(st) == SQLITE_ROW;
+  }
+  sqlite3_finalize(st);
+  return found;
+}
+
+sqlite3 *relattn_read_db(relattn_conn *conn, const char *schema,
+                         const char *table) {
+  sqlite3 *db = conn->db;
+  const char *file;
+  sqlite3_vfs *vfs = NULL;
+  if (schema ? sqlite3_stricmp(schema, "main") != 0
+             : relattn_in_temp(db, table))
+    return db;
+  if (sqlite3_txn_state(db, "main") != SQLITE_TXN_NONE) return db;
+  file = sqlite3_db_filename(db, "main");
+  if (!file || !*file) return db;
+  if (conn->side && strcmp(sqlite3_db_filename(conn->side, "main"), file) == 0)
+    return conn->side;
+  sqlite3_close_v2(conn->side);
+  conn->side = NULL;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, &vfs) !=
+      SQLITE_OK)
+    vfs = NULL;
+  if (sqlite3_open_v2(file, &conn->side, SQLITE_OPEN_READONLY,
+                      vfs ? vfs->zName : NULL) != SQLITE_OK) {
+    sqlite3_close_v2(conn->side);
+    conn->side = NULL;
+    return db;
+  }
+  sqlite3_busy_timeout(conn->side, 5000);
+  return conn->side;
+}
+
 /* ---- memory -------------------------------------------------------------- */
 
 char *relattn_memory_check(relattn_conn *conn, const char *fn, size_t need) {

@@ -60,6 +60,23 @@ CASES = {
     "temp_scan_of_temp": ["CREATE VIRTUAL TABLE temp.tjob{r} USING relattn_scan("
                           "model='m', source='tdocs', tokens='body')",
                           "SELECT id, score FROM temp.tjob{r}"],
+    # a statement that reads temp alone and writes a STRICT temp table: the
+    # extension's reads of main inside it (the scan's source, the model)
+    # were its first of main, and SQLite, meeting the change, freed temp's
+    # schema under it (SQLITE_DEBUG: "Assertion `pTab->tabFlags & TF_Strict'")
+    "strict_temp_from_scan": ["CREATE TEMP TABLE s{r}(id INTEGER, score REAL) STRICT",
+                              "CREATE VIRTUAL TABLE temp.sj{r} USING relattn_scan("
+                              "model='m', source='docs', tokens='body')",
+                              "INSERT INTO temp.s{r} SELECT id, score FROM temp.sj{r}",
+                              "SELECT * FROM temp.s{r}"],
+    "strict_temp_from_temp_scan": ["CREATE TEMP TABLE s{r}(id INTEGER, score REAL) STRICT",
+                                   "CREATE VIRTUAL TABLE temp.sj{r} USING relattn_scan("
+                                   "model='m', source='tdocs', tokens='body')",
+                                   "INSERT INTO temp.s{r} SELECT id, score FROM temp.sj{r}",
+                                   "SELECT * FROM temp.s{r}"],
+    "strict_temp_from_score": ["CREATE TEMP TABLE v{r}(x REAL) STRICT",
+                               "INSERT INTO temp.v{r} VALUES (relattn_score('m', 'some text'))",
+                               "SELECT * FROM temp.v{r}"],
     # the table-valued functions and a scalar one
     "logprobs": ["SELECT * FROM relattn_logprobs('m', 'some text')"],
     "attention_weights": ["SELECT count(*) FROM relattn_attention_weights('m', 'some text')"],

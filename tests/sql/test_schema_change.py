@@ -33,7 +33,8 @@ CASES = ["temp_scan", "main_scan", "temp_scan_error", "stored_temp_scan",
          "stored_main_scan", "temp_scan_of_temp", "logprobs",
          "attention_weights", "labels", "tokens_each", "score",
          "score_in_temp_insert", "generate_tokens", "zero_shot", "token_labels",
-         "temp_scan_in_immediate", "temp_scan_in_exclusive", "temp_scan_of_new_table"]
+         "temp_scan_in_immediate", "temp_scan_in_exclusive", "temp_scan_of_new_table",
+         "strict_temp_from_scan", "strict_temp_from_temp_scan", "strict_temp_from_score"]
 
 
 def make_db(path, rng, wal=False):
@@ -92,7 +93,8 @@ def expect(case, rounds):
          # in bytes, 'none' with nothing ignored: a row per byte
          "generate_tokens": 4, "zero_shot": 3, "token_labels": 9,
          "temp_scan_in_immediate": 5, "temp_scan_in_exclusive": 5,
-         "temp_scan_of_new_table": 5,
+         "temp_scan_of_new_table": 5, "strict_temp_from_scan": 5,
+         "strict_temp_from_temp_scan": 5, "strict_temp_from_score": 1,
          "temp_scan_error": "relattn_scan: no model named 'nope'"}
     return [f"{case} {r} {n[case]}" for r in range(rounds)] + ["ok"]
 
