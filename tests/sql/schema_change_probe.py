@@ -49,6 +49,10 @@ CASES = {
                                "CREATE VIRTUAL TABLE temp.job{r} USING relattn_scan("
                                "model='m', source='docs', tokens='body')",
                                "SELECT id, score FROM temp.job{r}", "COMMIT"],
+    "main_scan_in_immediate": ["BEGIN IMMEDIATE",
+                               "CREATE VIRTUAL TABLE main.job{r} USING relattn_scan("
+                               "model='m', source='docs', tokens='body')",
+                               "SELECT id, score FROM main.job{r}", "COMMIT"],
     "temp_scan_of_new_table": ["BEGIN",
                                "CREATE TABLE fresh{r} AS SELECT * FROM docs",
                                "CREATE VIRTUAL TABLE temp.job{r} USING relattn_scan("

@@ -34,6 +34,7 @@ CASES = ["temp_scan", "main_scan", "temp_scan_error", "stored_temp_scan",
          "attention_weights", "labels", "tokens_each", "score",
          "score_in_temp_insert", "generate_tokens", "zero_shot", "token_labels",
          "temp_scan_in_immediate", "temp_scan_in_exclusive", "temp_scan_of_new_table",
+         "main_scan_in_immediate",
          "strict_temp_from_scan", "strict_temp_from_temp_scan", "strict_temp_from_score"]
 
 
@@ -93,7 +94,7 @@ def expect(case, rounds):
          # in bytes, 'none' with nothing ignored: a row per byte
          "generate_tokens": 4, "zero_shot": 3, "token_labels": 9,
          "temp_scan_in_immediate": 5, "temp_scan_in_exclusive": 5,
-         "temp_scan_of_new_table": 5, "strict_temp_from_scan": 5,
+         "temp_scan_of_new_table": 5, "main_scan_in_immediate": 5, "strict_temp_from_scan": 5,
          "strict_temp_from_temp_scan": 5, "strict_temp_from_score": 1,
          "temp_scan_error": "relattn_scan: no model named 'nope'"}
     return [f"{case} {r} {n[case]}" for r in range(rounds)] + ["ok"]
