@@ -163,13 +163,17 @@ experiments: deps-model
 # The sanitizer environment goes to the test processes only (through env), not
 # to the runner's interpreter, whose own exit-time leaks LeakSanitizer would
 # report.
+# The builds run TEST_JOBS compilers at once; SQLite with SQLITE_DEBUG (its
+# source fetched, then one compiler) is built beside the normal pass, and its
+# lines are printed when the pass that needs it begins.
 test: deps
-	$(MAKE) all unit
-	$(MAKE) asan-build
-	@sh tests/sqlite_debug.sh $(BUILD)/sqlite-debug
+	$(MAKE) -j$(TEST_JOBS) all unit
+	$(MAKE) -j$(TEST_JOBS) asan-build
 	@echo "== tests (normal build)"
-	@$(TEST_ENV) $(PYTHON) -m pytest -q -n $(TEST_JOBS) tests cluster || exit 1; \
-	 $(TEST_ENV) sh tests/coretypes.sh $(PYTHON) -n $(TEST_JOBS) $(NUMERIC_TESTS) || exit 1; \
+	@sh tests/sqlite_debug.sh $(BUILD)/sqlite-debug > $(BUILD)/sqlite-debug.out 2>&1 & debug=$$!; \
+	 $(TEST_ENV) $(PYTHON) -m pytest -q -n $(TEST_JOBS) tests cluster || { wait $$debug; exit 1; }; \
+	 $(TEST_ENV) sh tests/coretypes.sh $(PYTHON) -n $(TEST_JOBS) $(NUMERIC_TESTS) || { wait $$debug; exit 1; }; \
+	 wait $$debug; cat $(BUILD)/sqlite-debug.out; \
 	 if [ -f $(SQLITE_DEBUG) ]; then \
 	   echo "== tests on SQLite built with SQLITE_DEBUG"; \
 	   LD_LIBRARY_PATH=$(dir $(SQLITE_DEBUG)) $(TEST_ENV) $(PYTHON) -m pytest -q -n $(TEST_JOBS) $(DEBUG_TESTS) || exit 1; \
