@@ -476,15 +476,19 @@ def slow_corpus(tmp_path):
     return path
 
 
-def test_progress_comes_every_second_while_ranges_run(cluster, slow_corpus, tmp_path):
-    """Two ranges of 200 rows, one a worker, each some seconds long: the
-    whole job's line comes less than 2 s after the one before (it came when
-    a range was committed, so not at all until then), and counts the rows
-    the workers report of the ranges they still hold."""
+def test_progress_comes_every_second_while_ranges_run(cluster, tmp_path):
+    """Two ranges of 1,000 rows of 200-400 characters, one a worker, each
+    some seconds long: the whole job's line comes less than 2 s after the
+    one before (it came when a range was committed, so not at all until
+    then), and counts the rows the workers report of the ranges they still
+    hold."""
     address, _ = cluster
-    p = subprocess.Popen(command(slow_corpus, "--results", tmp_path / "scores.db",
+    path = tmp_path / "slow.db"
+    make_corpus(path, np.random.default_rng(int.from_bytes(os.urandom(4), "little")), 2000,
+                (200, 400))
+    p = subprocess.Popen(command(path, "--results", tmp_path / "scores.db",
                                  "--scheduler", address, "--threads", 1,
-                                 "--range-rows", 200),
+                                 "--range-rows", 1000),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []   # (arrival time, line)
     for line in p.stderr:
@@ -495,9 +499,9 @@ def test_progress_comes_every_second_while_ranges_run(cluster, slow_corpus, tmp_
     got = [PROGRESS.fullmatch(l) for _, l in lines]
     assert all(got), lines
     rows = [int(m[1]) for m in got]
-    assert rows == sorted(rows) and rows[-1] == 400 and all(m[2] == "400" for m in got)
-    # rows of ranges not committed yet: neither 0 nor a whole range's 200
-    assert any(r % 200 for r in rows), rows
+    assert rows == sorted(rows) and rows[-1] == 2000 and all(m[2] == "2000" for m in got)
+    # rows of ranges not committed yet: neither 0 nor a whole range's 1,000
+    assert any(r % 1000 for r in rows), rows
     gaps = [b - a for (a, _), (b, _) in zip(lines, lines[1:])]
     assert len(lines) >= 4 and max(gaps) < 2.0, (gaps, lines)
 

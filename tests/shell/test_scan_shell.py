@@ -365,9 +365,10 @@ def test_score_corpus_progress_never_goes_quiet_inside_long_rows(tmp_path):
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
     path = tmp_path / "c.db"
     db = connect(str(path))
+    # some seconds even on a fast machine: 8 layers over 4 rows of 8,000
     modelgen.load(db, "tiny", modelgen.config(d_model=256, n_heads=4, d_ff=512,
-                                              n_layers=4), rng)
-    n = [8000, 300, 8000, 300, 8000, 300]
+                                              n_layers=8), rng)
+    n = [8000, 300, 8000, 300, 8000, 300, 8000, 300]
     db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, body BLOB)")
     db.executemany("INSERT INTO docs VALUES (?, ?)",
                    [(i + 1, rng.integers(0, 256, k).astype("<i4").tobytes())
@@ -383,9 +384,9 @@ def test_score_corpus_progress_never_goes_quiet_inside_long_rows(tmp_path):
         lines.append((time.monotonic(), line.rstrip("\n")))
     out = p.stdout.read()
     assert p.wait(timeout=600) == 0, lines
-    assert out == 'score_corpus: done, 6 rows in "docs_scores"\n'
+    assert out == 'score_corpus: done, 8 rows in "docs_scores"\n'
     got = [PROGRESS.fullmatch(l).groups() for _, l in lines]
-    assert all(g[1:4:2] == ("6", str(sum(n))) for g in got), lines
+    assert all(g[1:4:2] == ("8", str(sum(n))) for g in got), lines
     # tokens counted inside rows: counts that are no whole rows' sum
     whole = {sum(n[:k]) for k in range(len(n) + 1)}
     assert any(int(g[2]) not in whole for g in got), lines
