@@ -643,7 +643,10 @@ def test_classifier_job_killed_equals_the_scalar_functions(cluster, tmp_path):
     address, _ = cluster
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
     path = tmp_path / "corpus.db"
-    make_corpus(path, rng, 300)
+    # texts of 200-400 characters: the ranges take long enough that the lock
+    # is taken while some are still being scored (of short ones, all 15 could
+    # be scored, and committed, before it)
+    make_corpus(path, rng, 300, (200, 400))
     cfg = ref.with_head(ref.random_config(rng, arch="encoder", d_model=64, n_heads=4,
                                           d_ff=128), "classifier", pooler="tanh",
                         labels=["negative", "positive", "neutral"])
