@@ -77,7 +77,7 @@ static int pushFloat(attnMatrix *m, sqlite3_int64 *cap, float x) {
 /* JSON text: a flat or nested array of numbers, in document order. */
 static int jsonMatrix(sqlite3_context *ctx, sqlite3_value *v, const char *name,
                       attnMatrix *m) {
-  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  sqlite3 *db = relattn_json_db(sqlite3_user_data(ctx));
   sqlite3_stmt *st = NULL;
   sqlite3_int64 cap = 0;
   int rc, ok = 1;
@@ -236,7 +236,7 @@ static int positionInt(sqlite3_context *ctx, sqlite3_stmt *st, const char *key,
 /* options.position: {"type": ..., parameters of that scheme}. */
 static int parsePosition(sqlite3_context *ctx, const char *json,
                          relattn_position *p) {
-  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  sqlite3 *db = relattn_json_db(sqlite3_user_data(ctx));
   sqlite3_stmt *st = NULL;
   const char *const *keys;
   int rc, ok = 1, type = -1;
@@ -373,7 +373,7 @@ static int parsePosition(sqlite3_context *ctx, const char *json,
 /* options: a JSON object, decoded with json_each. */
 static int parseOptions(sqlite3_context *ctx, sqlite3_value *v,
                         attnOptions *o) {
-  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  sqlite3 *db = relattn_json_db(sqlite3_user_data(ctx));
   sqlite3_stmt *st = NULL;
   int rc, ok = 1, is_object = 0;
   memset(o, 0, sizeof *o);

@@ -39,11 +39,16 @@ typedef struct relattn_conn {
   sqlite3_int64 cache_size; /* relattn_cache_size(): bytes of models kept */
   struct scan_worker *scan_spare; /* a closed scan's workers (ext/scan.c) */
   sqlite3 *side;          /* read-only, on main's file: relattn_read_db */
+  sqlite3 *json;          /* in memory, for JSON arguments: relattn_json_db */
   int n_scan_spare;
 } relattn_conn;
 
 /* The connection's pool with its current thread count; NULL when out of memory. */
 relattn_pool *relattn_conn_pool(relattn_conn *conn);
+/* A connection of the extension's own, in memory, for statements that read
+** only their JSON arguments (json_each, json_tree open main, though they
+** read nothing there); conn->db when it cannot be opened. */
+sqlite3 *relattn_json_db(relattn_conn *conn);
 /* Whether temp holds a table or view of that name (reads temp alone). */
 int relattn_in_temp(sqlite3 *db, const char *table);
 /* The connection to read table `table` of database `schema` (NULL: the bare

@@ -278,7 +278,7 @@ static char *optStop(const opt_who *w, sqlite3 *db, char **stops,
 char *relattn_gen_parse(relattn_conn *conn, const relattn_model *m,
                         const char *fn, const char *what, const char *json,
                         relattn_gen_opts *o, char **stops, int *n_stops) {
-  sqlite3 *db = conn->db;
+  sqlite3 *db = relattn_json_db(conn);
   const opt_who who = {fn, what}, *w = &who;
   sqlite3_stmt *st = NULL;
   char *zErr = NULL;

@@ -26,6 +26,7 @@ static void connRelease(void *p) {
   relattn_scan_spare_free(conn);
   relattn_pool_free(conn->pool);
   sqlite3_close_v2(conn->side);
+  sqlite3_close_v2(conn->json);
   sqlite3_free(conn);
 }
 

@@ -325,7 +325,8 @@ static int scanCheckModel(sqlite3 *db, scan_vtab *vt, const char *schema,
   probe.db = db;
   probe.cache = NULL;
   probe.pool = NULL;
-  probe.side = NULL; /* its own, if it needs one: closed below */
+  probe.side = NULL; /* its own, if it needs them: closed below */
+  probe.json = NULL;
   m = relattn_store_acquire_in(&probe, schema, vt->model, "relattn_scan",
                                pzErr);
   if (m) {
@@ -353,6 +354,7 @@ static int scanCheckModel(sqlite3 *db, scan_vtab *vt, const char *schema,
   else
     relattn_store_adopt(vt->conn, &probe, key);
   sqlite3_close_v2(probe.side);
+  sqlite3_close_v2(probe.json);
   return *pzErr ? SQLITE_ERROR : SQLITE_OK;
 }
 

@@ -36,7 +36,7 @@ static void resultTokens(sqlite3_context *ctx, const char *fn, int32_t *ids,
 
 void relattn_tokens_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   static const char fn[] = "relattn_tokens";
-  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  sqlite3 *db = relattn_json_db(sqlite3_user_data(ctx));
   sqlite3_stmt *st = NULL;
   int32_t *ids = NULL;
   size_t n = 0, cap = 0;

@@ -336,7 +336,8 @@ sqlite3 *relattn_read_db(relattn_conn *conn, const char *schema,
   if (sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, &vfs) !=
       SQLITE_OK)
     vfs = NULL;
-  if (sqlite3_open_v2(file, &conn->side, SQLITE_OPEN_READONLY,
+  if (sqlite3_open_v2(file, &conn->side,
+                      SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
                       vfs ? vfs->zName : NULL) != SQLITE_OK) {
     sqlite3_close_v2(conn->side);
     conn->side = NULL;
@@ -344,6 +345,26 @@ sqlite3 *relattn_read_db(relattn_conn *conn, const char *schema,
   }
   sqlite3_busy_timeout(conn->side, 5000);
   return conn->side;
+}
+
+/* JSON arguments are read with json_each and json_tree, table-valued
+** functions, which open main like any table: on the connection, a first read
+** of main under the user's statement, as above, and, in a deterministic
+** function SQLite may call while it prepares another statement, a reset in
+** the middle of that. Nothing of main is needed, so they run here. Like
+** conn->side it is used on the connection's own thread alone, under its
+** lock: it has no mutex of its own (a value read from one of its rows is
+** then no misuse outside a call on it). */
+sqlite3 *relattn_json_db(relattn_conn *conn) {
+  if (!conn->json &&
+      sqlite3_open_v2(":memory:", &conn->json,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                          SQLITE_OPEN_NOMUTEX,
+                      NULL) != SQLITE_OK) {
+    sqlite3_close_v2(conn->json);
+    conn->json = NULL;
+  }
+  return conn->json ? conn->json : conn->db;
 }
 
 /* ---- memory -------------------------------------------------------------- */

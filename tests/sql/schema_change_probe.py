@@ -81,6 +81,12 @@ CASES = {
     "strict_temp_from_score": ["CREATE TEMP TABLE v{r}(x REAL) STRICT",
                                "INSERT INTO temp.v{r} VALUES (relattn_score('m', 'some text'))",
                                "SELECT * FROM temp.v{r}"],
+    # JSON arguments, read with json_each (which opens main)
+    "strict_temp_from_json": ["CREATE TEMP TABLE j{r}(x BLOB, y BLOB) STRICT",
+                              "INSERT INTO temp.j{r} VALUES (relattn_tokens('[1, 2, 3]'), "
+                              "relattn_attention('[[1.5, 2.5]]', '[[1.0, 2.0]]', "
+                              "'[[3.0, 4.0]]', NULL, NULL, '{{\"heads\": 1, \"d_head\": 2}}'))",
+                              "SELECT * FROM temp.j{r}"],
     # the table-valued functions and a scalar one
     "logprobs": ["SELECT * FROM relattn_logprobs('m', 'some text')"],
     "attention_weights": ["SELECT count(*) FROM relattn_attention_weights('m', 'some text')"],

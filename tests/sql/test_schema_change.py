@@ -35,7 +35,8 @@ CASES = ["temp_scan", "main_scan", "temp_scan_error", "stored_temp_scan",
          "score_in_temp_insert", "generate_tokens", "zero_shot", "token_labels",
          "temp_scan_in_immediate", "temp_scan_in_exclusive", "temp_scan_of_new_table",
          "main_scan_in_immediate",
-         "strict_temp_from_scan", "strict_temp_from_temp_scan", "strict_temp_from_score"]
+         "strict_temp_from_scan", "strict_temp_from_temp_scan", "strict_temp_from_score",
+         "strict_temp_from_json"]
 
 
 def make_db(path, rng, wal=False):
@@ -96,6 +97,7 @@ def expect(case, rounds):
          "temp_scan_in_immediate": 5, "temp_scan_in_exclusive": 5,
          "temp_scan_of_new_table": 5, "main_scan_in_immediate": 5, "strict_temp_from_scan": 5,
          "strict_temp_from_temp_scan": 5, "strict_temp_from_score": 1,
+         "strict_temp_from_json": 1,
          "temp_scan_error": "relattn_scan: no model named 'nope'"}
     return [f"{case} {r} {n[case]}" for r in range(rounds)] + ["ok"]
 
