@@ -356,6 +356,10 @@ sqlite3 *relattn_read_db(relattn_conn *conn, const char *schema,
 ** lock: it has no mutex of its own (a value read from one of its rows is
 ** then no misuse outside a call on it). */
 sqlite3 *relattn_json_db(relattn_conn *conn) {
+  /* An interrupt of the user's statement must stop these too, with the
+  ** error the caller gives for it: on the connection, an interrupted
+  ** statement stops before it opens anything. */
+  if (relattn_interrupted(conn->db)) return conn->db;
   if (!conn->json &&
       sqlite3_open_v2(":memory:", &conn->json,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
